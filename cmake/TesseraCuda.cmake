@@ -1,0 +1,22 @@
+# TESSERA_CUDA=AUTO|ON|OFF. CUDA sources compile wherever nvcc exists; the
+# rest of the project never needs it. nvcc is often not on PATH.
+set(TESSERA_HAVE_CUDA OFF)
+if(NOT TESSERA_CUDA STREQUAL "OFF")
+  if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      # 'native' fails without a GPU; build for the data-centre parts.
+      set(CMAKE_CUDA_ARCHITECTURES 80 90)
+    endif()
+    enable_language(CUDA)
+    find_package(CUDAToolkit REQUIRED)
+    set(TESSERA_HAVE_CUDA ON)
+  elseif(TESSERA_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "TESSERA_CUDA=ON but no CUDA compiler was found")
+  endif()
+endif()
+message(STATUS "Tessera CUDA backend: ${TESSERA_HAVE_CUDA}")

@@ -1,0 +1,64 @@
+#pragma once
+/// @file
+/// Element types of weights and KV blocks, and scalar conversions between
+/// them. Vectorised conversions live in engine/cpu/kernels.hpp.
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace tessera::engine {
+
+/// Element type of a tensor.
+enum class dtype : uint8_t { f32, f16, bf16 };
+
+/// Bytes per element of `t`.
+constexpr size_t dtype_size(dtype t) { return t == dtype::f32 ? 4 : 2; }
+
+/// The safetensors / config.json spelling: "F32", "F16", "BF16".
+std::string_view to_safetensors_name(dtype t);
+
+/// Parses "F32" / "F16" / "BF16" (safetensors) or "float32" / "float16" /
+/// "bfloat16" (config.json torch_dtype, also accepted as "f32", "bf16" ...).
+std::optional<dtype> parse_dtype(std::string_view name);
+
+/// bf16 -> f32, exact.
+inline float bf16_to_f32(uint16_t x) { return std::bit_cast<float>(uint32_t{x} << 16); }
+
+/// f32 -> bf16 with round-to-nearest-even; NaN stays NaN.
+inline uint16_t f32_to_bf16(float f) {
+  uint32_t u = std::bit_cast<uint32_t>(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u)
+    return static_cast<uint16_t>((u >> 16) | 0x40);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+/// IEEE half -> f32, exact (subnormals, inf and NaN included).
+float f16_to_f32(uint16_t h);
+
+/// f32 -> IEEE half with round-to-nearest-even.
+uint16_t f32_to_f16(float f);
+
+/// Reads element `i` of a buffer of type `t` as f32.
+inline float load_as_f32(const void* data, dtype t, size_t i) {
+  switch (t) {
+    case dtype::f32: return static_cast<const float*>(data)[i];
+    case dtype::f16: return f16_to_f32(static_cast<const uint16_t*>(data)[i]);
+    case dtype::bf16: return bf16_to_f32(static_cast<const uint16_t*>(data)[i]);
+  }
+  return 0.0f;
+}
+
+/// Writes `v` as element `i` of a buffer of type `t` (rounding to nearest).
+inline void store_from_f32(void* data, dtype t, size_t i, float v) {
+  switch (t) {
+    case dtype::f32: static_cast<float*>(data)[i] = v; break;
+    case dtype::f16: static_cast<uint16_t*>(data)[i] = f32_to_f16(v); break;
+    case dtype::bf16: static_cast<uint16_t*>(data)[i] = f32_to_bf16(v); break;
+  }
+}
+
+} // namespace tessera::engine

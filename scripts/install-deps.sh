@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs every Debian package Tessera builds, tests or runs with.
+# Idempotent: prints nothing and installs nothing when all are present.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config git
+  libcaf-dev
+  libucx-dev ucx-utils
+  libcapnp-dev capnproto
+  librocksdb-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libxxhash-dev
+  nlohmann-json3-dev libtomlplusplus-dev libcli11-dev libspdlog-dev
+  libopenblas-dev
+  libsentencepiece-dev
+  libpcre2-dev
+  libboost-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+sudo=""
+[ "$(id -u)" -ne 0 ] && sudo="sudo"
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "install-deps: done"
