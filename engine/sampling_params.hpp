@@ -1,0 +1,64 @@
+#pragma once
+/// @file
+/// Per-request generation settings, with the semantics and defaults of
+/// vLLM's SamplingParams / the OpenAI API.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <caf/error.hpp>
+
+namespace tessera::engine {
+
+/// How to pick tokens and when to stop. Plain data, copyable.
+struct sampling_params {
+  /// 0 means greedy (argmax). Default: 1.
+  float temperature = 1.0f;
+  /// Keep the k most likely tokens; 0 or -1 disables. Default: 0.
+  int32_t top_k = 0;
+  /// Keep the smallest set of tokens whose probability sums to >= top_p.
+  /// Default: 1 (off).
+  float top_p = 1.0f;
+  /// Drop tokens whose probability is below min_p * p(most likely).
+  /// Default: 0 (off).
+  float min_p = 0.0f;
+  /// > 1 discourages tokens seen in the prompt or output (CTRL-style:
+  /// positive logits divided, negative multiplied). Default: 1 (off).
+  float repetition_penalty = 1.0f;
+  /// Subtracted per occurrence in the output. Default: 0.
+  float frequency_penalty = 0.0f;
+  /// Subtracted once if present in the output. Default: 0.
+  float presence_penalty = 0.0f;
+  /// Same seed, same output (the random draw for output position i depends
+  /// only on (seed, i), so a preempted, migrated or imported request draws
+  /// the same numbers). Unseeded requests get a seed from the engine.
+  std::optional<uint64_t> seed;
+  /// Maximum number of generated tokens. Default: 16.
+  int32_t max_tokens = 16;
+  /// Generate at least this many tokens before EOS / stop ids count.
+  /// Default: 0.
+  int32_t min_tokens = 0;
+  /// Extra ids that end generation (the model's EOS ids always do unless
+  /// ignore_eos). The stop token is part of the output.
+  std::vector<int32_t> stop_token_ids;
+  /// Strings that end generation; the text is cut before the match.
+  std::vector<std::string> stop;
+  /// Keep generating through EOS. Default: false.
+  bool ignore_eos = false;
+  /// Log-probabilities to return: nullopt none; 0 only the chosen token's;
+  /// N the chosen token's plus the N most likely. Computed from the raw
+  /// model distribution (before penalties, temperature and filtering), as
+  /// vLLM does by default. Default: none.
+  std::optional<int32_t> logprobs;
+
+  /// Most top logprobs a request may ask for.
+  static constexpr int32_t max_logprobs = 20;
+
+  /// Checks every field's range; the error (engine_errc::bad_request)
+  /// names the field and the allowed range.
+  [[nodiscard]] caf::error validate() const;
+};
+
+} // namespace tessera::engine
