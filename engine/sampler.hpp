@@ -34,24 +34,42 @@ struct sampled_token {
 /// Sampling scratch memory, reused across calls to avoid allocations.
 /// Not thread-safe: one per thread.
 struct sampler_scratch {
-  std::vector<float> probs;
-  std::vector<int32_t> ids;
-  std::vector<float> logits;
+  std::vector<float> probs;   // [vocab] unnormalised probabilities, by token id
+  std::vector<int32_t> ids;   // not used by the current implementation
+  std::vector<float> logits;  // [vocab] penalised, temperature-scaled logits
+  /// Candidates as (logit order, token id) keys, best first once sorted;
+  /// and the radix sort's second buffer. [<= vocab] each.
+  std::vector<uint64_t> sort_keys;
+  std::vector<uint64_t> sort_tmp;
+  /// [vocab] per-token counters for the penalties. All zero between calls
+  /// (the sampler resets only the entries it touched).
+  std::vector<int32_t> token_counts;
 };
 
 /// Samples the token at output position `step` (0 for the first generated
 /// token) from `logits` ([vocab], not modified). `prompt` and `output` are
 /// the tokens so far (penalties). The random draw is a function of
-/// (seed, step) only. Greedy (temperature 0) ignores seed and picks the
-/// lowest id among equal maxima.
+/// (seed, step) only: `seed` is the request's (params.seed when set, else
+/// one the engine chose), params.seed itself is not read. Greedy
+/// (temperature below 1e-5, as vLLM, or top_k 1) ignores seed and picks the
+/// lowest id among equal maxima of the penalised logits. Sampling orders
+/// candidates by penalised logit (that is, probability) descending, lower id
+/// first among equals, and walks them in that order, so the same inputs give
+/// the same token on any machine.
+/// Preconditions (checked, abort if broken): logits is non-empty, has a
+/// finite maximum and no NaN; every id in prompt and output is < vocab.
+/// Cost: greedy two passes over the vocab; sampling O(vocab) (a radix sort
+/// of the candidates, or a selection when top_k is set).
 [[nodiscard]] sampled_token sample(std::span<const float> logits,
                                    const sampling_params& params, uint64_t seed,
                                    uint64_t step, std::span<const int32_t> prompt,
                                    std::span<const int32_t> output,
                                    sampler_scratch& scratch);
 
-/// The uniform number in [0, 1) the sampler draws at (seed, step).
-/// Exposed so tests can check the stream is stateless.
+/// The uniform number in [0, 1) the sampler draws at (seed, step):
+/// (mix(seed ^ mix(step)) >> 11) * 2^-53, where mix is SplitMix64's step
+/// (add the golden gamma 0x9e3779b97f4a7c15, then its finaliser). Stateless:
+/// any call order gives the same values. Exposed so tests can check it.
 [[nodiscard]] double sampler_uniform(uint64_t seed, uint64_t step);
 
 } // namespace tessera::engine
