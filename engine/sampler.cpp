@@ -72,11 +72,106 @@ void sort_candidates(std::vector<uint64_t>& keys, std::vector<uint64_t>& tmp) {
   }
 }
 
+// Cephes' expf from basic IEEE operations only: the same bits under every
+// libm, and it vectorises, so the log-sum-exp over a 32000-token vocabulary
+// takes microseconds where libm's expf takes ~100. Clamping first keeps the
+// float-to-int conversion defined for any input.
+inline float exp_nonpositive(float x) {
+  // The loops calling this vectorise only with -fno-trapping-math (set for
+  // this file in engine/CMakeLists.txt): otherwise GCC sinks the polynomial
+  // under the final select and will not if-convert an FP operation that
+  // may trap. The option changes no value.
+  float xc = x < 0.0f ? x : 0.0f;
+  xc = xc > -88.0f ? xc : -88.0f;
+  constexpr float log2e = 1.44269504088896341f;
+  constexpr float round_magic = 12582912.0f; // 1.5 * 2^23: x + it rounds x to an integer
+  const float n = (xc * log2e + round_magic) - round_magic;
+  float r = xc - n * 0.693359375f; // ln 2 split in two for an exact first product
+  r = r - n * -2.12194440e-4f;
+  float y = 1.9875691500e-4f;
+  y = y * r + 1.3981999507e-3f;
+  y = y * r + 8.3334519073e-3f;
+  y = y * r + 4.1665795894e-2f;
+  y = y * r + 1.6666665459e-1f;
+  y = y * r + 5.0000001201e-1f;
+  y = y * (r * r) + r + 1.0f;
+  const float two_n = std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
+  const float result = y * two_n;
+  // Below -87.3 exp(x) is subnormal: 0 is as good for probabilities.
+  return x < -87.3f ? 0.0f : result;
+}
+
 // exp(x - max) with the maximum mapped to exactly 1, which also keeps an
 // infinite maximum (a huge penalised logit over a small temperature) from
 // producing inf - inf.
-float unnormalised_prob(float x, float max) {
-  return x == max ? 1.0f : std::exp(x - max);
+inline float unnormalised_prob(float x, float max) {
+  const float e = exp_nonpositive(x - max);
+  return x == max ? 1.0f : e;
+}
+
+struct max_scan {
+  float max = 0.0f;
+  bool has_nan = false;
+};
+
+// Maximum (NaN ignored) and whether a NaN was seen, in eight independent
+// lanes: one long compare chain over 32000 floats is latency-bound.
+max_scan scan_max(const float* x, size_t n) {
+  constexpr size_t lanes = 8;
+  std::array<float, lanes> m;
+  m.fill(-std::numeric_limits<float>::infinity());
+  std::array<int32_t, lanes> nan{};
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    for (size_t l = 0; l < lanes; ++l) {
+      const float v = x[i + l];
+      m[l] = v > m[l] ? v : m[l];
+      nan[l] |= static_cast<int32_t>(v != v);
+    }
+  }
+  max_scan r{-std::numeric_limits<float>::infinity(), false};
+  for (; i < n; ++i) {
+    r.max = x[i] > r.max ? x[i] : r.max;
+    r.has_nan |= x[i] != x[i];
+  }
+  for (size_t l = 0; l < lanes; ++l) {
+    r.max = m[l] > r.max ? m[l] : r.max;
+    r.has_nan |= nan[l] != 0;
+  }
+  return r;
+}
+
+// The lowest id holding `max` (which occurs in x).
+size_t first_index_of(const float* x, size_t n, float max) {
+  size_t i = 0;
+  while (i < n && x[i] != max)
+    ++i;
+  return i;
+}
+
+// Writes unnormalised_prob(x[i], max) to out[i]; a separate loop so that it
+// vectorises.
+void unnormalised_probs(const float* x, float max, size_t n, float* out) {
+  for (size_t i = 0; i < n; ++i)
+    out[i] = unnormalised_prob(x[i], max);
+}
+
+// Sum in double over four interleaved lanes (i % 4), combined as
+// (0 + 1) + (2 + 3):
+// a fixed order, so the same on every machine, and not one long chain of
+// dependent additions.
+double sum_lanes(const float* v, size_t n) {
+  double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    s0 += v[i];
+    s1 += v[i + 1];
+    s2 += v[i + 2];
+    s3 += v[i + 3];
+  }
+  for (; i < n; ++i)
+    s0 += v[i];
+  return (s0 + s1) + (s2 + s3);
 }
 
 // vLLM's order: repetition penalty over prompt and output, then frequency
@@ -134,9 +229,10 @@ void apply_penalties(std::vector<float>& logits, const sampling_params& params,
 void top_logits(std::span<const float> logits, size_t n, std::vector<token_logprob>& top) {
   top.clear();
   top.reserve(n);
+  float nth = -std::numeric_limits<float>::infinity(); // entry to beat once full
   for (size_t i = 0; i < logits.size(); ++i) {
     const float x = logits[i];
-    if (top.size() == n && !(x > top.back().logprob))
+    if (top.size() == n && !(x > nth))
       continue;
     if (top.size() < n)
       top.emplace_back();
@@ -147,10 +243,15 @@ void top_logits(std::span<const float> logits, size_t n, std::vector<token_logpr
       --j;
     }
     top[j] = token_logprob{static_cast<int32_t>(i), x};
+    nth = top.back().logprob;
   }
 }
 
 } // namespace
+
+float sampler_exp(float x) {
+  return exp_nonpositive(x);
+}
 
 double sampler_uniform(uint64_t seed, uint64_t step) {
   return static_cast<double>(splitmix64(seed ^ splitmix64(step)) >> 11) * 0x1.0p-53;
@@ -166,20 +267,14 @@ sampled_token sample(std::span<const float> logits, const sampling_params& param
   sampled_token result;
 
   // 1. The raw distribution: log_softmax(logits) = logit - (max + log sum exp(logit - max)).
-  float raw_max = -std::numeric_limits<float>::infinity();
-  size_t raw_argmax = 0;
-  for (size_t i = 0; i < vocab; ++i) {
-    if (raw[i] > raw_max) {
-      raw_max = raw[i];
-      raw_argmax = i;
-    }
-  }
+  const max_scan raw_scan = scan_max(raw, vocab);
+  const float raw_max = raw_scan.max;
+  TESSERA_ASSERT(!raw_scan.has_nan, "logits must not contain NaN");
   TESSERA_ASSERT(std::isfinite(raw_max), "logits need a finite maximum");
-  double sum = 0.0;
-  for (size_t i = 0; i < vocab; ++i)
-    sum += std::exp(raw[i] - raw_max);
-  TESSERA_ASSERT(std::isfinite(sum), "logits must not contain NaN or +inf");
-  const double log_norm = static_cast<double>(raw_max) + std::log(sum);
+  std::vector<float>& e = scratch.probs; // [vocab] by token id
+  e.resize(vocab);
+  unnormalised_probs(raw, raw_max, vocab, e.data());
+  const double log_norm = static_cast<double>(raw_max) + std::log(sum_lanes(e.data(), vocab));
   auto raw_logprob = [&](size_t id) {
     return static_cast<float>(static_cast<double>(raw[id]) - log_norm);
   };
@@ -203,14 +298,9 @@ sampled_token sample(std::span<const float> logits, const sampling_params& param
 
   // 3. Greedy.
   if (greedy) {
-    size_t best = raw_argmax;
-    if (penalise) {
-      const float* x = scratch.logits.data();
-      best = 0;
-      for (size_t i = 1; i < vocab; ++i)
-        if (x[i] > x[best])
-          best = i;
-    }
+    const float* x = penalise ? scratch.logits.data() : raw;
+    const float max = penalise ? scan_max(x, vocab).max : raw_max;
+    const size_t best = first_index_of(x, vocab, max);
     result.token = static_cast<int32_t>(best);
     result.logprob = raw_logprob(best);
     return result;
@@ -218,15 +308,11 @@ sampled_token sample(std::span<const float> logits, const sampling_params& param
 
   // 4. Temperature, top-k, softmax, top-p, min-p, draw.
   float* x = scratch.logits.data();
-  float max = -std::numeric_limits<float>::infinity();
   const float temperature = params.temperature;
-  for (size_t i = 0; i < vocab; ++i) {
-    if (temperature != 1.0f)
+  if (temperature != 1.0f)
+    for (size_t i = 0; i < vocab; ++i)
       x[i] /= temperature;
-    max = std::max(max, x[i]);
-  }
-  std::vector<float>& e = scratch.probs; // by token id
-  e.resize(vocab);
+  const float max = scan_max(x, vocab).max;
   std::vector<uint64_t>& keys = scratch.sort_keys;
   keys.clear();
   double total = 0.0;
@@ -248,13 +334,12 @@ sampled_token sample(std::span<const float> logits, const sampling_params& param
     // with zero probability can never be kept: the kept set is a prefix of
     // the sorted candidates and they would sort behind it. Leaving them out
     // before sorting changes no result and shortens the sort.
+    unnormalised_probs(x, max, vocab, e.data());
+    total = sum_lanes(e.data(), vocab);
     const float min_e = params.min_p;
-    for (size_t i = 0; i < vocab; ++i) {
-      e[i] = unnormalised_prob(x[i], max);
-      total += e[i];
+    for (size_t i = 0; i < vocab; ++i)
       if (e[i] > 0.0f && e[i] >= min_e)
         keys.push_back(candidate_key(x[i], i));
-    }
     sort_candidates(keys, scratch.sort_tmp);
   }
   TESSERA_ASSERT(!keys.empty(), "the most likely token is always a candidate");

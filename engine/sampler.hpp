@@ -66,6 +66,12 @@ struct sampler_scratch {
                                    std::span<const int32_t> output,
                                    sampler_scratch& scratch);
 
+/// exp(x) as the sampler computes probabilities, for x <= 0 (larger x give
+/// 1): Cephes' polynomial from basic IEEE operations, within about 2 ulp,
+/// independent of libm, and 0 below -87.3 (where exp is subnormal).
+/// Exposed so tests can reproduce the sampler's arithmetic exactly.
+[[nodiscard]] float sampler_exp(float x);
+
 /// The uniform number in [0, 1) the sampler draws at (seed, step):
 /// (mix(seed ^ mix(step)) >> 11) * 2^-53, where mix is SplitMix64's step
 /// (add the golden gamma 0x9e3779b97f4a7c15, then its finaliser). Stateless:

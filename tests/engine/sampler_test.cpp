@@ -333,13 +333,17 @@ int32_t reference_sample(const std::vector<float>& logits, const sampling_params
   double total = 0.0;
   const bool top_k = order.size() < vocab;
   for (size_t i = 0; i < vocab; ++i)
-    e[i] = x[i] == max ? 1.0f : std::exp(x[i] - max);
-  if (top_k)
+    e[i] = x[i] == max ? 1.0f : tessera::engine::sampler_exp(x[i] - max);
+  if (top_k) {
     for (int32_t id : order)
       total += e[id];
-  else
+  } else {
+    // Over the whole vocabulary in four interleaved lanes, as documented.
+    std::array<double, 4> lanes{};
     for (size_t i = 0; i < vocab; ++i)
-      total += e[i];
+      lanes[i % 4] += e[i];
+    total = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+  }
   size_t keep = order.size();
   if (params.top_p < 1.0f) {
     double cum = 0.0;
@@ -479,6 +483,18 @@ TEST(SamplerTest, PenaltiesCombineAndLeaveTheScratchClean) {
   EXPECT_EQ(sample(logits, params, 1, 0, {}, one, scratch).token, 0);
   EXPECT_TRUE(std::all_of(scratch.token_counts.begin(), scratch.token_counts.end(),
                           [](int32_t c) { return c == 0; }));
+}
+
+// --- sampler_exp / sampler_uniform ---------------------------------------------
+
+TEST(SamplerTest, ExpIsAccurateAndZeroFarBelow) {
+  for (float x = -87.0f; x <= 0.0f; x += 0.01f) {
+    const double want = std::exp(static_cast<double>(x));
+    EXPECT_NEAR(tessera::engine::sampler_exp(x), want, want * 4e-7) << "x " << x;
+  }
+  EXPECT_EQ(tessera::engine::sampler_exp(0.0f), 1.0f);
+  EXPECT_EQ(tessera::engine::sampler_exp(-90.0f), 0.0f);
+  EXPECT_EQ(tessera::engine::sampler_exp(-INFINITY), 0.0f);
 }
 
 // --- sampler_uniform ----------------------------------------------------------
