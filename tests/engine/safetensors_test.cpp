@@ -86,7 +86,9 @@ TEST_F(SafetensorsTest, RoundTripsDtypesShapesScalarsAndEmptyTensors) {
     EXPECT_EQ(t->type, want.type) << want.name;
     EXPECT_EQ(t->shape, want.shape) << want.name;
     ASSERT_EQ(t->size_bytes, want.bytes.size()) << want.name;
-    EXPECT_EQ(std::memcmp(t->data, want.bytes.data(), want.bytes.size()), 0) << want.name;
+    if (!want.bytes.empty()) { // memcmp may not see the null data() of an empty vector
+      EXPECT_EQ(std::memcmp(t->data, want.bytes.data(), want.bytes.size()), 0) << want.name;
+    }
     EXPECT_EQ(reinterpret_cast<uintptr_t>(t->data) % 8, 0u) << want.name << " is unaligned";
   }
   EXPECT_EQ(f->find("scalar")->numel(), 1);
