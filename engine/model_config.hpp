@@ -28,6 +28,9 @@ struct rope_scaling_config {
   float low_freq_factor = 1.0f;
   float high_freq_factor = 4.0f;
   int32_t original_max_position_embeddings = 8192;
+
+  /// Field-wise equality (exact float comparison).
+  bool operator==(const rope_scaling_config&) const = default;
 };
 
 /// Hyper-parameters of a Llama-family decoder.
@@ -63,6 +66,9 @@ struct model_config {
 
   /// Parameter count implied by the shapes (embedding and lm_head included).
   [[nodiscard]] int64_t parameter_count() const;
+
+  /// Field-wise equality (exact float comparison); parse(to_json(c)) == c.
+  bool operator==(const model_config&) const = default;
 };
 
 /// Parses the text of a config.json. `source` names the file in errors.
@@ -75,11 +81,15 @@ parse_model_config(std::string_view json_text, std::string_view source);
 [[nodiscard]] caf::expected<model_config>
 load_model_config(const std::filesystem::path& dir);
 
-/// The config.json a Hugging Face loader would accept for `cfg`.
+/// The config.json a Hugging Face loader would accept for `cfg`. For a
+/// "linear" rope_scaling only the factor is written (the Llama 3 fields do
+/// not apply to it).
 nlohmann::json to_json(const model_config& cfg);
 
 /// A named random-model shape for `tessera model init`: "tiny", "small",
-/// and smaller test shapes ("nano", "nano-tied", "nano-mha", "nano-qwen2").
+/// and smaller test shapes ("nano", "nano-tied", "nano-mha", "nano-qwen2",
+/// "nano-llama3", "micro"). All use the demo tokenizer's ids (BOS 0, EOS
+/// {1, 4}).
 /// Returns nullopt for an unknown name.
 std::optional<model_config> model_shape(std::string_view name);
 

@@ -9,10 +9,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <caf/expected.hpp>
@@ -75,9 +77,37 @@ struct tensor_to_write {
 /// Writes a safetensors file (header padded to 8 bytes, tensors in the given
 /// order, each aligned to 8 bytes). Writes to a temporary name and renames,
 /// so a crash never leaves a half-written file under `path`.
+///
+/// Padding is inserted only before a tensor whose offset is not already a
+/// multiple of 8, and never after the last one: a file whose tensor sizes
+/// are all multiples of 8 (every Llama-family model) is tightly packed, as
+/// the Hugging Face reader requires.
 [[nodiscard]] caf::error
 write_safetensors(const std::filesystem::path& path,
                   std::span<const tensor_to_write> tensors,
                   const std::map<std::string, std::string>& metadata = {});
+
+/// A tensor's name, dtype and shape, without its bytes.
+struct tensor_spec {
+  std::string name;
+  dtype type = dtype::f32;
+  std::vector<int64_t> shape;
+};
+
+/// Produces the bytes of tensor `index` (into the spec list) in consecutive
+/// chunks: first with `byte_offset` 0, then increasing, until the tensor is
+/// complete; tensors are produced in list order. Every chunk but a tensor's
+/// last is a multiple of 8 bytes long.
+using tensor_fill_fn =
+  std::function<void(size_t index, size_t byte_offset, std::span<std::byte> out)>;
+
+/// Like write_safetensors, but the bytes come from `fill`, one bounded chunk
+/// (at most 1 MiB) at a time, so a model larger than memory can be written.
+/// Errors: engine_errc::io_error naming the path, bad_weights for a bad spec
+/// (negative dimension, duplicate name).
+[[nodiscard]] caf::error
+write_safetensors_streamed(const std::filesystem::path& path,
+                           std::span<const tensor_spec> specs, const tensor_fill_fn& fill,
+                           const std::map<std::string, std::string>& metadata = {});
 
 } // namespace tessera::engine

@@ -61,13 +61,23 @@ struct random_model_options {
   dtype weight_dtype = dtype::bf16;
   /// Standard deviation of the normal init of every matrix (norms are 1).
   float init_std = 0.02f;
+  /// Number of safetensors files. 1 writes model.safetensors; n > 1 splits
+  /// the tensors (in order, balanced by bytes) across
+  /// model-0000i-of-0000n.safetensors and writes
+  /// model.safetensors.index.json. Must not exceed the tensor count.
+  /// Default: 1.
+  int shards = 1;
 };
 
 /// Writes config.json, generation_config.json and model.safetensors for a
 /// random-weight model of shape `cfg` into `dir` (created if missing):
 /// matrices N(0, init_std) from a seeded generator, norm weights 1, biases
-/// N(0, init_std). Deterministic for a given seed. Does not write the
-/// tokenizer (see tokenizer_builder.hpp).
+/// N(0, init_std). Deterministic for a given seed: each tensor's stream
+/// depends only on the seed and its name. Memory stays bounded (tensors are
+/// generated in 1 MiB chunks straight into the write buffer). Removes a
+/// stale model file of the other layout (single vs sharded). Does not write
+/// the tokenizer (see tokenizer_builder.hpp). Errors: bad_config for an
+/// invalid `cfg` or options, io_error naming the file.
 [[nodiscard]] caf::error write_random_model(const std::filesystem::path& dir,
                                             const model_config& cfg,
                                             const random_model_options& opts);
