@@ -1,0 +1,25 @@
+#pragma once
+/// @file
+/// The `tessera` subcommands. Each registers its options on a CLI11 app and
+/// returns the process exit code when run.
+
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+namespace tessera::cli {
+
+/// A registered subcommand: run() is called when the user chose `sub`.
+struct command {
+  CLI::App* sub = nullptr;
+  std::function<int()> run;
+};
+
+/// `tessera generate`: offline generation with one engine.
+command add_generate_command(CLI::App& app);
+/// `tessera model init`: writes a random-weight model.
+command add_model_command(CLI::App& app);
+/// `tessera bench engine`: engine micro-benchmarks.
+command add_bench_command(CLI::App& app);
+
+} // namespace tessera::cli

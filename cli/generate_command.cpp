@@ -1,0 +1,145 @@
+// `tessera generate`: offline generation with one engine, no cluster.
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.hpp"
+#include "cli/demo_model.hpp"
+#include "common/error.hpp"
+#include "engine/cpu/cpu_backend.hpp"
+#include "engine/engine.hpp"
+#include "engine/tokenizer.hpp"
+#include "engine/weights.hpp"
+
+namespace tessera::cli {
+
+namespace {
+
+struct generate_args {
+  std::string model;
+  std::string prompt = "Once upon a time";
+  int32_t max_tokens = 64;
+  float temperature = 0.0f;
+  float top_p = 1.0f;
+  int32_t top_k = 0;
+  std::optional<uint64_t> seed;
+  int threads = 0;
+  bool json = false;
+  bool ignore_eos = false;
+};
+
+int fail(const caf::error& err) {
+  std::fprintf(stderr, "tessera: %s\n", error_text(err).c_str());
+  return 1;
+}
+
+int run_generate(const generate_args& a) {
+  std::filesystem::path dir = a.model;
+  const bool demo = a.model.empty();
+  if (demo) {
+    auto d = ensure_demo_model();
+    if (!d)
+      return fail(d.error());
+    dir = *d;
+  }
+  auto loaded = engine::load_model_weights(dir);
+  if (!loaded)
+    return fail(loaded.error());
+  std::shared_ptr<const engine::model_weights> weights{std::move(*loaded)};
+  auto tok = engine::load_tokenizer(dir, weights->config);
+  if (!tok)
+    return fail(tok.error());
+  std::shared_ptr<const engine::tokenizer> tokenizer{std::move(*tok)};
+  engine::cpu::cpu_backend_options bopts;
+  bopts.threads = a.threads;
+  // Enough KV for this one request, not the serving default.
+  bopts.kv_cache_bytes = size_t{64} << 20;
+  auto be = engine::cpu::make_cpu_backend(weights, bopts);
+  if (!be)
+    return fail(be.error());
+  if (!a.json)
+    std::fprintf(stderr, "tessera: %s%s, %.1fM parameters, %s\n", dir.c_str(),
+                 demo ? " (built-in demo model: RANDOM WEIGHTS, the text is gibberish)" : "",
+                 static_cast<double>(weights->config.parameter_count()) / 1e6,
+                 (*be)->description().c_str());
+  engine::engine eng{std::move(*be), {}, tokenizer};
+
+  engine::request r;
+  r.id = 1;
+  r.prompt = tokenizer->encode(a.prompt, tokenizer->settings().add_bos);
+  r.params.max_tokens = a.max_tokens;
+  r.params.temperature = a.temperature;
+  r.params.top_p = a.top_p;
+  r.params.top_k = a.top_k;
+  r.params.seed = a.seed;
+  r.params.ignore_eos = a.ignore_eos;
+  r.params.logprobs = 0;
+  if (auto err = eng.add_request(r))
+    return fail(err);
+
+  const auto t0 = std::chrono::steady_clock::now();
+  std::optional<std::chrono::steady_clock::time_point> t_first;
+  std::vector<int32_t> ids;
+  std::vector<float> logprobs;
+  std::string text;
+  engine::finish_reason why = engine::finish_reason::none;
+  while (eng.has_unfinished()) {
+    for (const auto& o : eng.step()) {
+      if (!t_first)
+        t_first = std::chrono::steady_clock::now();
+      ids.insert(ids.end(), o.tokens.begin(), o.tokens.end());
+      for (const auto& lp : o.logprobs)
+        logprobs.push_back(lp.logprob);
+      text += o.text;
+      if (!a.json && !o.text.empty()) {
+        std::fwrite(o.text.data(), 1, o.text.size(), stdout);
+        std::fflush(stdout);
+      }
+      if (o.finish != engine::finish_reason::none)
+        why = o.finish;
+    }
+  }
+  const auto t1 = std::chrono::steady_clock::now();
+  if (a.json) {
+    nlohmann::json j;
+    j["prompt_token_ids"] = r.prompt;
+    j["token_ids"] = ids;
+    j["logprobs"] = logprobs;
+    j["text"] = text;
+    j["finish_reason"] = std::string{engine::to_string(why)};
+    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  } else {
+    std::printf("\n");
+    const double ttft = std::chrono::duration<double>(*t_first - t0).count();
+    const double total = std::chrono::duration<double>(t1 - t0).count();
+    std::fprintf(stderr, "tessera: %zu prompt tokens, %zu generated (%s); first token %.0f ms, %.1f tokens/s after\n",
+                 r.prompt.size(), ids.size(), std::string{engine::to_string(why)}.c_str(),
+                 ttft * 1e3, ids.size() > 1 ? static_cast<double>(ids.size() - 1) / (total - ttft) : 0.0);
+  }
+  return 0;
+}
+
+} // namespace
+
+command add_generate_command(CLI::App& app) {
+  auto* sub = app.add_subcommand("generate", "Generate text with one engine (no cluster)");
+  auto a = std::make_shared<generate_args>();
+  sub->add_option("--model", a->model, "Hugging Face model folder (default: the built-in demo model)");
+  sub->add_option("--prompt", a->prompt, "Prompt text")->capture_default_str();
+  sub->add_option("--max-tokens", a->max_tokens, "Tokens to generate")->capture_default_str()
+    ->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--temperature", a->temperature, "0 for greedy")->capture_default_str();
+  sub->add_option("--top-p", a->top_p, "Nucleus sampling")->capture_default_str();
+  sub->add_option("--top-k", a->top_k, "Top-k sampling (0: off)")->capture_default_str();
+  sub->add_option("--seed", a->seed, "Sampling seed");
+  sub->add_option("--threads", a->threads, "CPU threads (0: all cores)")->capture_default_str();
+  sub->add_flag("--ignore-eos", a->ignore_eos, "Keep generating through end-of-sequence");
+  sub->add_flag("--json", a->json,
+                "Print one JSON object (prompt_token_ids, token_ids, logprobs, text) instead of streaming");
+  return {sub, [a] { return run_generate(*a); }};
+}
+
+} // namespace tessera::cli

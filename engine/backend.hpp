@@ -1,0 +1,92 @@
+#pragma once
+/// @file
+/// The interface between the engine loop and a compute backend (cpu now;
+/// cuda and sim later). The engine decides what to compute and which KV
+/// blocks hold what; the backend owns the weights, the KV block memory and
+/// the math.
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "engine/dtype.hpp"
+#include "engine/kv_cache.hpp"
+#include "engine/model_config.hpp"
+
+namespace tessera::engine {
+
+/// How one KV block is laid out in memory. A block is one contiguous region
+/// of block_bytes() bytes, so it moves (export, import, network) as one
+/// piece. Inside: for each layer, K then V; each is [kv_heads] slabs;
+/// a K slab is [head_dim][block_tokens] (transposed: one vector of
+/// block_tokens scores per head dimension), a V slab is
+/// [block_tokens][head_dim]. Elements are of type kv_dtype.
+struct kv_layout {
+  int32_t block_tokens = 16;
+  int32_t num_layers = 0;
+  int32_t num_kv_heads = 0;
+  int32_t head_dim = 0;
+  dtype kv_dtype = dtype::bf16;
+
+  /// Bytes of one K (or V) slab of one head of one layer.
+  [[nodiscard]] size_t slab_bytes() const {
+    return static_cast<size_t>(block_tokens) * head_dim * dtype_size(kv_dtype);
+  }
+  /// Bytes of one block (all layers, K and V, all heads).
+  [[nodiscard]] size_t block_bytes() const {
+    return slab_bytes() * 2 * num_kv_heads * num_layers;
+  }
+  /// Byte offset of the K (is_v false) or V slab of (layer, head) in a block.
+  [[nodiscard]] size_t slab_offset(int32_t layer, bool is_v, int32_t head) const {
+    return ((static_cast<size_t>(layer) * 2 + (is_v ? 1 : 0)) * num_kv_heads + head) *
+           slab_bytes();
+  }
+  friend bool operator==(const kv_layout&, const kv_layout&) = default;
+};
+
+/// One sequence's share of a forward step: compute `tokens` at positions
+/// start_pos.. start_pos+tokens.size()-1, reading and writing the KV cache
+/// through `block_table` (block i holds positions [i*block_tokens,
+/// (i+1)*block_tokens)). The table covers every position up to the last
+/// token, and the blocks written this step are not shared.
+struct forward_seq {
+  std::span<const int32_t> tokens;
+  int32_t start_pos = 0;
+  std::span<const kv_block_id> block_table;
+  /// Produce logits for the last token.
+  bool want_logits = false;
+};
+
+/// A compute backend. Not thread-safe: the engine thread calls it.
+class backend {
+public:
+  virtual ~backend() = default;
+
+  /// The model's hyper-parameters.
+  [[nodiscard]] virtual const model_config& config() const = 0;
+  /// Layout of every KV block.
+  [[nodiscard]] virtual const kv_layout& layout() const = 0;
+  /// Blocks in the KV pool.
+  [[nodiscard]] virtual int32_t num_blocks() const = 0;
+  /// Identifies the weights (a hash of the config and the embedding bytes):
+  /// two backends with equal fingerprints compute the same KV.
+  [[nodiscard]] virtual uint64_t model_fingerprint() const = 0;
+  /// Short description for banners and benchmarks, e.g. "cpu avx512 x2".
+  [[nodiscard]] virtual std::string description() const = 0;
+
+  /// Runs one forward step over `seqs` (all tokens of all sequences as one
+  /// batch), writing each computed token's K and V into its block. For
+  /// every sequence with want_logits, in order, one row of vocab_size
+  /// logits goes to `logits` ([n_want_logits, vocab_size]).
+  virtual void forward(std::span<const forward_seq> seqs, float* logits) = 0;
+
+  /// Copies block `src`'s bytes to block `dst` (copy-on-write).
+  virtual void copy_block(kv_block_id src, kv_block_id dst) = 0;
+  /// Copies block `id`'s layout().block_bytes() bytes out.
+  virtual void read_block(kv_block_id id, std::span<std::byte> out) const = 0;
+  /// Overwrites block `id` with layout().block_bytes() bytes.
+  virtual void write_block(kv_block_id id, std::span<const std::byte> in) = 0;
+};
+
+} // namespace tessera::engine

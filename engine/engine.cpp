@@ -1,0 +1,444 @@
+#include "engine/engine.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/assert.hpp"
+#include "engine/detokenizer.hpp"
+#include "engine/engine_errc.hpp"
+#include "engine/tokenizer.hpp"
+
+namespace tessera::engine {
+
+std::string_view to_string(finish_reason r) {
+  switch (r) {
+    case finish_reason::none: return "";
+    case finish_reason::stop: return "stop";
+    case finish_reason::length: return "length";
+    case finish_reason::abort: return "abort";
+  }
+  return "";
+}
+
+namespace {
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+} // namespace
+
+/// Everything the engine tracks for one request.
+struct engine::request_state {
+  sequence seq;
+  sampling_params params;
+  uint64_t seed = 0;
+  bool keep_kv = false;
+  std::string cache_salt;
+  int32_t cached_prompt_tokens = -1; // set at first admission
+  // Text: the detokenizer, all final output text, and how much was emitted.
+  std::unique_ptr<incremental_detokenizer> detok;
+  std::string text;
+  size_t emitted = 0;
+  size_t max_stop_len = 0;
+
+  [[nodiscard]] int32_t output_len() const { return seq.length() - seq.prompt_len; }
+  [[nodiscard]] std::span<const int32_t> prompt() const {
+    return std::span{seq.tokens}.first(seq.prompt_len);
+  }
+  [[nodiscard]] std::span<const int32_t> output() const {
+    return std::span{seq.tokens}.subspan(seq.prompt_len);
+  }
+};
+
+engine::engine(std::unique_ptr<backend> be, const engine_config& cfg,
+               std::shared_ptr<const tokenizer> tok)
+  : backend_(std::move(be)), cfg_(cfg), tok_(std::move(tok)) {
+  const auto& mc = backend_->config();
+  eos_ids_ = mc.eos_token_ids;
+  if (tok_)
+    for (auto id : tok_->settings().eos_ids)
+      if (std::find(eos_ids_.begin(), eos_ids_.end(), id) == eos_ids_.end())
+        eos_ids_.push_back(id);
+  max_model_len_ = cfg.max_model_len > 0 ? std::min(cfg.max_model_len, mc.max_position_embeddings)
+                                         : mc.max_position_embeddings;
+  const auto& layout = backend_->layout();
+  hash_seed_ = kv_hash_seed(backend_->model_fingerprint(), layout.block_tokens,
+                            to_safetensors_name(layout.kv_dtype));
+  cache_ = std::make_unique<kv_cache>(backend_->num_blocks(), layout.block_tokens,
+                                      cfg.enable_prefix_caching);
+  scheduler_ = std::make_unique<scheduler>(cfg.scheduling, *cache_, hash_seed_);
+}
+
+engine::~engine() = default;
+
+engine::request_state* engine::find(uint64_t id) const {
+  for (const auto& rs : requests_)
+    if (rs->seq.id == id)
+      return rs.get();
+  return nullptr;
+}
+
+caf::error engine::check_new(const request& r, int32_t total_tokens) const {
+  auto bad = [](std::string what) { return make_engine_error(engine_errc::bad_request, std::move(what)); };
+  if (find(r.id) != nullptr)
+    return bad("request id " + std::to_string(r.id) + " is already in use");
+  if (auto err = r.params.validate())
+    return err;
+  const int32_t capacity = backend_->num_blocks() * backend_->layout().block_tokens;
+  const int64_t need = static_cast<int64_t>(total_tokens) + r.params.max_tokens;
+  if (need > max_model_len_)
+    return bad("prompt (" + std::to_string(total_tokens) + " tokens) plus max_tokens (" +
+               std::to_string(r.params.max_tokens) + ") exceeds the maximum context length of " +
+               std::to_string(max_model_len_) + " tokens");
+  if (need > capacity)
+    return make_engine_error(engine_errc::out_of_blocks,
+                             "prompt plus max_tokens (" + std::to_string(need) +
+                               " tokens) exceeds the KV cache capacity of " +
+                               std::to_string(capacity) + " tokens");
+  return {};
+}
+
+engine::request_state& engine::insert(request&& r) {
+  auto rs = std::make_unique<request_state>();
+  rs->seq.id = r.id;
+  rs->seq.priority = r.priority;
+  rs->seq.arrival = next_arrival_++;
+  rs->seq.hash_root = kv_hash_root(hash_seed_, r.cache_salt);
+  rs->params = std::move(r.params);
+  rs->seed = rs->params.seed ? *rs->params.seed : splitmix64(cfg_.seed ^ splitmix64(rs->seq.arrival));
+  rs->keep_kv = r.keep_kv;
+  rs->cache_salt = std::move(r.cache_salt);
+  if (tok_ && !rs->params.stop.empty())
+    for (const auto& s : rs->params.stop)
+      rs->max_stop_len = std::max(rs->max_stop_len, s.size());
+  if (tok_)
+    rs->detok = std::make_unique<incremental_detokenizer>(*tok_);
+  requests_.push_back(std::move(rs));
+  return *requests_.back();
+}
+
+caf::error engine::add_request(request r) {
+  if (r.prompt.empty())
+    return make_engine_error(engine_errc::bad_request, "the prompt is empty");
+  const int32_t vocab = backend_->config().vocab_size;
+  for (size_t i = 0; i < r.prompt.size(); ++i)
+    if (r.prompt[i] < 0 || r.prompt[i] >= vocab)
+      return make_engine_error(engine_errc::bad_request,
+                               "prompt token " + std::to_string(i) + " is " +
+                                 std::to_string(r.prompt[i]) + ", outside the vocabulary [0, " +
+                                 std::to_string(vocab) + ")");
+  if (auto err = check_new(r, static_cast<int32_t>(r.prompt.size())))
+    return err;
+  auto prompt = std::move(r.prompt);
+  auto& rs = insert(std::move(r));
+  rs.seq.prompt_len = static_cast<int32_t>(prompt.size());
+  rs.seq.tokens = std::move(prompt);
+  scheduler_->add(&rs.seq);
+  return {};
+}
+
+void engine::finish(request_state& rs, finish_reason why, request_output& out) {
+  out.finish = why;
+  if (rs.detok && why != finish_reason::stop) {
+    rs.text += rs.detok->finish();
+  }
+  if (rs.detok && rs.emitted < rs.text.size()) {
+    out.text += rs.text.substr(rs.emitted);
+    rs.emitted = rs.text.size();
+  }
+  if (rs.keep_kv && why != finish_reason::abort) {
+    // Held for export: leave the scheduler but keep the blocks.
+    rs.seq.state = sequence_state::finished;
+    return;
+  }
+  scheduler_->remove(&rs.seq);
+}
+
+void engine::append_token(request_state& rs, const sampled_token& t, request_output& out) {
+  rs.seq.tokens.push_back(t.token);
+  out.tokens.push_back(t.token);
+  if (rs.params.logprobs)
+    out.logprobs.push_back(t);
+  ++stats_.tokens_generated;
+  const auto& p = rs.params;
+  const int32_t n_out = rs.output_len();
+
+  // Stop tokens (EOS counts unless ignore_eos), honouring min_tokens.
+  bool stop_token = false;
+  if (n_out > p.min_tokens || n_out == p.max_tokens) {
+    if (!p.ignore_eos && std::find(eos_ids_.begin(), eos_ids_.end(), t.token) != eos_ids_.end())
+      stop_token = true;
+    if (std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), t.token) != p.stop_token_ids.end())
+      stop_token = true;
+  }
+
+  if (rs.detok) {
+    rs.text += rs.detok->push(t.token);
+    if (!p.stop.empty() && n_out > p.min_tokens) {
+      // A stop string can only newly appear in the unemitted tail.
+      size_t from = rs.emitted;
+      size_t best = std::string::npos;
+      std::string which;
+      for (const auto& s : p.stop) {
+        size_t pos = rs.text.find(s, from);
+        if (pos != std::string::npos && pos < best) {
+          best = pos;
+          which = s;
+        }
+      }
+      if (best != std::string::npos) {
+        rs.text.resize(best);
+        out.stop_reason = which;
+        finish(rs, finish_reason::stop, out);
+        return;
+      }
+    }
+  }
+  if (stop_token) {
+    out.stop_reason = std::to_string(t.token);
+    if (rs.detok)
+      rs.text += rs.detok->finish();
+    finish(rs, finish_reason::stop, out);
+    return;
+  }
+  if (n_out >= p.max_tokens || rs.seq.length() >= max_model_len_) {
+    finish(rs, finish_reason::length, out);
+    return;
+  }
+  if (rs.detok) {
+    // Hold back what could still become the start of a stop string.
+    size_t hold = rs.max_stop_len > 0 ? rs.max_stop_len - 1 : 0;
+    size_t upto = rs.text.size() > hold ? rs.text.size() - hold : 0;
+    // Never split a UTF-8 character when holding back.
+    while (upto > rs.emitted && upto < rs.text.size() &&
+           (static_cast<unsigned char>(rs.text[upto]) & 0xc0) == 0x80)
+      --upto;
+    if (upto > rs.emitted) {
+      out.text += rs.text.substr(rs.emitted, upto - rs.emitted);
+      rs.emitted = upto;
+    }
+  }
+}
+
+std::vector<request_output> engine::step() {
+  std::vector<request_output> outputs;
+  auto plan = scheduler_->schedule();
+  stats_.preemptions += plan.preempted.size();
+  if (plan.seqs.empty())
+    return outputs;
+  for (const auto& c : plan.copies)
+    backend_->copy_block(c.src, c.dst);
+
+  std::vector<forward_seq> batch;
+  batch.reserve(plan.seqs.size());
+  size_t n_logits = 0;
+  for (const auto& s : plan.seqs) {
+    forward_seq f;
+    f.tokens = std::span{s.seq->tokens}.subspan(s.seq->num_computed, s.num_tokens);
+    f.start_pos = s.seq->num_computed;
+    f.block_table = s.seq->blocks;
+    f.want_logits = s.seq->num_computed + s.num_tokens == s.seq->length();
+    n_logits += f.want_logits ? 1 : 0;
+    batch.push_back(f);
+  }
+  const size_t vocab = static_cast<size_t>(backend_->config().vocab_size);
+  logits_.resize(n_logits * vocab);
+  backend_->forward(batch, logits_.data());
+  // How much of each newly admitted prompt came from the prefix cache.
+  for (const auto& s : plan.seqs) {
+    auto& rs = *find(s.seq->id);
+    if (rs.cached_prompt_tokens < 0)
+      rs.cached_prompt_tokens = std::min(s.seq->num_computed, s.seq->prompt_len);
+  }
+  scheduler_->commit(plan);
+  ++stats_.steps;
+  stats_.tokens_computed += static_cast<uint64_t>(plan.total_tokens);
+
+  size_t row = 0;
+  for (size_t i = 0; i < plan.seqs.size(); ++i) {
+    if (!batch[i].want_logits)
+      continue;
+    sequence* seq = plan.seqs[i].seq;
+    auto& rs = *find(seq->id);
+    auto t = sample(std::span{logits_}.subspan(row * vocab, vocab), rs.params, rs.seed,
+                    static_cast<uint64_t>(rs.output_len()), rs.prompt(), rs.output(), scratch_);
+    ++row;
+    request_output out;
+    out.id = seq->id;
+    append_token(rs, t, out);
+    out.prompt_tokens = seq->prompt_len;
+    out.cached_prompt_tokens = rs.cached_prompt_tokens;
+    out.output_tokens = rs.output_len();
+    outputs.push_back(std::move(out));
+  }
+  std::erase_if(requests_, [](const auto& rs) {
+    return rs->seq.state == sequence_state::finished && !rs->keep_kv;
+  });
+  return outputs;
+}
+
+std::optional<request_output> engine::abort(uint64_t id) {
+  auto* rs = find(id);
+  if (rs == nullptr)
+    return std::nullopt;
+  request_output out;
+  out.id = id;
+  out.prompt_tokens = rs->seq.prompt_len;
+  out.output_tokens = rs->output_len();
+  if (rs->seq.state != sequence_state::finished)
+    finish(*rs, finish_reason::abort, out);
+  else
+    scheduler_->remove(&rs->seq); // a held request: drop its blocks
+  std::erase_if(requests_, [&](const auto& p) { return p.get() == rs; });
+  return out;
+}
+
+bool engine::release_request(uint64_t id) {
+  auto* rs = find(id);
+  if (rs == nullptr || rs->seq.state != sequence_state::finished)
+    return false;
+  scheduler_->remove(&rs->seq);
+  std::erase_if(requests_, [&](const auto& p) { return p.get() == rs; });
+  return true;
+}
+
+caf::error engine::fork_request(uint64_t parent_id, uint64_t child_id,
+                                const sampling_params& params) {
+  auto* parent = find(parent_id);
+  if (parent == nullptr || parent->seq.state == sequence_state::finished)
+    return make_engine_error(engine_errc::unknown_request,
+                             "no unfinished request " + std::to_string(parent_id) + " to fork");
+  request r;
+  r.id = child_id;
+  r.params = params;
+  r.priority = parent->seq.priority;
+  r.cache_salt = parent->cache_salt;
+  if (auto err = check_new(r, parent->seq.length()))
+    return err;
+  // Copy what insert needs before `requests_` may reallocate.
+  const sequence src = parent->seq;
+  auto& child = insert(std::move(r));
+  child.seq.tokens = src.tokens;
+  child.seq.prompt_len = src.prompt_len;
+  child.seq.hashes = src.hashes;
+  child.seq.num_computed = src.num_computed;
+  child.seq.num_cached_blocks = src.num_cached_blocks;
+  const int32_t used = scheduler_->blocks_for(src.num_computed);
+  for (int32_t i = 0; i < used; ++i) {
+    cache_->retain(src.blocks[i]);
+    child.seq.blocks.push_back(src.blocks[i]);
+  }
+  if (child.seq.num_uncomputed() == 0) {
+    // Nothing left to compute means no logits to sample from: recompute the
+    // last token (its block is shared, so this copies it on write).
+    --child.seq.num_computed;
+    child.seq.num_cached_blocks = std::min(child.seq.num_cached_blocks,
+                                           child.seq.num_computed / cache_->block_tokens());
+  }
+  if (child.detok)
+    for (auto t : child.output())
+      child.text += child.detok->push(t);
+  child.emitted = child.text.size();
+  scheduler_->add(&child.seq);
+  return {};
+}
+
+caf::expected<kv_export> engine::export_request(uint64_t id) const {
+  auto* rs = find(id);
+  if (rs == nullptr)
+    return make_engine_error(engine_errc::unknown_request, "no request " + std::to_string(id) + " to export");
+  const auto& seq = rs->seq;
+  const auto& layout = backend_->layout();
+  kv_export e;
+  e.model_fingerprint = backend_->model_fingerprint();
+  e.layout = layout;
+  e.tokens = seq.tokens;
+  e.prompt_len = seq.prompt_len;
+  e.num_computed = seq.num_computed;
+  e.seed = rs->seed;
+  const int32_t n_blocks = scheduler_->blocks_for(seq.num_computed);
+  std::vector<kv_block_hash> hashes = seq.hashes;
+  kv_hash_blocks(hash_seed_, seq.hash_root, seq.tokens, layout.block_tokens,
+                 static_cast<size_t>(seq.num_computed / layout.block_tokens), hashes);
+  hashes.resize(static_cast<size_t>(seq.num_computed / layout.block_tokens));
+  e.block_hashes = std::move(hashes);
+  const size_t bb = layout.block_bytes();
+  e.data.resize(static_cast<size_t>(n_blocks) * bb);
+  for (int32_t i = 0; i < n_blocks; ++i)
+    backend_->read_block(seq.blocks[i], std::span{e.data}.subspan(i * bb, bb));
+  return e;
+}
+
+caf::error engine::import_request(request r, const kv_export& kv) {
+  auto mismatch = [](std::string what) { return make_engine_error(engine_errc::kv_mismatch, std::move(what)); };
+  const auto& layout = backend_->layout();
+  if (kv.model_fingerprint != backend_->model_fingerprint())
+    return mismatch("the KV export comes from a different model");
+  if (!(kv.layout == layout))
+    return mismatch("the KV export's block layout differs from this engine's");
+  const int32_t len = static_cast<int32_t>(kv.tokens.size());
+  if (kv.prompt_len <= 0 || kv.prompt_len > len || kv.num_computed < 0 || kv.num_computed >= len)
+    return mismatch("the KV export's token counts are inconsistent (tokens " + std::to_string(len) +
+                    ", prompt " + std::to_string(kv.prompt_len) + ", computed " +
+                    std::to_string(kv.num_computed) + ")");
+  const int32_t vocab = backend_->config().vocab_size;
+  for (auto t : kv.tokens)
+    if (t < 0 || t >= vocab)
+      return mismatch("the KV export holds token id " + std::to_string(t) + " outside the vocabulary");
+  const int32_t n_blocks = scheduler_->blocks_for(kv.num_computed);
+  if (kv.data.size() != static_cast<size_t>(n_blocks) * layout.block_bytes())
+    return mismatch("the KV export carries " + std::to_string(kv.data.size()) + " bytes, expected " +
+                    std::to_string(static_cast<size_t>(n_blocks) * layout.block_bytes()));
+  std::vector<kv_block_hash> expect;
+  kv_hash_blocks(hash_seed_, kv_hash_root(hash_seed_, r.cache_salt), kv.tokens, layout.block_tokens,
+                 static_cast<size_t>(kv.num_computed / layout.block_tokens), expect);
+  if (expect != kv.block_hashes)
+    return mismatch("the KV export's block hashes do not match its tokens");
+  r.params.seed = kv.seed;
+  const int32_t generated = len - kv.prompt_len;
+  if (generated >= r.params.max_tokens)
+    return make_engine_error(engine_errc::bad_request, "the imported request already generated max_tokens");
+  if (auto err = check_new(r, kv.prompt_len))
+    return err;
+  std::vector<kv_block_id> blocks;
+  if (!cache_->allocate(n_blocks, blocks))
+    return make_engine_error(engine_errc::out_of_blocks,
+                             "no free KV blocks for the imported request (" + std::to_string(n_blocks) + " needed)");
+  const size_t bb = layout.block_bytes();
+  for (int32_t i = 0; i < n_blocks; ++i)
+    backend_->write_block(blocks[i], std::span{kv.data}.subspan(i * bb, bb));
+  auto& rs = insert(std::move(r));
+  rs.seq.tokens = kv.tokens;
+  rs.seq.prompt_len = kv.prompt_len;
+  rs.seq.num_computed = kv.num_computed;
+  rs.seq.blocks = std::move(blocks);
+  rs.seq.hashes = kv.block_hashes;
+  rs.cached_prompt_tokens = std::min(kv.num_computed, kv.prompt_len);
+  scheduler_->cache_full_blocks(rs.seq);
+  if (rs.detok)
+    for (auto t : rs.output())
+      rs.text += rs.detok->push(t);
+  rs.emitted = rs.text.size();
+  scheduler_->add(&rs.seq);
+  return {};
+}
+
+bool engine::has_unfinished() const { return num_unfinished() > 0; }
+
+size_t engine::num_unfinished() const {
+  return static_cast<size_t>(std::count_if(requests_.begin(), requests_.end(), [](const auto& rs) {
+    return rs->seq.state != sequence_state::finished;
+  }));
+}
+
+engine_stats engine::stats() const {
+  auto s = stats_;
+  s.cache = cache_->stats();
+  return s;
+}
+
+} // namespace tessera::engine

@@ -1,0 +1,196 @@
+#include "engine/scheduler.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include "common/assert.hpp"
+
+namespace tessera::engine {
+
+namespace {
+
+// Runs first: higher priority, then earlier arrival.
+bool runs_before(const sequence* a, const sequence* b) {
+  if (a->priority != b->priority)
+    return a->priority > b->priority;
+  return a->arrival < b->arrival;
+}
+
+} // namespace
+
+scheduler::scheduler(const scheduler_config& cfg, kv_cache& cache, uint64_t hash_seed)
+  : cfg_(cfg), cache_(cache), hash_seed_(hash_seed) {
+  TESSERA_ASSERT(cfg.max_batched_tokens > 0 && cfg.max_num_seqs > 0);
+}
+
+int32_t scheduler::blocks_for(int32_t tokens) const {
+  return (tokens + cache_.block_tokens() - 1) / cache_.block_tokens();
+}
+
+void scheduler::insert_waiting(sequence* seq) {
+  seq->state = sequence_state::waiting;
+  auto pos = std::upper_bound(waiting_.begin(), waiting_.end(), seq, runs_before);
+  waiting_.insert(pos, seq);
+}
+
+void scheduler::add(sequence* seq) {
+  TESSERA_ASSERT(seq->num_uncomputed() > 0, "a sequence needs a token to compute");
+  insert_waiting(seq);
+}
+
+void scheduler::remove(sequence* seq) {
+  std::erase(waiting_, seq);
+  std::erase(running_, seq);
+  cache_.free_blocks(seq->blocks);
+  seq->blocks.clear();
+  seq->state = sequence_state::finished;
+}
+
+int32_t scheduler::chunk(const sequence& seq, int32_t budget) const {
+  int32_t cap = cfg_.max_prefill_chunk > 0 ? cfg_.max_prefill_chunk
+                                           : std::numeric_limits<int32_t>::max();
+  return std::min({seq.num_uncomputed(), budget, cap});
+}
+
+bool scheduler::reserve(sequence& seq, int32_t num_tokens, schedule_output& out) {
+  const int32_t bt = cache_.block_tokens();
+  const int32_t end = seq.num_computed + num_tokens;
+  const int32_t have = static_cast<int32_t>(seq.blocks.size());
+  const int32_t fresh = std::max(0, blocks_for(end) - have);
+  // Existing blocks this step writes into that others share must be copied.
+  const int32_t first_written = seq.num_computed / bt;
+  const int32_t last_existing = std::min(have, blocks_for(end));
+  int32_t shared = 0;
+  for (int32_t i = first_written; i < last_existing; ++i)
+    shared += cache_.ref_count(seq.blocks[i]) > 1 ? 1 : 0;
+  if (cache_.num_free_blocks() < fresh + shared)
+    return false;
+  for (int32_t i = first_written; i < last_existing; ++i) {
+    auto w = cache_.make_writable(seq.blocks[i]);
+    TESSERA_ASSERT(w.has_value());
+    if (w->needs_copy)
+      out.copies.push_back({seq.blocks[i], w->id});
+    seq.blocks[i] = w->id;
+  }
+  bool ok = cache_.allocate(fresh, seq.blocks);
+  TESSERA_ASSERT(ok);
+  return true;
+}
+
+void scheduler::preempt(sequence& seq, schedule_output& out) {
+  std::erase(running_, &seq);
+  auto it = std::find_if(out.seqs.begin(), out.seqs.end(),
+                         [&](const scheduled_seq& s) { return s.seq == &seq; });
+  if (it != out.seqs.end()) {
+    out.total_tokens -= it->num_tokens;
+    out.seqs.erase(it);
+  }
+  std::erase_if(out.copies, [&](const block_copy& c) {
+    return std::find(seq.blocks.begin(), seq.blocks.end(), c.dst) != seq.blocks.end();
+  });
+  cache_.free_blocks(seq.blocks);
+  seq.blocks.clear();
+  seq.num_computed = 0;
+  seq.num_cached_blocks = 0;
+  ++seq.num_preemptions;
+  insert_waiting(&seq);
+  out.preempted.push_back(&seq);
+}
+
+void scheduler::match_prefix(sequence& seq) {
+  TESSERA_ASSERT(seq.blocks.empty() && seq.num_computed == 0);
+  const int32_t bt = cache_.block_tokens();
+  // At least the last token is always computed: its logits are needed.
+  const size_t usable = static_cast<size_t>(seq.length() - 1) / bt;
+  if (cache_.prefix_caching())
+    kv_hash_blocks(hash_seed_, seq.hash_root, seq.tokens, bt, usable, seq.hashes);
+  size_t hits = cache_.match_prefix(
+    std::span{seq.hashes}.first(std::min(usable, seq.hashes.size())), seq.blocks);
+  seq.num_computed = static_cast<int32_t>(hits) * bt;
+  seq.num_cached_blocks = static_cast<int32_t>(hits);
+  cache_.record_prefix_query(static_cast<uint64_t>(seq.length()), hits * bt);
+}
+
+schedule_output scheduler::schedule() {
+  schedule_output out;
+  auto budget = [&] { return cfg_.max_batched_tokens - out.total_tokens; };
+  std::stable_sort(running_.begin(), running_.end(), runs_before);
+
+  for (size_t i = 0; i < running_.size() && budget() > 0;) {
+    sequence* s = running_[i];
+    int32_t n = chunk(*s, budget());
+    bool lost_self = false;
+    while (!reserve(*s, n, out)) {
+      // running_ is sorted, so the back is the lowest-priority, newest one,
+      // and (at index >= i) not yet scheduled in this step.
+      sequence* victim = running_.back();
+      lost_self = victim == s;
+      preempt(*victim, out);
+      if (lost_self)
+        break;
+    }
+    if (lost_self)
+      break;
+    out.seqs.push_back({s, n});
+    out.total_tokens += n;
+    ++i;
+  }
+  if (!out.preempted.empty())
+    return out;
+
+  while (!waiting_.empty() && budget() > 0) {
+    sequence* s = waiting_.front();
+    // The running sequence that would give way to s, if any.
+    auto lowest = std::max_element(running_.begin(), running_.end(), runs_before);
+    bool can_bump = lowest != running_.end() && (*lowest)->priority < s->priority;
+    if (static_cast<int32_t>(running_.size()) >= cfg_.max_num_seqs) {
+      if (!can_bump)
+        break;
+      preempt(**lowest, out);
+      continue;
+    }
+    if (s->blocks.empty() && s->num_computed == 0)
+      match_prefix(*s);
+    int32_t n = chunk(*s, budget());
+    if (!reserve(*s, n, out)) {
+      if (can_bump) {
+        preempt(**lowest, out);
+        continue;
+      }
+      // Give the prefix hits back; they stay cached.
+      cache_.free_blocks(s->blocks);
+      s->blocks.clear();
+      s->num_computed = 0;
+      s->num_cached_blocks = 0;
+      break;
+    }
+    waiting_.erase(waiting_.begin());
+    s->state = sequence_state::running;
+    running_.push_back(s);
+    out.seqs.push_back({s, n});
+    out.total_tokens += n;
+  }
+  return out;
+}
+
+void scheduler::cache_full_blocks(sequence& seq) {
+  const int32_t bt = cache_.block_tokens();
+  const int32_t full = std::min(seq.num_computed / bt, static_cast<int32_t>(seq.blocks.size()));
+  if (full <= seq.num_cached_blocks)
+    return;
+  if (cache_.prefix_caching()) {
+    kv_hash_blocks(hash_seed_, seq.hash_root, seq.tokens, bt, full, seq.hashes);
+    for (int32_t i = seq.num_cached_blocks; i < full; ++i)
+      cache_.cache_block(seq.blocks[i], seq.hashes[i]);
+  }
+  seq.num_cached_blocks = full;
+}
+
+void scheduler::commit(const schedule_output& out) {
+  for (const auto& s : out.seqs) {
+    s.seq->num_computed += s.num_tokens;
+    cache_full_blocks(*s.seq);
+  }
+}
+
+} // namespace tessera::engine

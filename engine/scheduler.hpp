@@ -1,0 +1,112 @@
+#pragma once
+/// @file
+/// Continuous batching: which sequences run in the next forward step and
+/// how many of their tokens. A plain policy class over sequences and the
+/// KV-cache accounting, unit-tested without a model.
+///
+/// Each step, with a token budget B:
+///   1. running sequences, highest priority first then oldest: each gets
+///      min(its uncomputed tokens, what is left of B, the chunk cap) (a
+///      decode is 1 token; a long prompt is prefilled in chunks). When the
+///      blocks for them cannot be allocated, the lowest-priority, newest
+///      running sequence is preempted (its blocks freed; it is recomputed
+///      later, reusing whatever the prefix cache kept) until they can.
+///   2. if nothing was preempted, waiting sequences are admitted in
+///      (priority, arrival) order: their longest cached prefix is reused,
+///      the rest scheduled as above, while budget, blocks and max_num_seqs
+///      allow. A waiting sequence of higher priority than a running one may
+///      preempt it to get in (health checks first).
+///
+/// Sequence states:  waiting --admit--> running --finish--> finished
+///                      ^                  |
+///                      +-----preempt------+
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/kv_cache.hpp"
+#include "engine/sequence.hpp"
+
+namespace tessera::engine {
+
+/// Scheduler limits.
+struct scheduler_config {
+  /// Tokens computed per step, over all sequences. Default: 512.
+  int32_t max_batched_tokens = 512;
+  /// Sequences running at once. Default: 64.
+  int32_t max_num_seqs = 64;
+  /// Most tokens of one sequence's prefill per step (0: the whole budget).
+  /// Default: 0.
+  int32_t max_prefill_chunk = 0;
+};
+
+/// One sequence's part of a step.
+struct scheduled_seq {
+  sequence* seq = nullptr;
+  /// Tokens to compute: seq->tokens[num_computed, num_computed + n).
+  int32_t num_tokens = 0;
+};
+
+/// A block copy the backend must do before the step (copy-on-write).
+struct block_copy {
+  kv_block_id src = 0;
+  kv_block_id dst = 0;
+};
+
+/// The plan for one step.
+struct schedule_output {
+  std::vector<scheduled_seq> seqs;
+  std::vector<block_copy> copies;
+  /// Sequences preempted in this step (now waiting again).
+  std::vector<sequence*> preempted;
+  int32_t total_tokens = 0;
+};
+
+/// The scheduling policy. Not thread-safe: the engine thread owns it.
+class scheduler {
+public:
+  /// `hash_seed` namespaces the prefix-cache hashes (see block_hash.hpp).
+  scheduler(const scheduler_config& cfg, kv_cache& cache, uint64_t hash_seed);
+
+  /// Queues `seq` (state waiting). Its hash_root must be set.
+  void add(sequence* seq);
+
+  /// Removes `seq` from whichever queue holds it and frees its blocks
+  /// (finished or aborted). Its state becomes finished.
+  void remove(sequence* seq);
+
+  /// Plans the next step. Allocates the blocks it needs.
+  [[nodiscard]] schedule_output schedule();
+
+  /// Records that a step computed what `out` planned: advances
+  /// num_computed and offers newly full blocks to the prefix cache.
+  void commit(const schedule_output& out);
+
+  /// Offers seq's full, computed blocks to the prefix cache (also used
+  /// after tokens were imported rather than computed).
+  void cache_full_blocks(sequence& seq);
+
+  [[nodiscard]] size_t num_waiting() const { return waiting_.size(); }
+  [[nodiscard]] size_t num_running() const { return running_.size(); }
+  [[nodiscard]] const scheduler_config& config() const { return cfg_; }
+  [[nodiscard]] kv_cache& cache() { return cache_; }
+
+  /// Blocks a sequence of `tokens` tokens needs.
+  [[nodiscard]] int32_t blocks_for(int32_t tokens) const;
+
+private:
+  bool reserve(sequence& seq, int32_t num_tokens, schedule_output& out);
+  void preempt(sequence& seq, schedule_output& out);
+  void insert_waiting(sequence* seq);
+  int32_t chunk(const sequence& seq, int32_t budget) const;
+  void match_prefix(sequence& seq);
+
+  scheduler_config cfg_;
+  kv_cache& cache_;
+  uint64_t hash_seed_;
+  /// Ordered by (priority desc, arrival asc).
+  std::vector<sequence*> waiting_;
+  std::vector<sequence*> running_;
+};
+
+} // namespace tessera::engine

@@ -1,0 +1,138 @@
+#include "engine/kv_cache.hpp"
+
+#include <gtest/gtest.h>
+
+namespace {
+
+using namespace tessera::engine;
+
+TEST(KvCacheTest, AllocatesUntilEmptyAndFailsWithoutPartialAllocation) {
+  kv_cache c{4, 16};
+  std::vector<kv_block_id> a;
+  ASSERT_TRUE(c.allocate(3, a));
+  EXPECT_EQ(c.num_free_blocks(), 1);
+  std::vector<kv_block_id> b;
+  EXPECT_FALSE(c.allocate(2, b));
+  EXPECT_TRUE(b.empty());
+  EXPECT_EQ(c.num_free_blocks(), 1);
+  c.free_blocks(a);
+  EXPECT_EQ(c.num_free_blocks(), 4);
+}
+
+TEST(KvCacheTest, ReusesLongestCachedPrefixAndStopsAtFirstMiss) {
+  kv_cache c{8, 16};
+  std::vector<kv_block_id> seq;
+  ASSERT_TRUE(c.allocate(3, seq));
+  c.cache_block(seq[0], 100);
+  c.cache_block(seq[1], 101);
+  c.cache_block(seq[2], 102);
+  c.free_blocks(seq);
+  EXPECT_EQ(c.num_free_blocks(), 8);
+  EXPECT_EQ(c.num_cached_free_blocks(), 3);
+
+  std::vector<kv_block_id> hit;
+  std::vector<kv_block_hash> want{100, 101, 999, 102};
+  EXPECT_EQ(c.match_prefix(want, hit), 2u);
+  ASSERT_EQ(hit.size(), 2u);
+  EXPECT_EQ(hit[0], seq[0]);
+  EXPECT_EQ(hit[1], seq[1]);
+  EXPECT_EQ(c.ref_count(seq[0]), 1);
+  EXPECT_EQ(c.num_free_blocks(), 6);
+}
+
+TEST(KvCacheTest, EvictsLeastRecentlyFreedAndTailBlocksFirst) {
+  kv_cache c{4, 16};
+  std::vector<kv_block_id> a, b;
+  ASSERT_TRUE(c.allocate(2, a));
+  ASSERT_TRUE(c.allocate(2, b));
+  c.cache_block(a[0], 1);
+  c.cache_block(a[1], 2);
+  c.cache_block(b[0], 3);
+  c.cache_block(b[1], 4);
+  c.free_blocks(a); // freed first: a[1] then a[0] join the LRU
+  c.free_blocks(b);
+  std::vector<kv_block_id> got;
+  ASSERT_TRUE(c.allocate(1, got));
+  EXPECT_EQ(got[0], a[1]) << "the tail of the least recently freed sequence goes first";
+  EXPECT_EQ(c.stats().evictions, 1u);
+  std::vector<kv_block_id> hit;
+  EXPECT_EQ(c.match_prefix(std::vector<kv_block_hash>{1, 2}, hit), 1u);
+  EXPECT_EQ(c.match_prefix(std::vector<kv_block_hash>{3, 4}, hit), 2u);
+}
+
+TEST(KvCacheTest, UncachedFreedBlocksAreReusedBeforeCachedOnes) {
+  kv_cache c{2, 16};
+  std::vector<kv_block_id> a;
+  ASSERT_TRUE(c.allocate(2, a));
+  c.cache_block(a[0], 7);
+  c.free_blocks(a);
+  std::vector<kv_block_id> got;
+  ASSERT_TRUE(c.allocate(1, got));
+  EXPECT_EQ(got[0], a[1]);
+  EXPECT_EQ(c.stats().evictions, 0u);
+}
+
+TEST(KvCacheTest, CopiesSharedBlockOnWriteAndWritesUnsharedInPlace) {
+  kv_cache c{4, 16};
+  std::vector<kv_block_id> a;
+  ASSERT_TRUE(c.allocate(1, a));
+  c.retain(a[0]); // now shared by two sequences
+  auto w = c.make_writable(a[0]);
+  ASSERT_TRUE(w.has_value());
+  EXPECT_TRUE(w->needs_copy);
+  EXPECT_NE(w->id, a[0]);
+  EXPECT_EQ(c.ref_count(a[0]), 1);
+  EXPECT_EQ(c.ref_count(w->id), 1);
+  EXPECT_EQ(c.stats().cow_copies, 1u);
+  auto w2 = c.make_writable(a[0]);
+  ASSERT_TRUE(w2.has_value());
+  EXPECT_FALSE(w2->needs_copy);
+  EXPECT_EQ(w2->id, a[0]);
+}
+
+TEST(KvCacheTest, WritingACachedBlockRemovesItFromTheCache) {
+  kv_cache c{2, 16};
+  std::vector<kv_block_id> a;
+  ASSERT_TRUE(c.allocate(1, a));
+  c.cache_block(a[0], 42);
+  ASSERT_TRUE(c.make_writable(a[0]).has_value());
+  EXPECT_FALSE(c.block_hash(a[0]).has_value());
+  c.free_blocks(a);
+  std::vector<kv_block_id> hit;
+  EXPECT_EQ(c.match_prefix(std::vector<kv_block_hash>{42}, hit), 0u);
+}
+
+TEST(KvCacheTest, CopyOnWriteFailsCleanlyWhenPoolIsFull) {
+  kv_cache c{1, 16};
+  std::vector<kv_block_id> a;
+  ASSERT_TRUE(c.allocate(1, a));
+  c.retain(a[0]);
+  EXPECT_FALSE(c.make_writable(a[0]).has_value());
+  EXPECT_EQ(c.ref_count(a[0]), 2);
+}
+
+TEST(KvCacheTest, DisabledPrefixCachingNeverHits) {
+  kv_cache c{2, 16, false};
+  std::vector<kv_block_id> a;
+  ASSERT_TRUE(c.allocate(1, a));
+  c.cache_block(a[0], 5);
+  c.free_blocks(a);
+  std::vector<kv_block_id> hit;
+  EXPECT_EQ(c.match_prefix(std::vector<kv_block_hash>{5}, hit), 0u);
+}
+
+TEST(KvCacheTest, FirstHolderKeepsTheHashWhenTwoBlocksComputeTheSamePrefix) {
+  kv_cache c{4, 16};
+  std::vector<kv_block_id> a;
+  ASSERT_TRUE(c.allocate(2, a));
+  c.cache_block(a[0], 9);
+  c.cache_block(a[1], 9);
+  EXPECT_TRUE(c.block_hash(a[0]).has_value());
+  EXPECT_FALSE(c.block_hash(a[1]).has_value());
+  c.free_blocks(a);
+  std::vector<kv_block_id> hit;
+  ASSERT_EQ(c.match_prefix(std::vector<kv_block_hash>{9}, hit), 1u);
+  EXPECT_EQ(hit[0], a[0]);
+}
+
+} // namespace
