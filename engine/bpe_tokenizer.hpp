@@ -21,6 +21,7 @@
 #include <vector>
 
 #include <caf/expected.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "engine/added_token_matcher.hpp"
 #include "engine/regex_splitter.hpp"
@@ -78,6 +79,13 @@ private:
   };
 
   bpe_tokenizer() = default;
+
+  // Parts of parse(); each returns an error naming `source`. They may throw
+  // nlohmann::json::exception, which parse() turns into an error.
+  [[nodiscard]] caf::error read_vocab(const nlohmann::json& root, const nlohmann::json& model,
+                                      std::string_view source);
+  [[nodiscard]] caf::error read_merges(const nlohmann::json& model, std::string_view source);
+  [[nodiscard]] caf::error read_pipeline(const nlohmann::json& root, std::string_view source);
 
   void pre_tokenize_into(std::string_view text, std::vector<std::string_view>& pieces,
                          std::deque<std::string>& storage) const;

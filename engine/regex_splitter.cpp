@@ -21,9 +21,8 @@ regex_splitter& regex_splitter::operator=(regex_splitter&&) noexcept = default;
 regex_splitter::~regex_splitter() = default;
 
 caf::expected<regex_splitter> regex_splitter::compile(std::string_view pattern, bool literal) {
-  uint32_t options = PCRE2_UTF | PCRE2_UCP;
-  if (literal)
-    options |= PCRE2_LITERAL;
+  // PCRE2_LITERAL admits no pattern-syntax options such as UCP.
+  uint32_t options = literal ? PCRE2_UTF | PCRE2_LITERAL : PCRE2_UTF | PCRE2_UCP;
   int err = 0;
   PCRE2_SIZE offset = 0;
   auto* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),

@@ -228,6 +228,25 @@ TEST(TokenizerTest, IgnoreMergesTakesWholeWordsFromTheVocab) {
   EXPECT_EQ(tok->encode("hello world"), (std::vector<int32_t>{11, 17}));
 }
 
+TEST(TokenizerTest, AcceptsNfcNormalizerAndLiteralSplitPatterns) {
+  temp_dir dir;
+  auto j = tiny_tokenizer_json();
+  j["normalizer"] = {{"type", "NFC"}};
+  j["pre_tokenizer"] = {
+    {"type", "Sequence"},
+    {"pretokenizers", json::array({{{"type", "Split"},
+                                    {"pattern", {{"String", " "}}},
+                                    {"behavior", "Isolated"},
+                                    {"invert", false}},
+                                   {{"type", "ByteLevel"},
+                                    {"add_prefix_space", false},
+                                    {"use_regex", false}}})}};
+  auto tok = load_json(dir, j);
+  ASSERT_TRUE(tok);
+  // The space is its own piece, so "Ġw" can never form.
+  EXPECT_EQ(tok->encode("hello world"), (std::vector<int32_t>{11, 4, 5, 13, 2, 7}));
+}
+
 TEST(TokenizerTest, SettingsComeFromTheModelFolderFiles) {
   temp_dir dir;
   auto j = tiny_tokenizer_json();
