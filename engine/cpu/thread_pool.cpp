@@ -23,10 +23,14 @@ inline void cpu_relax() {
 #endif
 }
 
-// Spin this many pause loops waiting for work before sleeping. A decode step
-// issues ~100 parallel regions a few tens of microseconds apart; spinning
-// through those gaps avoids a futex wake-up per region.
-constexpr int spin_iterations = 20000;
+// Wait for work by spinning this many pause loops, then this many yields,
+// before sleeping. A decode step issues ~100 parallel regions a few tens of
+// microseconds apart; spinning through those gaps avoids a futex wake-up per
+// region. The yield phase keeps the pool live when it has more threads than
+// free cores (a shared host): a spinning thread then hands its core to the
+// one the job is waiting for instead of burning its whole time slice.
+constexpr int spin_iterations = 4000;
+constexpr int yield_iterations = 2000;
 
 } // namespace
 
@@ -46,8 +50,11 @@ struct thread_pool::impl {
     uint64_t seen = 0;
     for (;;) {
       uint64_t g = generation.load(std::memory_order_acquire);
-      for (int i = 0; g == seen && i < spin_iterations; ++i) {
-        cpu_relax();
+      for (int i = 0; g == seen && i < spin_iterations + yield_iterations; ++i) {
+        if (i < spin_iterations)
+          cpu_relax();
+        else
+          std::this_thread::yield();
         g = generation.load(std::memory_order_acquire);
       }
       if (g == seen) {
@@ -105,8 +112,15 @@ void thread_pool::run(const std::function<void(int)>& fn) {
   if (impl_->sleepers.load(std::memory_order_acquire) > 0)
     impl_->cv.notify_all();
   fn(0);
-  while (impl_->pending.load(std::memory_order_acquire) != 0)
-    cpu_relax();
+  // Spin for the stragglers, then yield: with more threads than free cores
+  // (a shared host, or a pool larger than the machine) the worker we wait
+  // for may need this core to finish.
+  for (int i = 0; impl_->pending.load(std::memory_order_acquire) != 0; ++i) {
+    if (i < spin_iterations)
+      cpu_relax();
+    else
+      std::this_thread::yield();
+  }
   impl_->job = nullptr;
 }
 
