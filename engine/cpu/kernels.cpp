@@ -191,21 +191,25 @@ void matmul(thread_pool& pool, const float* x, int64_t M, int64_t K, int64_t ldx
     return;
   const kernel_table& t = active();
   const int64_t threads = pool.size();
-  const int64_t chunks = (N + t.n_align - 1) / t.n_align;
+  const int64_t tiles = (N + t.n_align - 1) / t.n_align;
   // Below ~64K multiply-adds a fork-join costs more than it saves. Only the
   // split changes, never an element's arithmetic, so results are the same.
   const bool tiny = M * N * K < (int64_t{1} << 16);
-  if (threads == 1 || chunks == 1 || tiny) {
+  if (threads == 1 || tiles == 1 || tiny) {
     t.matmul_range(x, M, K, ldx, w, wt, 0, N, bias, y, ldy);
     return;
   }
-  // Contiguous, tile-aligned column ranges: each thread streams its own part
-  // of w once, and a small N (256) still splits evenly.
-  pool.run([&](int i) {
-    const int64_t c0 = chunks * i / threads, c1 = chunks * (i + 1) / threads;
-    const int64_t n0 = c0 * t.n_align, n1 = std::min(N, c1 * t.n_align);
-    if (n0 < n1)
-      t.matmul_range(x, M, K, ldx, w, wt, n0, n1, bias, y, ldy);
+  // Contiguous, tile-aligned column chunks, about four per thread, handed out
+  // in order to whichever thread is free: each chunk streams a long run of w
+  // (and reuses each x row group over many tiles), while a thread slowed by
+  // another process on a shared host leaves its remaining chunks to the
+  // others instead of stalling the whole matmul.
+  const int64_t chunk_tiles = std::max<int64_t>(1, (tiles + threads * 4 - 1) / (threads * 4));
+  const int64_t chunk_cols = chunk_tiles * t.n_align;
+  const int64_t chunks = (N + chunk_cols - 1) / chunk_cols;
+  pool.run_chunks(chunks, [&](int64_t c) {
+    const int64_t n0 = c * chunk_cols, n1 = std::min(N, n0 + chunk_cols);
+    t.matmul_range(x, M, K, ldx, w, wt, n0, n1, bias, y, ldy);
   });
 }
 
