@@ -134,7 +134,7 @@ struct tile_table {
 
 template <class L, int MR, int... NR>
 constexpr void fill_row(tile_fn<L>* row, std::integer_sequence<int, NR...>) {
-  ((row[NR] = &tile<L, MR, NR + 1, MR == 1>), ...);
+  ((row[NR] = &tile<L, MR, NR + 1, true>), ...);
 }
 
 template <class L, int... MR>
