@@ -49,6 +49,23 @@ inline float hsum(__m512 v) {
   return _mm_cvtss_f32(_mm_add_ss(c, _mm_movehdup_ps(c)));
 }
 
+// Four hsum()s at once, bit for bit: at each level the same pairs of lanes
+// are added, only gathered from four vectors into one register first, which
+// takes about a third of the instructions of four separate reductions.
+// Tiles end with 24 reductions over K / 16 steps, so this is worth ~10% at
+// K = 768.
+inline __m128 hsum4(__m512 v0, __m512 v1, __m512 v2, __m512 v3) {
+  // Halves: [v0[i] + v0[i+8], v1[i] + v1[i+8]] (8 lanes each).
+  const __m512 h01 = _mm512_add_ps(_mm512_shuffle_f32x4(v0, v1, 0x44), _mm512_shuffle_f32x4(v0, v1, 0xee));
+  const __m512 h23 = _mm512_add_ps(_mm512_shuffle_f32x4(v2, v3, 0x44), _mm512_shuffle_f32x4(v2, v3, 0xee));
+  // Quarters: 128-bit lane j holds vj's a[i] + a[i+4].
+  const __m512 q = _mm512_add_ps(_mm512_shuffle_f32x4(h01, h23, 0x88), _mm512_shuffle_f32x4(h01, h23, 0xdd));
+  // Pairs, then the last add; lane 4j ends up with vj's sum.
+  const __m512 p = _mm512_add_ps(q, _mm512_permute_ps(q, _MM_SHUFFLE(1, 0, 3, 2)));
+  const __m512 r = _mm512_add_ps(p, _mm512_permute_ps(p, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm512_castps512_ps128(_mm512_maskz_compress_ps(0x1111, r));
+}
+
 // Weight loaders: 16 weights as f32, exactly (bf16 and f16 embed in f32), so
 // every product x*w is the same whatever the stored type's path.
 struct load_f32 {
@@ -129,11 +146,20 @@ void tile(const float* x, int64_t ldx, const typename L::elem* w, int64_t K, con
         acc[r][c] = _mm512_fmadd_ps(xv, wv[c], acc[r][c]);
     }
   }
+  float sums[MR * NR];
+  int i = 0;
+#pragma GCC unroll 8
+  for (; i + 4 <= MR * NR; i += 4)
+    _mm_storeu_ps(sums + i, hsum4(acc[i / NR][i % NR], acc[(i + 1) / NR][(i + 1) % NR],
+                                  acc[(i + 2) / NR][(i + 2) % NR], acc[(i + 3) / NR][(i + 3) % NR]));
+#pragma GCC unroll 4
+  for (; i < MR * NR; ++i)
+    sums[i] = hsum(acc[i / NR][i % NR]);
 #pragma GCC unroll 8
   for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 8
     for (int c = 0; c < NR; ++c) {
-      float s = hsum(acc[r][c]);
+      float s = sums[r * NR + c];
       if (bias)
         s += bias[c];
       y[r * ldy + c] = s;
