@@ -33,6 +33,14 @@ public:
   /// fn(begin, end) for each non-empty one.
   void parallel_for(int64_t n, const std::function<void(int64_t begin, int64_t end)>& fn);
 
+  /// Runs fn(chunk) once for each chunk in [0, n_chunks) and returns when all
+  /// are done. Threads take chunks in increasing order as they become free,
+  /// so which thread runs a chunk is unspecified; a thread that is
+  /// descheduled or asleep when the job starts leaves its share to the
+  /// others instead of holding up the caller (on a shared host this matters
+  /// more than the cost of handing out chunks). The caller runs chunks too.
+  void run_chunks(int64_t n_chunks, const std::function<void(int64_t chunk)>& fn);
+
 private:
   struct impl;
   std::unique_ptr<impl> impl_;
