@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 #include <sys/resource.h>

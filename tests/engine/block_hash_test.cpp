@@ -23,10 +23,10 @@ TEST(BlockHashTest, MatchesTheTestVector) {
   std::vector<kv_block_hash> h;
   kv_hash_blocks(seed, root, tokens, 16, 2, h);
   ASSERT_EQ(h.size(), 2u);
-  EXPECT_EQ(seed, 0x2b7e9f0cd9aa4a5bull) << std::hex << seed;
-  EXPECT_EQ(root, 0x3c0b7d1ae11ac14eull) << std::hex << root;
-  EXPECT_EQ(h[0], 0x9a05a56e5de1c16cull) << std::hex << h[0];
-  EXPECT_EQ(h[1], 0x50b8e4bcc1d56d8dull) << std::hex << h[1];
+  EXPECT_EQ(seed, 0xe69de12a3f22a551ull) << std::hex << seed;
+  EXPECT_EQ(root, 0x67329266e46c952eull) << std::hex << root;
+  EXPECT_EQ(h[0], 0xa3f8b922a2cb0188ull) << std::hex << h[0];
+  EXPECT_EQ(h[1], 0x98f97647e0a66490ull) << std::hex << h[1];
 }
 
 TEST(BlockHashTest, ChainsThroughEveryEarlierBlock) {

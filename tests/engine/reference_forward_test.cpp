@@ -96,7 +96,7 @@ TEST_P(ReferenceForwardTest, LogitsAndGreedyTokensMatchTheReference) {
   auto ref_tokens = test::reference_greedy(*weights, prompt, n_gen, &margins, ro);
   int compared = 0;
   for (int i = 0; i < n_gen; ++i) {
-    if (margins[i] < 10 * tol)
+    if (margins[i] < 3 * tol)
       break; // a near-tie: later tokens may legitimately differ
     ASSERT_EQ(got[i], ref_tokens[i]) << "step " << i;
     ++compared;
