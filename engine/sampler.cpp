@@ -271,12 +271,17 @@ sampled_token sample(std::span<const float> logits, const sampling_params& param
   const float raw_max = raw_scan.max;
   TESSERA_ASSERT(!raw_scan.has_nan, "logits must not contain NaN");
   TESSERA_ASSERT(std::isfinite(raw_max), "logits need a finite maximum");
-  std::vector<float>& e = scratch.probs; // [vocab] by token id
-  e.resize(vocab);
-  unnormalised_probs(raw, raw_max, vocab, e.data());
-  const double log_norm = static_cast<double>(raw_max) + std::log(sum_lanes(e.data(), vocab));
+  // Only requests that asked for logprobs pay for the exp pass over the
+  // vocabulary (a greedy step without them is one max scan).
+  double log_norm = 0.0;
+  if (params.logprobs) {
+    std::vector<float>& e = scratch.probs; // [vocab] by token id
+    e.resize(vocab);
+    unnormalised_probs(raw, raw_max, vocab, e.data());
+    log_norm = static_cast<double>(raw_max) + std::log(sum_lanes(e.data(), vocab));
+  }
   auto raw_logprob = [&](size_t id) {
-    return static_cast<float>(static_cast<double>(raw[id]) - log_norm);
+    return params.logprobs ? static_cast<float>(static_cast<double>(raw[id]) - log_norm) : 0.0f;
   };
   if (params.logprobs && *params.logprobs > 0) {
     top_logits(logits, std::min(static_cast<size_t>(*params.logprobs), vocab),
@@ -313,6 +318,8 @@ sampled_token sample(std::span<const float> logits, const sampling_params& param
     for (size_t i = 0; i < vocab; ++i)
       x[i] /= temperature;
   const float max = scan_max(x, vocab).max;
+  std::vector<float>& e = scratch.probs; // [vocab] by token id
+  e.resize(vocab);
   std::vector<uint64_t>& keys = scratch.sort_keys;
   keys.clear();
   double total = 0.0;

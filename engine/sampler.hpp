@@ -24,7 +24,7 @@ struct token_logprob {
 struct sampled_token {
   int32_t token = 0;
   /// log p(token) under the raw model distribution (log-softmax of the
-  /// unmodified logits). Always filled.
+  /// unmodified logits). Filled when params.logprobs is set, else 0.
   float logprob = 0.0f;
   /// The params.logprobs most likely tokens under that distribution, most
   /// likely first (ties: lower id first). Empty unless asked.

@@ -161,11 +161,21 @@ TEST(SamplerTest, LogprobComesFromTheRawDistributionEvenWhenPenalised) {
   const std::vector<float> logits{2.0f, 1.5f, 0.0f};
   auto params = greedy_params();
   params.repetition_penalty = 2.0f;
+  params.logprobs = 0;
   sampler_scratch scratch;
   const std::vector<int32_t> output{0};
   const sampled_token t = sample(logits, params, 1, 0, {}, output, scratch);
   ASSERT_EQ(t.token, 1);
   EXPECT_NEAR(t.logprob, std::log(softmax(logits)[1]), 1e-6);
+}
+
+TEST(SamplerTest, LogprobIsOnlyComputedWhenAskedFor) {
+  const std::vector<float> logits{2.0f, 1.5f, 0.0f};
+  sampler_scratch scratch;
+  const sampled_token t = sample(logits, greedy_params(), 1, 0, {}, {}, scratch);
+  EXPECT_EQ(t.token, 0);
+  EXPECT_EQ(t.logprob, 0.0f);
+  EXPECT_TRUE(t.top_logprobs.empty());
 }
 
 TEST(SamplerTest, TopLogprobsAreTheMostLikelyFirstWithTiesByLowerId) {
