@@ -35,6 +35,9 @@ enum class engine_errc : uint8_t {
   out_of_blocks,
   /// An imported KV export does not match this engine's layout or model.
   kv_mismatch,
+  /// A GPU runtime call failed on a present device (out of memory, a
+  /// failed launch, a lost device); the message names the call.
+  device_error,
 };
 
 /// Returns the name of `x`, e.g. "bad_config".
