@@ -99,15 +99,19 @@ struct load_f16 {
 // w[c, k:k+16]) (+ bias[c]). Every tile shape, dot() included, performs
 // exactly this per-element sequence (full steps in k order, then one masked
 // step, then hsum, then bias), which is what makes results batch-invariant.
-// Prefetch pulls the next tile's weight rows, which lie NR*K elements further
-// on, while this tile's are consumed. Measured on this Zen 5 host (2 threads,
-// 200 MB of bf16 weights): M = 1 went from 37 to 48-53 GB/s with it, M = 16
-// from ~150 to ~175 GFLOP/s; prefetching two tiles ahead or once per cache
-// line instead of once per step measured the same within noise. dot() has
-// no next tile and does not prefetch.
-template <class L, int MR, int NR, bool Prefetch>
+// With `prefetch`, the next tile's weight rows (NR*K elements further on)
+// are pulled in while this tile's are consumed. The caller asks for it in the
+// first row group of a panel, which streams the weights from memory; later
+// row groups find them in L2, and prefetching there only evicts x from L1
+// (K = 2048: 24 KB of next-tile weights against 32 KB of x and 24 KB of
+// current weights in a 48 KB L1; M = 512, one thread: ~150 GFLOP/s with
+// it in every row group, ~220 with it only in the first). Measured on
+// this Zen 5 host, 200 MB of bf16 weights, 2 threads: M = 1 went from 37 to
+// 48-53 GB/s with it, M = 16 from ~150 to ~175 GFLOP/s; prefetching two
+// tiles ahead, or once per cache line, measured the same within noise.
+template <class L, int MR, int NR>
 void tile(const float* x, int64_t ldx, const typename L::elem* w, int64_t K, const float* bias,
-          float* y, int64_t ldy) {
+          float* y, int64_t ldy, bool prefetch) {
   __m512 acc[MR][NR];
 #pragma GCC unroll 8
   for (int r = 0; r < MR; ++r)
@@ -120,7 +124,7 @@ void tile(const float* x, int64_t ldx, const typename L::elem* w, int64_t K, con
     __m512 wv[NR];
 #pragma GCC unroll 8
     for (int c = 0; c < NR; ++c) {
-      if constexpr (Prefetch)
+      if (prefetch)
         _mm_prefetch(reinterpret_cast<const char*>(w + (NR + c) * K + k), _MM_HINT_T0);
       wv[c] = L::full(w + c * K + k);
     }
@@ -168,7 +172,7 @@ void tile(const float* x, int64_t ldx, const typename L::elem* w, int64_t K, con
 
 template <class L>
 using tile_fn = void (*)(const float*, int64_t, const typename L::elem*, int64_t, const float*,
-                         float*, int64_t);
+                         float*, int64_t, bool);
 
 // f[mr - 1][nr - 1]: the microkernel for an mr x nr block (nr <= gemv_nr for
 // one row, <= gemm_nr otherwise).
@@ -179,7 +183,7 @@ struct tile_table {
 
 template <class L, int MR, int... NR>
 constexpr void fill_row(tile_fn<L>* row, std::integer_sequence<int, NR...>) {
-  ((row[NR] = &tile<L, MR, NR + 1, true>), ...);
+  ((row[NR] = &tile<L, MR, NR + 1>), ...);
 }
 
 template <class L, int... MR>
@@ -212,7 +216,8 @@ void matmul_range_t(const float* x, int64_t M, int64_t K, int64_t ldx, const voi
       float* ym = y + m0 * ldy;
       for (int64_t n = p0; n < p1; n += step) {
         const int64_t nr = min64(step, p1 - n);
-        t.f[mr - 1][nr - 1](xm, ldx, w + n * K, K, bias ? bias + n : nullptr, ym + n, ldy);
+        t.f[mr - 1][nr - 1](xm, ldx, w + n * K, K, bias ? bias + n : nullptr, ym + n, ldy,
+                            m0 == 0);
       }
     }
   }
@@ -232,9 +237,9 @@ float avx512_dot(const float* a, const void* b, dtype bt, int64_t n) {
   // The 1x1 tile: the same element arithmetic as every matmul tile.
   float y = 0.0f;
   switch (bt) {
-    case dtype::f32: tile<load_f32, 1, 1, false>(a, n, static_cast<const float*>(b), n, nullptr, &y, 1); break;
-    case dtype::bf16: tile<load_bf16, 1, 1, false>(a, n, static_cast<const uint16_t*>(b), n, nullptr, &y, 1); break;
-    case dtype::f16: tile<load_f16, 1, 1, false>(a, n, static_cast<const uint16_t*>(b), n, nullptr, &y, 1); break;
+    case dtype::f32: tile<load_f32, 1, 1>(a, n, static_cast<const float*>(b), n, nullptr, &y, 1, false); break;
+    case dtype::bf16: tile<load_bf16, 1, 1>(a, n, static_cast<const uint16_t*>(b), n, nullptr, &y, 1, false); break;
+    case dtype::f16: tile<load_f16, 1, 1>(a, n, static_cast<const uint16_t*>(b), n, nullptr, &y, 1, false); break;
   }
   return y;
 }
