@@ -112,6 +112,21 @@ private:
     const int64_t n = w.shape[0], k = w.shape[1];
     matmul(pool_, x, m, k, k, w.data, w.type, n, bias.empty() ? nullptr : bias.data(), y, n);
   }
+  struct linear_out {
+    const tensor_view& w;
+    const std::vector<float>& bias;
+    float* y;
+  };
+  // Several projections of the same input in one parallel region.
+  void linear3(const float* x, int64_t m, std::initializer_list<linear_out> outs) {
+    matmul_output mo[3];
+    size_t n = 0;
+    for (const auto& o : outs)
+      mo[n++] = {o.w.data, o.w.type, o.w.shape[0], o.bias.empty() ? nullptr : o.bias.data(), o.y,
+                 o.w.shape[0]};
+    const int64_t k = outs.begin()->w.shape[1];
+    matmul_multi(pool_, x, m, k, k, std::span{mo, n});
+  }
   // Runs fn(row) for rows [0, n), split over the pool when worth it.
   template <class F>
   void for_rows(int64_t n, F&& fn) {
@@ -200,9 +215,8 @@ void cpu_backend::forward(std::span<const forward_seq> seqs, float* logits) {
       rmsnorm(x_.data() + t * hidden, lf.attn_norm.data(), cfg_.rms_norm_eps, hidden,
               xn_.data() + t * hidden);
     });
-    linear(xn_.data(), T, lw.wq, lf.bq, q_.data());
-    linear(xn_.data(), T, lw.wk, lf.bk, k_.data());
-    linear(xn_.data(), T, lw.wv, lf.bv, v_.data());
+    linear3(xn_.data(), T, {{lw.wq, lf.bq, q_.data()}, {lw.wk, lf.bk, k_.data()},
+                            {lw.wv, lf.bv, v_.data()}});
     for_rows(T, [&](int64_t t) {
       const float* c = rope_cos_.data() + t * half;
       const float* s = rope_sin_.data() + t * half;
@@ -242,8 +256,7 @@ void cpu_backend::forward(std::span<const forward_seq> seqs, float* logits) {
       rmsnorm(x_.data() + t * hidden, lf.mlp_norm.data(), cfg_.rms_norm_eps, hidden,
               xn_.data() + t * hidden);
     });
-    linear(xn_.data(), T, lw.w_gate, {}, gate_.data());
-    linear(xn_.data(), T, lw.w_up, {}, up_.data());
+    linear3(xn_.data(), T, {{lw.w_gate, {}, gate_.data()}, {lw.w_up, {}, up_.data()}});
     for_rows(T, [&](int64_t t) {
       silu_mul(gate_.data() + t * inter, up_.data() + t * inter, inter, gate_.data() + t * inter);
     });

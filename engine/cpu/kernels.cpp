@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "engine/cpu/kernels_isa.hpp"
 #include "engine/cpu/thread_pool.hpp"
@@ -187,29 +188,51 @@ bool set_kernel_isa(std::string_view isa) {
 
 void matmul(thread_pool& pool, const float* x, int64_t M, int64_t K, int64_t ldx,
             const void* w, dtype wt, int64_t N, const float* bias, float* y, int64_t ldy) {
-  if (M <= 0 || N <= 0)
+  const matmul_output out{w, wt, N, bias, y, ldy};
+  matmul_multi(pool, x, M, K, ldx, std::span{&out, 1});
+}
+
+void matmul_multi(thread_pool& pool, const float* x, int64_t M, int64_t K, int64_t ldx,
+                  std::span<const matmul_output> outs) {
+  if (M <= 0)
     return;
   const kernel_table& t = active();
   const int64_t threads = pool.size();
-  const int64_t tiles = (N + t.n_align - 1) / t.n_align;
+  int64_t total_tiles = 0, total_n = 0;
+  for (const auto& o : outs) {
+    total_tiles += (o.N + t.n_align - 1) / t.n_align;
+    total_n += o.N;
+  }
+  if (total_n <= 0)
+    return;
   // Below ~64K multiply-adds a fork-join costs more than it saves. Only the
   // split changes, never an element's arithmetic, so results are the same.
-  const bool tiny = M * N * K < (int64_t{1} << 16);
-  if (threads == 1 || tiles == 1 || tiny) {
-    t.matmul_range(x, M, K, ldx, w, wt, 0, N, bias, y, ldy);
+  const bool tiny = M * total_n * K < (int64_t{1} << 16);
+  if (threads == 1 || total_tiles == 1 || tiny) {
+    for (const auto& o : outs)
+      if (o.N > 0)
+        t.matmul_range(x, M, K, ldx, o.w, o.wt, 0, o.N, o.bias, o.y, o.ldy);
     return;
   }
-  // Contiguous, tile-aligned column chunks, about four per thread, handed out
-  // in order to whichever thread is free: each chunk streams a long run of w
-  // (and reuses each x row group over many tiles), while a thread slowed by
-  // another process on a shared host leaves its remaining chunks to the
-  // others instead of stalling the whole matmul.
-  const int64_t chunk_tiles = std::max<int64_t>(1, (tiles + threads * 4 - 1) / (threads * 4));
+  // Contiguous, tile-aligned column chunks, about four per thread over all
+  // outputs, handed out in order to whichever thread is free: each chunk
+  // streams a long run of w (and reuses each x row group over many tiles),
+  // while a thread slowed by another process on a shared host leaves its
+  // remaining chunks to the others instead of stalling the whole matmul.
+  // Several outputs sharing x (q, k, v; gate, up) go in one parallel region.
+  const int64_t chunk_tiles = std::max<int64_t>(1, (total_tiles + threads * 4 - 1) / (threads * 4));
   const int64_t chunk_cols = chunk_tiles * t.n_align;
-  const int64_t chunks = (N + chunk_cols - 1) / chunk_cols;
-  pool.run_chunks(chunks, [&](int64_t c) {
-    const int64_t n0 = c * chunk_cols, n1 = std::min(N, n0 + chunk_cols);
-    t.matmul_range(x, M, K, ldx, w, wt, n0, n1, bias, y, ldy);
+  struct chunk_ref {
+    const matmul_output* out;
+    int64_t n0, n1;
+  };
+  std::vector<chunk_ref> chunks;
+  for (const auto& o : outs)
+    for (int64_t n0 = 0; n0 < o.N; n0 += chunk_cols)
+      chunks.push_back({&o, n0, std::min(o.N, n0 + chunk_cols)});
+  pool.run_chunks(static_cast<int64_t>(chunks.size()), [&](int64_t c) {
+    const chunk_ref& r = chunks[static_cast<size_t>(c)];
+    t.matmul_range(x, M, K, ldx, r.out->w, r.out->wt, r.n0, r.n1, r.out->bias, r.out->y, r.out->ldy);
   });
 }
 

@@ -12,6 +12,7 @@
 /// hold exactly, not within a tolerance.
 
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 #include "engine/dtype.hpp"
@@ -36,6 +37,22 @@ bool set_kernel_isa(std::string_view isa);
 void matmul(thread_pool& pool, const float* x, int64_t M, int64_t K, int64_t ldx,
             const void* w, dtype wt, int64_t N, const float* bias, float* y,
             int64_t ldy);
+
+/// One product of a matmul_multi: y[m, n] = x[m, :] . w[n, :] (+ bias[n]).
+struct matmul_output {
+  const void* w = nullptr; ///< [N, K] row-major, type wt
+  dtype wt = dtype::f32;
+  int64_t N = 0;
+  const float* bias = nullptr; ///< [N] or nullptr
+  float* y = nullptr;          ///< [M, N], row stride ldy
+  int64_t ldy = 0;
+};
+
+/// Several matmuls of the same x (q, k and v; gate and up) in one parallel
+/// region: fewer fork-joins and one long stream of weights per thread.
+/// Each output is exactly what matmul would compute for it.
+void matmul_multi(thread_pool& pool, const float* x, int64_t M, int64_t K, int64_t ldx,
+                  std::span<const matmul_output> outs);
 
 /// Single-threaded matmul over output columns [n_begin, n_end) only, same
 /// arithmetic as matmul (for callers that do their own threading).
