@@ -13,6 +13,7 @@
 #include <sys/resource.h>
 
 #include "bench/stream.hpp"
+#include "bench/svg_chart.hpp"
 #include "common/error.hpp"
 #include "engine/cpu/cpu_backend.hpp"
 #include "engine/cpu/kernels.hpp"
@@ -209,6 +210,23 @@ int run_engine_bench(const engine_bench_options& o) {
   std::printf("(%s; medians of %d runs; bandwidth is the median triad, measured before each batch-1 run%s)\n",
               desc.c_str(), o.runs, rss_reset ? "" : "; peak RSS includes the triad arrays");
 
+  if (!o.svg_path.empty()) {
+    chart c;
+    c.title = "Aggregate decode throughput, " + desc;
+    c.x_label = "concurrent sequences";
+    c.y_label = "tokens/s";
+    chart_series ser{"Tessera decode", {}};
+    for (auto& [n, v] : decode)
+      ser.points.emplace_back(n, v);
+    c.series.push_back(std::move(ser));
+    c.hlines.emplace_back("batch-1 roofline", roofline);
+    std::ofstream f{o.svg_path};
+    f << render_svg(c);
+    if (!f) {
+      std::fprintf(stderr, "bench: cannot write %s\n", o.svg_path.c_str());
+      return 1;
+    }
+  }
   if (!o.json_path.empty()) {
     nlohmann::json j;
     j["model"] = o.model;

@@ -15,6 +15,8 @@ struct engine_bench_options {
   std::string model;
   /// Where to write the JSON results ("" for none).
   std::string json_path;
+  /// Where to write an SVG chart of decode throughput ("" for none).
+  std::string svg_path;
   /// CPU threads; <= 0 means all cores. Default: 0.
   int threads = 0;
   /// Repetitions of each measurement; the median is reported. Default: 3.

@@ -12,6 +12,7 @@ command add_bench_command(CLI::App& app) {
   auto o = std::make_shared<bench::engine_bench_options>();
   eng->add_option("--model", o->model, "Model folder")->required();
   eng->add_option("--json", o->json_path, "Write results as JSON to this file");
+  eng->add_option("--svg", o->svg_path, "Write a chart of decode throughput as SVG to this file");
   eng->add_option("--threads", o->threads, "CPU threads (0: all cores)")->capture_default_str();
   eng->add_option("--runs", o->runs, "Repetitions (median reported)")->capture_default_str()
     ->check(CLI::Range(1, 100));
