@@ -150,12 +150,10 @@ void engine::finish(request_state& rs, finish_reason why, request_output& out) {
     out.text += rs.text.substr(rs.emitted);
     rs.emitted = rs.text.size();
   }
-  if (rs.keep_kv && why != finish_reason::abort) {
-    // Held for export: leave the scheduler but keep the blocks.
-    rs.seq.state = sequence_state::finished;
-    return;
-  }
-  scheduler_->remove(&rs.seq);
+  if (rs.keep_kv && why != finish_reason::abort)
+    scheduler_->hold(&rs.seq); // held for export_request until release_request
+  else
+    scheduler_->remove(&rs.seq);
 }
 
 void engine::append_token(request_state& rs, const sampled_token& t, request_output& out) {

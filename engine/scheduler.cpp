@@ -46,6 +46,12 @@ void scheduler::remove(sequence* seq) {
   seq->state = sequence_state::finished;
 }
 
+void scheduler::hold(sequence* seq) {
+  std::erase(waiting_, seq);
+  std::erase(running_, seq);
+  seq->state = sequence_state::finished;
+}
+
 int32_t scheduler::chunk(const sequence& seq, int32_t budget) const {
   int32_t cap = cfg_.max_prefill_chunk > 0 ? cfg_.max_prefill_chunk
                                            : std::numeric_limits<int32_t>::max();

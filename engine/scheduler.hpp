@@ -75,6 +75,10 @@ public:
   /// (finished or aborted). Its state becomes finished.
   void remove(sequence* seq);
 
+  /// Removes `seq` from the queues but keeps its blocks (a finished request
+  /// held for KV export); remove() frees them later. State becomes finished.
+  void hold(sequence* seq);
+
   /// Plans the next step. Allocates the blocks it needs.
   [[nodiscard]] schedule_output schedule();
 

@@ -206,6 +206,43 @@ TEST(EngineInvariantsTest, ExportThenImportContinuesIdentically) {
   }
 }
 
+// The disaggregated hand-off: a prefill engine computes the prompt and the
+// first token, holds the KV for export, and a decode engine continues.
+TEST(EngineInvariantsTest, PrefillOnOneEngineDecodeOnAnotherEqualsOneEngine) {
+  auto r = make_request(7, random_prompt(53, 15), 20, 0.8f);
+  auto whole = run_one(*test::make_test_engine("nano", opts_with()), r);
+
+  auto prefill = test::make_test_engine("nano", opts_with(64));
+  auto first = r;
+  first.params.max_tokens = 1;
+  first.keep_kv = true;
+  auto head = run_one(*prefill, first);
+  ASSERT_EQ(head.tokens.size(), 1u);
+  EXPECT_EQ(head.finish, finish_reason::length);
+  EXPECT_FALSE(prefill->has_unfinished()) << "a held request is finished";
+  auto kv = prefill->export_request(r.id);
+  ASSERT_TRUE(kv) << error_text(kv.error());
+  EXPECT_EQ(kv->num_computed, 53);
+  EXPECT_TRUE(prefill->release_request(r.id));
+  EXPECT_FALSE(prefill->release_request(r.id));
+  EXPECT_FALSE(prefill->export_request(r.id)) << "released: nothing left to export";
+
+  auto decode = test::make_test_engine("nano", opts_with());
+  ASSERT_FALSE(decode->import_request(r, *kv));
+  auto tail = drain(*decode)[r.id];
+  head.tokens.insert(head.tokens.end(), tail.tokens.begin(), tail.tokens.end());
+  head.logprobs.insert(head.logprobs.end(), tail.logprobs.begin(), tail.logprobs.end());
+  head.finish = tail.finish;
+  EXPECT_EQ(head, whole);
+  // The held blocks went back to the pool: two requests needing 32 blocks
+  // each run side by side without preemption.
+  auto both = run_all(*prefill, {make_request(8, random_prompt(500, 16), 12),
+                                 make_request(9, random_prompt(500, 17), 12)});
+  EXPECT_EQ(both[8].tokens.size(), 12u);
+  EXPECT_EQ(both[9].tokens.size(), 12u);
+  EXPECT_EQ(prefill->stats().preemptions, 0u);
+}
+
 TEST(EngineInvariantsTest, ImportRejectsAMismatchedOrCorruptExport) {
   auto r = make_request(5, random_prompt(37, 6), 16);
   auto a = test::make_test_engine("nano", opts_with());
