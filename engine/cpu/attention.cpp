@@ -83,10 +83,25 @@ void attend(const attention_shape& s, std::span<const kv_block_id> table, int32_
             int32_t pos, const float* q, float* out, float* scratch) {
   const auto& l = *s.layout;
   if (kernel_isa() == "avx512" && l.block_tokens % 16 == 0 && l.head_dim % 16 == 0 &&
-      l.kv_dtype != dtype::f16)
-    detail::attend_avx512(s, table, kv_head, pos, q, out, scratch);
-  else
+      l.head_dim <= 256 && l.kv_dtype != dtype::f16) {
+    detail::attention_avx512_args a;
+    a.pool = s.pool;
+    a.block_bytes = l.block_bytes();
+    a.k_offset = l.slab_offset(s.layer, false, kv_head);
+    a.v_offset = l.slab_offset(s.layer, true, kv_head);
+    a.table = table.data();
+    a.block_tokens = l.block_tokens;
+    a.head_dim = l.head_dim;
+    a.group = s.n_heads / s.n_kv_heads;
+    a.pos = pos;
+    a.kv_bf16 = l.kv_dtype == dtype::bf16;
+    a.q = q;
+    a.out = out;
+    a.scratch = scratch;
+    detail::attend_avx512(a);
+  } else {
     attend_generic(s, table, kv_head, pos, q, out, scratch);
+  }
 }
 
 } // namespace tessera::engine::cpu

@@ -2,79 +2,40 @@
 // batch-invariance contract: every (query, position) score is a chain of
 // FMAs over head_dim in order, in one lane; every output element a chain of
 // FMAs over positions in order.
-#include <immintrin.h>
-
-#include <algorithm>
-#include <limits>
-
 #include "engine/cpu/attention_isa.hpp"
+#include "engine/cpu/simd_avx512.hpp"
 
 namespace tessera::engine::cpu::detail {
 
 namespace {
 
-inline __m512 load16(const std::byte* p, dtype t) {
-  if (t == dtype::f32)
+inline __m512 load16(const std::byte* p, bool bf16) {
+  if (!bf16)
     return _mm512_loadu_ps(reinterpret_cast<const float*>(p));
-  // bf16 -> f32 is exact: the 16 bits become the high half.
-  __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  return bf16_widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
 
-// exp(x) for x <= 0 (softmax after max-subtraction), ~1 ulp: 2^n * p(r).
-inline __m512 exp_ps(__m512 x) {
-  const __m512 log2e = _mm512_set1_ps(1.44269504088896341f);
-  const __m512 ln2_hi = _mm512_set1_ps(0.693359375f);
-  const __m512 ln2_lo = _mm512_set1_ps(-2.12194440e-4f);
-  x = _mm512_max_ps(x, _mm512_set1_ps(-87.3f));
-  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, ln2_hi, x);
-  r = _mm512_fnmadd_ps(n, ln2_lo, r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  __m512 r2 = _mm512_mul_ps(r, r);
-  p = _mm512_fmadd_ps(p, r2, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  return _mm512_scalef_ps(p, n);
-}
-
-// Horizontal max and sum in a fixed order.
-inline float hmax(__m512 v) {
-  __m256 a = _mm256_max_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-  __m128 b = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-  b = _mm_max_ps(b, _mm_movehl_ps(b, b));
-  b = _mm_max_ss(b, _mm_movehdup_ps(b));
-  return _mm_cvtss_f32(b);
-}
-
-inline float hsum(__m512 v) {
-  __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-  __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-  b = _mm_add_ps(b, _mm_movehl_ps(b, b));
-  b = _mm_add_ss(b, _mm_movehdup_ps(b));
-  return _mm_cvtss_f32(b);
-}
+inline int32_t min32(int32_t a, int32_t b) { return a < b ? a : b; }
 
 } // namespace
 
-void attend_avx512(const attention_shape& s, std::span<const kv_block_id> table, int32_t kv_head,
-                   int32_t pos, const float* q, float* out, float* scratch) {
-  const auto& l = *s.layout;
-  const int32_t hd = l.head_dim, bt = l.block_tokens;
-  const dtype t = l.kv_dtype;
-  const size_t es = dtype_size(t);
-  const int32_t group = s.n_heads / s.n_kv_heads;
-  const int32_t n_ctx = pos + 1;
+void attend_avx512(const attention_avx512_args& args) {
+  const int32_t hd = args.head_dim, bt = args.block_tokens;
+  const bool t = args.kv_bf16;
+  const size_t es = t ? 2 : 4;
+  const int32_t group = args.group;
+  const int32_t n_ctx = args.pos + 1;
+  const int32_t* table = args.table;
+  const float* q = args.q;
+  float* out = args.out;
+  float* scratch = args.scratch;
   const int32_t n_chunks = (n_ctx + 15) / 16;
   const int32_t chunks_per_block = bt / 16;
-  const size_t block_bytes = l.block_bytes();
-  const size_t k_off = l.slab_offset(s.layer, false, kv_head);
-  const size_t v_off = l.slab_offset(s.layer, true, kv_head);
+  const size_t block_bytes = args.block_bytes;
+  const size_t k_off = args.k_offset;
+  const size_t v_off = args.v_offset;
   auto k_chunk = [&](int32_t c) {
-    return s.pool + static_cast<size_t>(table[c / chunks_per_block]) * block_bytes + k_off +
+    return args.pool + static_cast<size_t>(table[c / chunks_per_block]) * block_bytes + k_off +
            static_cast<size_t>(c % chunks_per_block) * 16 * es;
   };
   const size_t k_row = static_cast<size_t>(bt) * es; // bytes between head dims
@@ -115,7 +76,7 @@ void attend_avx512(const attention_shape& s, std::span<const kv_block_id> table,
 
     // Softmax over positions [0, n_ctx); later lanes of the last chunk are
     // positions past `pos` (masked to weight 0).
-    const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+    const __m512 neg_inf = _mm512_set1_ps(-__builtin_inff());
     __m512 vmax = neg_inf;
     for (c = 0; c < n_chunks; ++c) {
       __mmask16 m = c == n_chunks - 1 ? tail : 0xffff;
@@ -137,8 +98,8 @@ void attend_avx512(const attention_shape& s, std::span<const kv_block_id> table,
     for (int32_t dc = 0; dc < d_chunks; ++dc)
       acc[dc] = _mm512_setzero_ps();
     for (int32_t b = 0; b * bt < n_ctx; ++b) {
-      const std::byte* vs = s.pool + static_cast<size_t>(table[b]) * block_bytes + v_off;
-      const int32_t jn = std::min(bt, n_ctx - b * bt);
+      const std::byte* vs = args.pool + static_cast<size_t>(table[b]) * block_bytes + v_off;
+      const int32_t jn = min32(bt, n_ctx - b * bt);
       for (int32_t j = 0; j < jn; ++j) {
         const __m512 w = _mm512_set1_ps(sc[b * bt + j]);
         const std::byte* vr = vs + static_cast<size_t>(j) * hd * es;

@@ -141,6 +141,17 @@ private:
     });
   }
 
+  // x += xn, row by row: a sublayer's output joins the residual stream.
+  void add_residual(int64_t rows) {
+    const int64_t hidden = cfg_.hidden_size;
+    for_rows(rows, [&](int64_t t) {
+      float* xr = x_.data() + t * hidden;
+      const float* o = xn_.data() + t * hidden;
+      for (int64_t i = 0; i < hidden; ++i)
+        xr[i] += o[i];
+    });
+  }
+
   std::shared_ptr<const model_weights> w_;
   model_config cfg_;
   thread_pool pool_;
@@ -245,12 +256,7 @@ void cpu_backend::forward(std::span<const forward_seq> seqs, float* logits) {
     });
     // Output projection, then the residual.
     linear(att_.data(), T, lw.wo, {}, xn_.data());
-    for_rows(T, [&](int64_t t) {
-      float* xr = x_.data() + t * hidden;
-      const float* o = xn_.data() + t * hidden;
-      for (int32_t i = 0; i < hidden; ++i)
-        xr[i] += o[i];
-    });
+    add_residual(T);
     // SwiGLU MLP.
     for_rows(T, [&](int64_t t) {
       rmsnorm(x_.data() + t * hidden, lf.mlp_norm.data(), cfg_.rms_norm_eps, hidden,
@@ -261,12 +267,7 @@ void cpu_backend::forward(std::span<const forward_seq> seqs, float* logits) {
       silu_mul(gate_.data() + t * inter, up_.data() + t * inter, inter, gate_.data() + t * inter);
     });
     linear(gate_.data(), T, lw.w_down, {}, xn_.data());
-    for_rows(T, [&](int64_t t) {
-      float* xr = x_.data() + t * hidden;
-      const float* o = xn_.data() + t * hidden;
-      for (int32_t i = 0; i < hidden; ++i)
-        xr[i] += o[i];
-    });
+    add_residual(T);
   }
 
   // Logits for the last token of each sequence that wants them.
