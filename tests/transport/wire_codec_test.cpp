@@ -8,6 +8,7 @@
 #include "common/error.hpp"
 #include "transport/wire/codec.hpp"
 #include "transport/wire/frame.hpp"
+#include "wire_expect.hpp"
 #include "wire_samples.hpp"
 
 namespace tessera::transport::wire {

@@ -15,6 +15,7 @@
 #include "transport/wire/codec.hpp"
 #include "transport/wire/frame.hpp"
 #include "transport/wire/validate.hpp"
+#include "wire_expect.hpp"
 #include "wire_samples.hpp"
 
 namespace tessera::transport::wire {

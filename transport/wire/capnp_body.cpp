@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 
 #include <capnp/message.h>
@@ -440,12 +441,13 @@ caf::expected<wire_message> decode_body(message_type type, std::span<const std::
                                   " is not a multiple of 8");
   const size_t n_words = body.size() / sizeof(capnp::word);
   // FlatArrayMessageReader reads words in place: it needs 8-byte alignment.
-  std::vector<capnp::word> aligned;
+  // (capnp::word is not copyable, so not a std::vector element.)
+  std::unique_ptr<capnp::word[]> aligned;
   const capnp::word* words = reinterpret_cast<const capnp::word*>(body.data());
   if (reinterpret_cast<uintptr_t>(body.data()) % alignof(capnp::word) != 0) {
-    aligned.resize(n_words);
-    std::memcpy(aligned.data(), body.data(), body.size());
-    words = aligned.data();
+    aligned.reset(new capnp::word[n_words]);
+    std::memcpy(static_cast<void*>(aligned.get()), body.data(), body.size());
+    words = aligned.get();
   }
   capnp::ReaderOptions options;
   // Twice the body's size: enough to read every field once with room to
