@@ -5,6 +5,9 @@ find_package(nlohmann_json 3 REQUIRED)
 find_package(spdlog REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(PkgConfig REQUIRED)
+# Needs C enabled in project() (FACTS.md); gives CapnProto::capnp and
+# capnp_generate_cpp.
+find_package(CapnProto REQUIRED)
 
 # CAF 0.17.6 ships no CMake config and no .pc file.
 find_path(CAF_INCLUDE_DIR caf/all.hpp REQUIRED)

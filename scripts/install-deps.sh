@@ -8,6 +8,7 @@ packages=(
   libcaf-dev
   libucx-dev ucx-utils
   libcapnp-dev capnproto
+  clang libclang-rt-14-dev
   librocksdb-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libxxhash-dev

@@ -1,0 +1,195 @@
+// Round trips of every wire message kind through encode() and decode(), and
+// the encoder's refusal of messages a peer would reject.
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "common/error.hpp"
+#include "transport/wire/codec.hpp"
+#include "transport/wire/frame.hpp"
+#include "wire_expect.hpp"
+#include "wire_samples.hpp"
+
+namespace tessera::transport::wire {
+namespace {
+
+using test::expect_same;
+
+wire_message round_trip(const wire_message& m) {
+  auto frame = encode(m);
+  EXPECT_TRUE(frame) << error_text(frame.error());
+  if (!frame)
+    return m;
+  EXPECT_EQ(frame->size() % 8, 0u);
+  auto back = decode(*frame);
+  EXPECT_TRUE(back) << error_text(back.error());
+  if (!back)
+    return m;
+  // Re-encoding the decoded message gives the same bytes.
+  auto again = encode(*back);
+  EXPECT_TRUE(again && *again == *frame);
+  return *back;
+}
+
+TEST(WireCodecTest, RoundTripsRequestHandoffWithEveryFieldSet) {
+  auto m = test::full_handoff();
+  auto back = round_trip(m);
+  expect_same(m, std::get<request_handoff>(back));
+  EXPECT_EQ(std::get<request_handoff>(back).request.params.seed, 42u);
+}
+
+TEST(WireCodecTest, RoundTripsRequestHandoffWithOptionalFieldsUnset) {
+  auto m = test::minimal_handoff();
+  auto back = std::get<request_handoff>(round_trip(m));
+  expect_same(m, back);
+  EXPECT_FALSE(back.request.params.seed.has_value());
+  EXPECT_FALSE(back.request.params.logprobs.has_value());
+  EXPECT_FALSE(back.kv.has_value());
+  // Defaults survive: the schema's defaults match sampling_params'.
+  EXPECT_EQ(back.request.params.temperature, 1.0f);
+  EXPECT_EQ(back.request.params.max_tokens, 16);
+}
+
+TEST(WireCodecTest, RoundTripsZeroSeedAndZeroLogprobsAsSet) {
+  auto m = test::minimal_handoff();
+  m.request.params.seed = 0;
+  m.request.params.logprobs = 0;
+  auto back = std::get<request_handoff>(round_trip(m));
+  EXPECT_EQ(back.request.params.seed, std::optional<uint64_t>{0});
+  EXPECT_EQ(back.request.params.logprobs, std::optional<int32_t>{0});
+}
+
+TEST(WireCodecTest, RoundTripsTokenChunks) {
+  for (const auto& m : {test::chunk_with_logprobs(), test::plain_chunk()})
+    expect_same(m, std::get<token_chunk>(round_trip(m)));
+}
+
+TEST(WireCodecTest, RoundTripsNegativeInfinityLogprob) {
+  auto m = test::chunk_with_logprobs();
+  m.logprobs[1].logprob = -std::numeric_limits<float>::infinity();
+  expect_same(m, std::get<token_chunk>(round_trip(m)));
+}
+
+TEST(WireCodecTest, RoundTripsKvTransferBatch) {
+  auto m = test::sample_batch();
+  expect_same(m, std::get<kv_transfer_batch>(round_trip(m)));
+}
+
+TEST(WireCodecTest, RoundTripsKvEventsWithAndWithoutParent) {
+  for (const auto& m : {test::stored_event(), test::removed_event()})
+    expect_same(m, std::get<kv_event>(round_trip(m)));
+  kv_event cleared;
+  cleared.kind = kv_event_kind::cleared;
+  cleared.tier = kv_tier::g1_pool;
+  expect_same(cleared, std::get<kv_event>(round_trip(cleared)));
+}
+
+TEST(WireCodecTest, RoundTripsMembershipHeartbeatAndError) {
+  expect_same(test::sample_membership(), std::get<membership>(round_trip(test::sample_membership())));
+  expect_same(test::sample_heartbeat(), std::get<heartbeat>(round_trip(test::sample_heartbeat())));
+  expect_same(test::sample_error(), std::get<wire_error>(round_trip(test::sample_error())));
+}
+
+TEST(WireCodecTest, FrameHeaderNamesTypeAndLength) {
+  auto frame = encode(test::sample_heartbeat());
+  ASSERT_TRUE(frame);
+  auto h = parse_frame_header(*frame);
+  ASSERT_TRUE(h) << error_text(h.error());
+  EXPECT_EQ(h->type, static_cast<uint16_t>(message_type::heartbeat));
+  EXPECT_EQ(h->version, frame_version);
+  EXPECT_EQ(h->body_bytes + frame_header_bytes, frame->size());
+  EXPECT_EQ(std::memcmp(frame->data(), "TSRA", 4), 0);
+}
+
+TEST(WireCodecTest, ConvertsCafErrorForTheWire) {
+  auto e = to_wire_error(make_transport_error(transport_errc::timeout, "no reply in 5 ms"));
+  EXPECT_EQ(e.category, "transport");
+  EXPECT_EQ(e.code, static_cast<uint8_t>(transport_errc::timeout));
+  EXPECT_EQ(e.message, "no reply in 5 ms");
+  expect_same(e, std::get<wire_error>(round_trip(e)));
+}
+
+TEST(WireCodecTest, EncodeRefusesInvalidSamplingParamsNamingTheField) {
+  auto m = test::full_handoff();
+  m.request.params.top_p = 2.0f;
+  auto frame = encode(m);
+  ASSERT_FALSE(frame);
+  EXPECT_EQ(frame.error(), transport_errc::invalid_message);
+  EXPECT_NE(error_text(frame.error()).find("request_handoff: params: top_p must be in (0, 1], got 2"),
+            std::string::npos)
+    << error_text(frame.error());
+}
+
+TEST(WireCodecTest, EncodeRefusesInconsistentMessagesNamingTheField) {
+  struct bad_case {
+    wire_message m;
+    const char* text;
+  };
+  auto kv_hashes = test::full_handoff();
+  kv_hashes.kv->block_hashes.push_back(1);
+  auto logprobs = test::chunk_with_logprobs();
+  logprobs.logprobs.pop_back();
+  auto cached = test::plain_chunk();
+  cached.cached_prompt_tokens = 6;
+  auto block = test::sample_batch();
+  block.blocks[1].token_count = 17;
+  auto roles = test::sample_membership();
+  roles.roles.push_back(node_role::decode);
+  auto usage = test::sample_heartbeat();
+  usage.kv_usage[0].used_bytes = 2000;
+  auto load = test::sample_heartbeat();
+  load.load = std::numeric_limits<float>::quiet_NaN();
+  auto parent = test::removed_event();
+  parent.parent_hash = 1;
+  auto empty = test::minimal_handoff();
+  empty.request.prompt.clear();
+  auto salt = test::minimal_handoff();
+  salt.request.cache_salt.assign(2000, 'x');
+  std::vector<bad_case> cases = {
+    {kv_hashes, "kv.block_hashes must have num_computed / block_tokens = 2 entries, got 3"},
+    {logprobs, "logprobs must be empty or have one entry per token (3), got 2"},
+    {cached, "cached_prompt_tokens must be in [0, prompt_tokens (5)], got 6"},
+    {block, "blocks[1].token_count must be in [1, 16], got 17"},
+    {roles, "roles[3] repeats role 3"},
+    {usage, "kv_usage[0].used_bytes 2000 exceeds capacity_bytes 1000"},
+    {load, "load must be finite and >= 0"},
+    {parent, "parent_hash is only allowed on stored events"},
+    {empty, "prompt must not be empty"},
+    {salt, "cache_salt has 2000 bytes, more than the maximum 1024"},
+  };
+  for (const auto& c : cases) {
+    auto frame = encode(c.m);
+    ASSERT_FALSE(frame) << c.text;
+    EXPECT_EQ(frame.error(), transport_errc::invalid_message);
+    EXPECT_NE(error_text(frame.error()).find(c.text), std::string::npos)
+      << "expected \"" << c.text << "\" in " << error_text(frame.error());
+  }
+}
+
+TEST(WireCodecTest, EncodeRefusesBodiesOverTheMaximum) {
+  wire_limits lim;
+  lim.max_body_bytes = 256;
+  auto m = test::full_handoff();
+  auto frame = encode(m, lim);
+  ASSERT_FALSE(frame);
+  EXPECT_EQ(frame.error(), transport_errc::message_too_large);
+  EXPECT_NE(error_text(frame.error()).find("more than the maximum 256"), std::string::npos)
+    << error_text(frame.error());
+}
+
+TEST(WireCodecTest, EncodeIntoAppendsAndLeavesBufferUnchangedOnError) {
+  std::vector<std::byte> out;
+  ASSERT_FALSE(encode_into(test::plain_chunk(), out));
+  const auto first = out.size();
+  ASSERT_FALSE(encode_into(test::sample_error(), out));
+  EXPECT_GT(out.size(), first);
+  const auto before = out;
+  auto bad = test::plain_chunk();
+  bad.tokens.push_back(-1);
+  EXPECT_TRUE(encode_into(bad, out));
+  EXPECT_EQ(out, before);
+}
+
+} // namespace
+} // namespace tessera::transport::wire

@@ -1,0 +1,51 @@
+# KV-cache block descriptors and KV events. Descriptors name the blocks a
+# transfer moves and where; the bytes themselves move by RMA or bulk send.
+@0xb11d0f9e3e7dc68b;
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("tessera::transport::schema");
+
+using Common = import "common.capnp";
+
+struct KvBlockDescriptor {
+  # engine/block_hash.hpp chained hash.
+  hash @0 :UInt64;
+  # Tokens stored in the block, 1..layout.blockTokens.
+  tokenCount @1 :Int32;
+  # Byte range in the sender's registered region.
+  srcOffset @2 :UInt64;
+  sizeBytes @3 :UInt64;
+  # Receiver's registered region and byte offset in it.
+  dstRegion @4 :UInt32;
+  dstOffset @5 :UInt64;
+  # XXH3-64 of the block's bytes.
+  checksum @6 :UInt64;
+}
+
+# One batch of blocks moved for one request; completion is per batch.
+struct KvTransferBatch {
+  batchId @0 :UInt64;
+  requestId @1 :UInt64;
+  modelFingerprint @2 :UInt64;
+  layout @3 :Common.KvLayout;
+  blocks @4 :List(KvBlockDescriptor);
+}
+
+enum KvEventKind {
+  stored @0;
+  removed @1;
+  cleared @2;
+}
+
+# A change to a worker's cached blocks, for the router's prefix index.
+struct KvEvent {
+  workerId @0 :UInt64;
+  eventId @1 :UInt64;
+  tier @2 :Common.KvTier;
+  kind @3 :KvEventKind;
+  # Parent of the first stored block (stored events); absent for a chain
+  # that starts at the root.
+  hasParent @4 :Bool;
+  parentHash @5 :UInt64;
+  blockHashes @6 :List(UInt64);
+}

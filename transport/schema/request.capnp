@@ -1,0 +1,54 @@
+# Request hand-off between processes (frontend -> worker, prefill worker ->
+# decode worker, migration). The KV bytes never travel in this message: they
+# move by RMA / bulk transfer, described by kv.capnp's KvTransferBatch.
+@0x8d7e739f530eeda8;
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("tessera::transport::schema");
+
+using Common = import "common.capnp";
+
+# engine::sampling_params, field for field.
+struct SamplingParams {
+  temperature @0 :Float32 = 1.0;
+  topK @1 :Int32;
+  topP @2 :Float32 = 1.0;
+  minP @3 :Float32;
+  repetitionPenalty @4 :Float32 = 1.0;
+  frequencyPenalty @5 :Float32;
+  presencePenalty @6 :Float32;
+  hasSeed @7 :Bool;
+  seed @8 :UInt64;
+  maxTokens @9 :Int32 = 16;
+  minTokens @10 :Int32;
+  stopTokenIds @11 :List(Int32);
+  stop @12 :List(Text);
+  ignoreEos @13 :Bool;
+  hasLogprobs @14 :Bool;
+  logprobs @15 :Int32;
+}
+
+# What one engine exported so another can continue a request
+# (engine::kv_export without its data).
+struct KvExport {
+  modelFingerprint @0 :UInt64;
+  layout @1 :Common.KvLayout;
+  tokens @2 :List(Int32);
+  promptLen @3 :Int32;
+  numComputed @4 :Int32;
+  seed @5 :UInt64;
+  blockHashes @6 :List(UInt64);
+}
+
+# A request handed to another process (engine::request, plus the KV state
+# when the receiver continues rather than starts it).
+struct RequestHandoff {
+  requestId @0 :UInt64;
+  prompt @1 :List(Int32);
+  params @2 :SamplingParams;
+  priority @3 :Int32;
+  cacheSalt @4 :Text;
+  keepKv @5 :Bool;
+  hasKv @6 :Bool;
+  kv @7 :KvExport;
+}

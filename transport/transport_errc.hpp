@@ -1,0 +1,58 @@
+#pragma once
+/// @file
+/// The transport's error codes. Every error the transport libraries return
+/// is a caf::error of category "transport" with one of these codes and a
+/// message naming what was wrong.
+
+#include <cstdint>
+#include <string>
+
+#include <caf/error.hpp>
+#include <caf/make_message.hpp>
+#include <caf/message.hpp>
+
+namespace tessera::transport {
+
+/// Error codes of the transport libraries (category "transport").
+enum class transport_errc : uint8_t {
+  /// A frame is malformed: truncated, wrong magic, bad flags, a body that
+  /// is not valid Cap'n Proto, or a header whose checksum fails.
+  bad_frame = 1,
+  /// A frame's declared body length exceeds the configured maximum.
+  frame_too_large,
+  /// A frame's format version is not one this build speaks.
+  unsupported_version,
+  /// A frame's message type is not one this build knows.
+  unknown_type,
+  /// A frame body's checksum does not match its bytes.
+  checksum_mismatch,
+  /// A frame decoded but its content is out of bounds or inconsistent
+  /// (a list too long, an enum out of range, invalid sampling params).
+  invalid_message,
+  /// A message too large or invalid to send (the encoder's check).
+  message_too_large,
+  /// The peer's address could not be resolved or connected to.
+  peer_unreachable,
+  /// The peer failed or vanished while an operation was in flight.
+  peer_failed,
+  /// An operation did not complete within its deadline.
+  timeout,
+  /// The transport or connection was closed.
+  closed,
+  /// No connection to the named peer exists.
+  not_connected,
+};
+
+/// Number of codes (for counters indexed by code); codes are 1..count-1.
+inline constexpr size_t transport_errc_count =
+  static_cast<size_t>(transport_errc::not_connected) + 1;
+
+/// Returns the name of `x`, e.g. "bad_frame".
+const char* to_string(transport_errc x);
+
+/// Makes a caf::error of category "transport" carrying `what`.
+[[nodiscard]] caf::error make_transport_error(transport_errc code, std::string what);
+
+} // namespace tessera::transport
+
+CAF_ERROR_CODE_ENUM(tessera::transport::transport_errc, "transport")

@@ -1,0 +1,474 @@
+#include "transport/wire/capnp_body.hpp"
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <kj/exception.h>
+
+#include "transport/schema/cluster.capnp.h"
+#include "transport/schema/common.capnp.h"
+#include "transport/schema/kv.capnp.h"
+#include "transport/schema/request.capnp.h"
+#include "transport/schema/tokens.capnp.h"
+#include "transport/transport_errc.hpp"
+
+namespace tessera::transport::wire {
+
+namespace s = tessera::transport::schema;
+
+namespace {
+
+// ---------------------------------------------------------------------------
+// Encoding. The message was validated by the caller, so sizes fit capnp's
+// 2^29-element lists; capnp still throws on anything it refuses, and
+// encode_body catches that.
+
+capnp::Text::Reader text(const std::string& str) {
+  return {str.c_str(), str.size()};
+}
+
+template <class Builder>
+void put_ints(Builder list, const std::vector<int32_t>& v) {
+  for (unsigned i = 0; i < v.size(); ++i)
+    list.set(i, v[i]);
+}
+
+void put(s::KvLayout::Builder b, const engine::kv_layout& l) {
+  b.setBlockTokens(l.block_tokens);
+  b.setNumLayers(l.num_layers);
+  b.setNumKvHeads(l.num_kv_heads);
+  b.setHeadDim(l.head_dim);
+  b.setKvDtype(static_cast<s::DType>(l.kv_dtype));
+}
+
+void put(s::SamplingParams::Builder b, const engine::sampling_params& p) {
+  b.setTemperature(p.temperature);
+  b.setTopK(p.top_k);
+  b.setTopP(p.top_p);
+  b.setMinP(p.min_p);
+  b.setRepetitionPenalty(p.repetition_penalty);
+  b.setFrequencyPenalty(p.frequency_penalty);
+  b.setPresencePenalty(p.presence_penalty);
+  b.setHasSeed(p.seed.has_value());
+  b.setSeed(p.seed.value_or(0));
+  b.setMaxTokens(p.max_tokens);
+  b.setMinTokens(p.min_tokens);
+  put_ints(b.initStopTokenIds(static_cast<unsigned>(p.stop_token_ids.size())), p.stop_token_ids);
+  auto stop = b.initStop(static_cast<unsigned>(p.stop.size()));
+  for (unsigned i = 0; i < p.stop.size(); ++i)
+    stop.set(i, text(p.stop[i]));
+  b.setIgnoreEos(p.ignore_eos);
+  b.setHasLogprobs(p.logprobs.has_value());
+  b.setLogprobs(p.logprobs.value_or(0));
+}
+
+void put(capnp::MessageBuilder& mb, const request_handoff& m) {
+  auto b = mb.initRoot<s::RequestHandoff>();
+  const auto& r = m.request;
+  b.setRequestId(r.id);
+  put_ints(b.initPrompt(static_cast<unsigned>(r.prompt.size())), r.prompt);
+  put(b.initParams(), r.params);
+  b.setPriority(r.priority);
+  b.setCacheSalt(text(r.cache_salt));
+  b.setKeepKv(r.keep_kv);
+  b.setHasKv(m.kv.has_value());
+  if (!m.kv)
+    return;
+  auto kv = b.initKv();
+  kv.setModelFingerprint(m.kv->model_fingerprint);
+  put(kv.initLayout(), m.kv->layout);
+  put_ints(kv.initTokens(static_cast<unsigned>(m.kv->tokens.size())), m.kv->tokens);
+  kv.setPromptLen(m.kv->prompt_len);
+  kv.setNumComputed(m.kv->num_computed);
+  kv.setSeed(m.kv->seed);
+  auto hashes = kv.initBlockHashes(static_cast<unsigned>(m.kv->block_hashes.size()));
+  for (unsigned i = 0; i < m.kv->block_hashes.size(); ++i)
+    hashes.set(i, m.kv->block_hashes[i]);
+}
+
+void put(capnp::MessageBuilder& mb, const token_chunk& m) {
+  auto b = mb.initRoot<s::TokenChunk>();
+  b.setRequestId(m.id);
+  put_ints(b.initTokens(static_cast<unsigned>(m.tokens.size())), m.tokens);
+  auto lps = b.initLogprobs(static_cast<unsigned>(m.logprobs.size()));
+  for (unsigned i = 0; i < m.logprobs.size(); ++i) {
+    const auto& src = m.logprobs[i];
+    auto dst = lps[i];
+    dst.setToken(src.token);
+    dst.setLogprob(src.logprob);
+    auto top = dst.initTop(static_cast<unsigned>(src.top_logprobs.size()));
+    for (unsigned j = 0; j < src.top_logprobs.size(); ++j) {
+      top[j].setToken(src.top_logprobs[j].token);
+      top[j].setLogprob(src.top_logprobs[j].logprob);
+    }
+  }
+  b.setText(text(m.text));
+  b.setFinishReason(static_cast<s::FinishReason>(m.finish));
+  b.setStopReason(text(m.stop_reason));
+  b.setPromptTokens(m.prompt_tokens);
+  b.setCachedPromptTokens(m.cached_prompt_tokens);
+  b.setOutputTokens(m.output_tokens);
+}
+
+void put(capnp::MessageBuilder& mb, const kv_transfer_batch& m) {
+  auto b = mb.initRoot<s::KvTransferBatch>();
+  b.setBatchId(m.batch_id);
+  b.setRequestId(m.request_id);
+  b.setModelFingerprint(m.model_fingerprint);
+  put(b.initLayout(), m.layout);
+  auto blocks = b.initBlocks(static_cast<unsigned>(m.blocks.size()));
+  for (unsigned i = 0; i < m.blocks.size(); ++i) {
+    const auto& src = m.blocks[i];
+    auto dst = blocks[i];
+    dst.setHash(src.hash);
+    dst.setTokenCount(src.token_count);
+    dst.setSrcOffset(src.src_offset);
+    dst.setSizeBytes(src.size_bytes);
+    dst.setDstRegion(src.dst_region);
+    dst.setDstOffset(src.dst_offset);
+    dst.setChecksum(src.checksum);
+  }
+}
+
+void put(capnp::MessageBuilder& mb, const kv_event& m) {
+  auto b = mb.initRoot<s::KvEvent>();
+  b.setWorkerId(m.worker_id);
+  b.setEventId(m.event_id);
+  b.setTier(static_cast<s::KvTier>(m.tier));
+  b.setKind(static_cast<s::KvEventKind>(m.kind));
+  b.setHasParent(m.parent_hash.has_value());
+  b.setParentHash(m.parent_hash.value_or(0));
+  auto hashes = b.initBlockHashes(static_cast<unsigned>(m.block_hashes.size()));
+  for (unsigned i = 0; i < m.block_hashes.size(); ++i)
+    hashes.set(i, m.block_hashes[i]);
+}
+
+void put(capnp::MessageBuilder& mb, const membership& m) {
+  auto b = mb.initRoot<s::Membership>();
+  b.setChange(static_cast<s::MembershipChange>(m.change));
+  b.setNodeId(text(m.node_id));
+  b.setAddress(text(m.address));
+  auto roles = b.initRoles(static_cast<unsigned>(m.roles.size()));
+  for (unsigned i = 0; i < m.roles.size(); ++i)
+    roles.set(i, static_cast<s::NodeRole>(m.roles[i]));
+  b.setJoinToken(text(m.join_token));
+}
+
+void put(capnp::MessageBuilder& mb, const heartbeat& m) {
+  auto b = mb.initRoot<s::Heartbeat>();
+  b.setNodeId(text(m.node_id));
+  b.setSequence(m.sequence);
+  b.setTimestampUs(m.timestamp_us);
+  b.setLoad(m.load);
+  b.setQueueDepth(m.queue_depth);
+  auto usage = b.initKvUsage(static_cast<unsigned>(m.kv_usage.size()));
+  for (unsigned i = 0; i < m.kv_usage.size(); ++i) {
+    usage[i].setTier(static_cast<s::KvTier>(m.kv_usage[i].tier));
+    usage[i].setUsedBytes(m.kv_usage[i].used_bytes);
+    usage[i].setCapacityBytes(m.kv_usage[i].capacity_bytes);
+  }
+}
+
+void put(capnp::MessageBuilder& mb, const wire_error& m) {
+  auto b = mb.initRoot<s::Error>();
+  b.setCategory(text(m.category));
+  b.setCode(m.code);
+  b.setMessage(text(m.message));
+}
+
+// ---------------------------------------------------------------------------
+// Decoding. A failure deep inside a nested reader is thrown as this private
+// type and caught in decode_body, next to the kj::Exception capnp throws;
+// neither leaves this file.
+
+struct decode_failure {
+  transport_errc code;
+  std::string what;
+};
+
+[[noreturn]] void refuse(std::string what) {
+  throw decode_failure{transport_errc::invalid_message, std::move(what)};
+}
+
+// Checks a list's or string's length before anything is copied, so a small
+// frame cannot make the decoder allocate much more than its own size.
+void bound(const std::string& field, size_t got, size_t max, const char* unit) {
+  if (got > max)
+    refuse(field + " has " + std::to_string(got) + " " + unit + ", more than the maximum " +
+           std::to_string(max));
+}
+
+template <class Enum>
+uint16_t enum_in_range(const std::string& field, Enum v, uint16_t max) {
+  const auto raw = static_cast<uint16_t>(v);
+  if (raw > max)
+    refuse(field + " out of range: " + std::to_string(raw) + " (max " + std::to_string(max) + ")");
+  return raw;
+}
+
+std::string get_text(const std::string& field, capnp::Text::Reader t, size_t max) {
+  bound(field, t.size(), max, "bytes");
+  return std::string(t.cStr(), t.size());
+}
+
+template <class T, class ListReader>
+std::vector<T> get_list(const std::string& field, ListReader list, size_t max, const char* unit) {
+  bound(field, list.size(), max, unit);
+  std::vector<T> out;
+  out.reserve(list.size());
+  for (auto v : list)
+    out.push_back(static_cast<T>(v));
+  return out;
+}
+
+engine::kv_layout get(const std::string& field, s::KvLayout::Reader r) {
+  engine::kv_layout l;
+  l.block_tokens = r.getBlockTokens();
+  l.num_layers = r.getNumLayers();
+  l.num_kv_heads = r.getNumKvHeads();
+  l.head_dim = r.getHeadDim();
+  l.kv_dtype = static_cast<engine::dtype>(enum_in_range(field + ".kv_dtype", r.getKvDtype(), 2));
+  return l;
+}
+
+engine::sampling_params get(s::SamplingParams::Reader r) {
+  engine::sampling_params p;
+  p.temperature = r.getTemperature();
+  p.top_k = r.getTopK();
+  p.top_p = r.getTopP();
+  p.min_p = r.getMinP();
+  p.repetition_penalty = r.getRepetitionPenalty();
+  p.frequency_penalty = r.getFrequencyPenalty();
+  p.presence_penalty = r.getPresencePenalty();
+  if (r.getHasSeed())
+    p.seed = r.getSeed();
+  p.max_tokens = r.getMaxTokens();
+  p.min_tokens = r.getMinTokens();
+  // sampling_params::validate checks the exact bounds (64 ids, 16 strings
+  // of 256 bytes); these only stop a huge copy before it happens.
+  p.stop_token_ids = get_list<int32_t>("params.stop_token_ids", r.getStopTokenIds(), 1024, "ids");
+  auto stop = r.getStop();
+  bound("params.stop", stop.size(), 1024, "strings");
+  for (unsigned i = 0; i < stop.size(); ++i)
+    p.stop.push_back(get_text("params.stop[" + std::to_string(i) + "]", stop[i], 4096));
+  p.ignore_eos = r.getIgnoreEos();
+  if (r.getHasLogprobs())
+    p.logprobs = r.getLogprobs();
+  return p;
+}
+
+request_handoff get(s::RequestHandoff::Reader r, const wire_limits& lim) {
+  request_handoff m;
+  m.request.id = r.getRequestId();
+  m.request.prompt = get_list<int32_t>("prompt", r.getPrompt(), lim.max_tokens, "tokens");
+  m.request.params = get(r.getParams());
+  m.request.priority = r.getPriority();
+  m.request.cache_salt = get_text("cache_salt", r.getCacheSalt(), lim.max_name_bytes);
+  m.request.keep_kv = r.getKeepKv();
+  if (r.getHasKv()) {
+    auto kr = r.getKv();
+    kv_export_info kv;
+    kv.model_fingerprint = kr.getModelFingerprint();
+    kv.layout = get("kv.layout", kr.getLayout());
+    kv.tokens = get_list<int32_t>("kv.tokens", kr.getTokens(), lim.max_tokens, "tokens");
+    kv.prompt_len = kr.getPromptLen();
+    kv.num_computed = kr.getNumComputed();
+    kv.seed = kr.getSeed();
+    kv.block_hashes = get_list<engine::kv_block_hash>("kv.block_hashes", kr.getBlockHashes(),
+                                                      lim.max_tokens, "entries");
+    m.kv = std::move(kv);
+  }
+  return m;
+}
+
+token_chunk get(s::TokenChunk::Reader r, const wire_limits& lim) {
+  token_chunk m;
+  m.id = r.getRequestId();
+  m.tokens = get_list<int32_t>("tokens", r.getTokens(), lim.max_chunk_tokens, "tokens");
+  auto lps = r.getLogprobs();
+  bound("logprobs", lps.size(), lim.max_chunk_tokens, "entries");
+  m.logprobs.reserve(lps.size());
+  for (unsigned i = 0; i < lps.size(); ++i) {
+    auto lp = lps[i];
+    engine::sampled_token t;
+    t.token = lp.getToken();
+    t.logprob = lp.getLogprob();
+    auto top = lp.getTop();
+    bound("logprobs[" + std::to_string(i) + "].top_logprobs", top.size(),
+          engine::sampling_params::max_logprobs, "entries");
+    for (auto e : top)
+      t.top_logprobs.push_back({e.getToken(), e.getLogprob()});
+    m.logprobs.push_back(std::move(t));
+  }
+  m.text = get_text("text", r.getText(), lim.max_text_bytes);
+  m.finish = static_cast<engine::finish_reason>(
+    enum_in_range("finish_reason", r.getFinishReason(), 3));
+  m.stop_reason = get_text("stop_reason", r.getStopReason(), lim.max_name_bytes);
+  m.prompt_tokens = r.getPromptTokens();
+  m.cached_prompt_tokens = r.getCachedPromptTokens();
+  m.output_tokens = r.getOutputTokens();
+  return m;
+}
+
+kv_transfer_batch get(s::KvTransferBatch::Reader r, const wire_limits& lim) {
+  kv_transfer_batch m;
+  m.batch_id = r.getBatchId();
+  m.request_id = r.getRequestId();
+  m.model_fingerprint = r.getModelFingerprint();
+  m.layout = get("layout", r.getLayout());
+  auto blocks = r.getBlocks();
+  bound("blocks", blocks.size(), lim.max_blocks_per_batch, "entries");
+  m.blocks.reserve(blocks.size());
+  for (auto b : blocks) {
+    kv_block_descriptor d;
+    d.hash = b.getHash();
+    d.token_count = b.getTokenCount();
+    d.src_offset = b.getSrcOffset();
+    d.size_bytes = b.getSizeBytes();
+    d.dst_region = b.getDstRegion();
+    d.dst_offset = b.getDstOffset();
+    d.checksum = b.getChecksum();
+    m.blocks.push_back(d);
+  }
+  return m;
+}
+
+kv_event get(s::KvEvent::Reader r, const wire_limits& lim) {
+  kv_event m;
+  m.worker_id = r.getWorkerId();
+  m.event_id = r.getEventId();
+  m.tier = static_cast<kv_tier>(enum_in_range("tier", r.getTier(), 2));
+  m.kind = static_cast<kv_event_kind>(enum_in_range("kind", r.getKind(), 2));
+  if (r.getHasParent())
+    m.parent_hash = r.getParentHash();
+  m.block_hashes = get_list<engine::kv_block_hash>("block_hashes", r.getBlockHashes(),
+                                                   lim.max_event_hashes, "entries");
+  return m;
+}
+
+membership get(s::Membership::Reader r, const wire_limits& lim) {
+  membership m;
+  m.change = static_cast<membership_change>(enum_in_range("change", r.getChange(), 2));
+  m.node_id = get_text("node_id", r.getNodeId(), lim.max_name_bytes);
+  m.address = get_text("address", r.getAddress(), lim.max_name_bytes);
+  auto roles = r.getRoles();
+  bound("roles", roles.size(), 5, "entries");
+  for (unsigned i = 0; i < roles.size(); ++i)
+    m.roles.push_back(static_cast<node_role>(
+      enum_in_range("roles[" + std::to_string(i) + "]", roles[i], 4)));
+  m.join_token = get_text("join_token", r.getJoinToken(), lim.max_name_bytes);
+  return m;
+}
+
+heartbeat get(s::Heartbeat::Reader r, const wire_limits& lim) {
+  heartbeat m;
+  m.node_id = get_text("node_id", r.getNodeId(), lim.max_name_bytes);
+  m.sequence = r.getSequence();
+  m.timestamp_us = r.getTimestampUs();
+  m.load = r.getLoad();
+  m.queue_depth = r.getQueueDepth();
+  auto usage = r.getKvUsage();
+  bound("kv_usage", usage.size(), 3, "entries");
+  for (unsigned i = 0; i < usage.size(); ++i) {
+    auto u = usage[i];
+    m.kv_usage.push_back(
+      {static_cast<kv_tier>(enum_in_range("kv_usage[" + std::to_string(i) + "].tier", u.getTier(), 2)),
+       u.getUsedBytes(), u.getCapacityBytes()});
+  }
+  return m;
+}
+
+wire_error get(s::Error::Reader r, const wire_limits& lim) {
+  wire_error m;
+  m.category = get_text("category", r.getCategory(), lim.max_name_bytes);
+  m.code = r.getCode();
+  m.message = get_text("message", r.getMessage(), lim.max_text_bytes);
+  return m;
+}
+
+wire_message read_root(message_type type, capnp::MessageReader& reader, const wire_limits& lim) {
+  switch (type) {
+    case message_type::request_handoff: return get(reader.getRoot<s::RequestHandoff>(), lim);
+    case message_type::token_chunk: return get(reader.getRoot<s::TokenChunk>(), lim);
+    case message_type::kv_transfer_batch: return get(reader.getRoot<s::KvTransferBatch>(), lim);
+    case message_type::kv_event: return get(reader.getRoot<s::KvEvent>(), lim);
+    case message_type::membership: return get(reader.getRoot<s::Membership>(), lim);
+    case message_type::heartbeat: return get(reader.getRoot<s::Heartbeat>(), lim);
+    case message_type::error: return get(reader.getRoot<s::Error>(), lim);
+  }
+  throw decode_failure{transport_errc::unknown_type,
+                       "unknown message type " + std::to_string(static_cast<unsigned>(type))};
+}
+
+std::string describe(const kj::Exception& e) {
+  return std::string(e.getDescription().cStr());
+}
+
+} // namespace
+
+caf::error encode_body(const wire_message& m, std::vector<std::byte>& out,
+                       const wire_limits& limits) {
+  try {
+    capnp::MallocMessageBuilder mb;
+    std::visit([&](const auto& x) { put(mb, x); }, m);
+    auto words = capnp::messageToFlatArray(mb);
+    auto bytes = words.asBytes();
+    if (bytes.size() > limits.max_body_bytes)
+      return make_transport_error(transport_errc::message_too_large,
+                                  std::string(to_string(type_of(m))) + " encodes to " +
+                                    std::to_string(bytes.size()) + " bytes, more than the maximum " +
+                                    std::to_string(limits.max_body_bytes));
+    const auto* p = reinterpret_cast<const std::byte*>(bytes.begin());
+    out.insert(out.end(), p, p + bytes.size());
+    return {};
+  } catch (const kj::Exception& e) {
+    return make_transport_error(transport_errc::message_too_large,
+                                std::string(to_string(type_of(m))) +
+                                  ": capnp refused to encode it: " + describe(e));
+  }
+}
+
+caf::expected<wire_message> decode_body(message_type type, std::span<const std::byte> body,
+                                        const wire_limits& limits) {
+  const std::string kind(to_string(type));
+  if (body.size() % sizeof(capnp::word) != 0)
+    return make_transport_error(transport_errc::bad_frame,
+                                kind + ": body length " + std::to_string(body.size()) +
+                                  " is not a multiple of 8");
+  const size_t n_words = body.size() / sizeof(capnp::word);
+  // FlatArrayMessageReader reads words in place: it needs 8-byte alignment.
+  // (capnp::word is not copyable, so not a std::vector element.)
+  std::unique_ptr<capnp::word[]> aligned;
+  const capnp::word* words = reinterpret_cast<const capnp::word*>(body.data());
+  if (reinterpret_cast<uintptr_t>(body.data()) % alignof(capnp::word) != 0) {
+    aligned.reset(new capnp::word[n_words]);
+    std::memcpy(static_cast<void*>(aligned.get()), body.data(), body.size());
+    words = aligned.get();
+  }
+  capnp::ReaderOptions options;
+  // Twice the body's size: enough to read every field once with room to
+  // spare, and no more, so a small frame cannot make the reader walk (or
+  // make us copy) much more than it carries.
+  options.traversalLimitInWords = 2 * n_words + 64;
+  options.nestingLimit = limits.nesting_limit;
+  try {
+    capnp::FlatArrayMessageReader reader(kj::arrayPtr(words, n_words), options);
+    if (reader.getEnd() != words + n_words)
+      return make_transport_error(
+        transport_errc::bad_frame,
+        kind + ": " + std::to_string((words + n_words - reader.getEnd()) * sizeof(capnp::word)) +
+          " trailing bytes after the capnp message");
+    return read_root(type, reader, limits);
+  } catch (const decode_failure& f) {
+    return make_transport_error(f.code, kind + ": " + f.what);
+  } catch (const kj::Exception& e) {
+    return make_transport_error(transport_errc::bad_frame,
+                                kind + ": body is not a valid capnp message: " + describe(e));
+  }
+}
+
+} // namespace tessera::transport::wire

@@ -1,0 +1,35 @@
+#include "transport/wire/messages.hpp"
+
+#include "common/error.hpp"
+
+namespace tessera::transport::wire {
+
+std::string_view to_string(message_type t) {
+  switch (t) {
+    case message_type::request_handoff: return "request_handoff";
+    case message_type::token_chunk: return "token_chunk";
+    case message_type::kv_transfer_batch: return "kv_transfer_batch";
+    case message_type::kv_event: return "kv_event";
+    case message_type::membership: return "membership";
+    case message_type::heartbeat: return "heartbeat";
+    case message_type::error: return "error";
+  }
+  return "unknown";
+}
+
+message_type type_of(const wire_message& m) {
+  // The variant's alternatives are in message_type order, starting at 1.
+  return static_cast<message_type>(m.index() + 1);
+}
+
+wire_error to_wire_error(const caf::error& err) {
+  wire_error out;
+  if (!err)
+    return out;
+  out.category = caf::to_string(err.category());
+  out.code = err.code();
+  out.message = error_message(err);
+  return out;
+}
+
+} // namespace tessera::transport::wire

@@ -1,0 +1,193 @@
+#pragma once
+/// @file
+/// Every message that crosses a process, as plain C++ structs, and
+/// `wire_message`, the variant of all of them. The Cap'n Proto schemas in
+/// transport/schema/*.capnp are the wire contract; these structs are what
+/// the rest of Tessera sees (no capnp types leak out of transport/wire).
+/// Engine types are reused where they fit.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include <caf/error.hpp>
+
+#include "engine/backend.hpp"
+#include "engine/block_hash.hpp"
+#include "engine/engine.hpp"
+#include "engine/sampling_params.hpp"
+
+namespace tessera::transport::wire {
+
+/// The message kind a frame header names. Values are the wire contract:
+/// never renumber; 0 is never valid.
+enum class message_type : uint16_t {
+  request_handoff = 1,
+  token_chunk = 2,
+  kv_transfer_batch = 3,
+  kv_event = 4,
+  membership = 5,
+  heartbeat = 6,
+  error = 7,
+};
+
+/// Largest valid message_type value.
+inline constexpr uint16_t max_message_type = 7;
+
+/// "request_handoff", ...; "unknown" for a value outside the enum.
+[[nodiscard]] std::string_view to_string(message_type t);
+
+/// What one engine exported so another can continue a request: an
+/// engine::kv_export without its bytes (those move by RMA / bulk transfer,
+/// described by kv_transfer_batch).
+struct kv_export_info {
+  /// backend::model_fingerprint of the exporter.
+  uint64_t model_fingerprint = 0;
+  engine::kv_layout layout;
+  /// Prompt followed by the tokens generated so far. [1, max_tokens].
+  std::vector<int32_t> tokens;
+  /// [1, tokens.size()].
+  int32_t prompt_len = 0;
+  /// Tokens whose KV was exported: [0, tokens.size()).
+  int32_t num_computed = 0;
+  /// Sampling seed in use.
+  uint64_t seed = 0;
+  /// Chained hashes of the full computed blocks: exactly
+  /// num_computed / layout.block_tokens of them.
+  std::vector<engine::kv_block_hash> block_hashes;
+};
+
+/// A request handed to another process. `request.prompt` must be non-empty
+/// unless `kv` is set (then the export's tokens are used).
+struct request_handoff {
+  engine::request request;
+  /// Set when the receiver continues the request from exported KV.
+  std::optional<kv_export_info> kv;
+};
+
+/// Tokens generated for one request in one step (engine::request_output):
+/// tokens, optional per-token logprobs (empty or one per token), text delta,
+/// finish and stop reason, token counts.
+using token_chunk = engine::request_output;
+
+/// Where one KV block comes from and goes to in a transfer.
+struct kv_block_descriptor {
+  engine::kv_block_hash hash = 0;
+  /// Tokens stored in the block: [1, layout.block_tokens].
+  int32_t token_count = 0;
+  /// Byte range in the sender's registered region: size_bytes in
+  /// [1, layout.block_bytes()], offset + size must not overflow.
+  uint64_t src_offset = 0;
+  uint64_t size_bytes = 0;
+  /// Receiver's registered region id and byte offset in it.
+  uint32_t dst_region = 0;
+  uint64_t dst_offset = 0;
+  /// XXH3-64 of the block's bytes (engine::hash_bytes, seed 0).
+  uint64_t checksum = 0;
+};
+
+/// A batch of KV blocks moved for one request; completion is per batch.
+struct kv_transfer_batch {
+  uint64_t batch_id = 0;
+  uint64_t request_id = 0;
+  uint64_t model_fingerprint = 0;
+  engine::kv_layout layout;
+  /// [1, wire_limits::max_blocks_per_batch] blocks.
+  std::vector<kv_block_descriptor> blocks;
+};
+
+/// Storage tier of a KV block.
+enum class kv_tier : uint8_t {
+  /// The engine's own block pool (device or host memory).
+  g1_pool,
+  /// The node's host-memory block store.
+  g2_host,
+  /// Disk.
+  g3_disk,
+};
+
+/// What happened to a worker's cached blocks.
+enum class kv_event_kind : uint8_t { stored, removed, cleared };
+
+/// A change to a worker's cached blocks, for the router's prefix index.
+struct kv_event {
+  uint64_t worker_id = 0;
+  /// Per-worker sequence number (detects lost or reordered events).
+  uint64_t event_id = 0;
+  kv_tier tier = kv_tier::g1_pool;
+  kv_event_kind kind = kv_event_kind::stored;
+  /// Parent of the first stored block; nullopt when the chain starts at the
+  /// root. Only stored events carry one.
+  std::optional<engine::kv_block_hash> parent_hash;
+  /// Stored: the chain in order; removed: any order; cleared: empty.
+  /// At most wire_limits::max_event_hashes.
+  std::vector<engine::kv_block_hash> block_hashes;
+};
+
+/// A role a node plays in the cluster.
+enum class node_role : uint8_t { frontend, router, prefill, decode, kvstore };
+
+/// Kind of membership change.
+enum class membership_change : uint8_t { join, leave, update };
+
+/// A node joining, leaving or updating its entry in the cluster.
+struct membership {
+  membership_change change = membership_change::join;
+  /// Non-empty, at most wire_limits::max_name_bytes.
+  std::string node_id;
+  /// Transport address, e.g. "10.0.0.7:13337"; at most max_name_bytes.
+  std::string address;
+  /// Distinct roles, at most one of each.
+  std::vector<node_role> roles;
+  /// Shared secret a joining node presents (empty if none configured);
+  /// at most max_name_bytes.
+  std::string join_token;
+};
+
+/// One tier's KV memory use.
+struct kv_tier_usage {
+  kv_tier tier = kv_tier::g1_pool;
+  /// used_bytes <= capacity_bytes.
+  uint64_t used_bytes = 0;
+  uint64_t capacity_bytes = 0;
+};
+
+/// A node's periodic liveness and load report.
+struct heartbeat {
+  std::string node_id;
+  /// Increases by one per heartbeat of a node.
+  uint64_t sequence = 0;
+  /// Sender's clock, microseconds since the Unix epoch.
+  uint64_t timestamp_us = 0;
+  /// Load in model units (1.0 = one replica fully busy); finite, >= 0.
+  float load = 0.0f;
+  /// Requests waiting.
+  uint32_t queue_depth = 0;
+  /// At most one entry per tier.
+  std::vector<kv_tier_usage> kv_usage;
+};
+
+/// An error sent to a peer (a caf::error flattened to its parts).
+struct wire_error {
+  /// caf::error category name, e.g. "engine"; non-empty, at most
+  /// max_name_bytes.
+  std::string category;
+  uint8_t code = 0;
+  /// At most wire_limits::max_text_bytes.
+  std::string message;
+};
+
+/// Any message that crosses a process.
+using wire_message = std::variant<request_handoff, token_chunk, kv_transfer_batch, kv_event,
+                                  membership, heartbeat, wire_error>;
+
+/// The message_type of the alternative `m` holds.
+[[nodiscard]] message_type type_of(const wire_message& m);
+
+/// Flattens a caf::error for the wire (category name, code, message).
+[[nodiscard]] wire_error to_wire_error(const caf::error& err);
+
+} // namespace tessera::transport::wire

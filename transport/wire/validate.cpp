@@ -1,0 +1,233 @@
+#include "transport/wire/validate.hpp"
+
+#include <cmath>
+#include <string>
+
+#include "common/error.hpp"
+#include "transport/transport_errc.hpp"
+
+namespace tessera::transport::wire {
+
+namespace {
+
+using std::to_string;
+
+// Each check returns a message (empty = fine); validate() prefixes the
+// message kind and wraps it into one error code.
+using problem = std::string;
+
+problem too_long(const char* field, size_t got, size_t max, const char* unit) {
+  return std::string(field) + " has " + to_string(got) + " " + unit + ", more than the maximum " +
+         to_string(max);
+}
+
+problem check_layout(const engine::kv_layout& l) {
+  auto in = [](int32_t v, int32_t lo, int32_t hi) { return lo <= v && v <= hi; };
+  if (!in(l.block_tokens, 1, 4096))
+    return "layout.block_tokens must be in [1, 4096], got " + to_string(l.block_tokens);
+  if (!in(l.num_layers, 1, 4096))
+    return "layout.num_layers must be in [1, 4096], got " + to_string(l.num_layers);
+  if (!in(l.num_kv_heads, 1, 4096))
+    return "layout.num_kv_heads must be in [1, 4096], got " + to_string(l.num_kv_heads);
+  if (!in(l.head_dim, 1, 16384))
+    return "layout.head_dim must be in [1, 16384], got " + to_string(l.head_dim);
+  if (static_cast<unsigned>(l.kv_dtype) > static_cast<unsigned>(engine::dtype::bf16))
+    return "layout.kv_dtype out of range: " + to_string(static_cast<unsigned>(l.kv_dtype));
+  return {};
+}
+
+problem check_token_ids(const char* field, const std::vector<int32_t>& ids, size_t max) {
+  if (ids.size() > max)
+    return too_long(field, ids.size(), max, "tokens");
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < 0)
+      return std::string(field) + "[" + to_string(i) + "] must be >= 0, got " + to_string(ids[i]);
+  return {};
+}
+
+problem check_name(const char* field, const std::string& s, size_t max, bool required) {
+  if (required && s.empty())
+    return std::string(field) + " must not be empty";
+  if (s.size() > max)
+    return too_long(field, s.size(), max, "bytes");
+  return {};
+}
+
+problem check(const request_handoff& m, const wire_limits& lim) {
+  const auto& r = m.request;
+  if (r.prompt.empty() && !m.kv)
+    return "prompt must not be empty (or a KV export must be given)";
+  if (auto p = check_token_ids("prompt", r.prompt, lim.max_tokens); !p.empty())
+    return p;
+  if (auto err = r.params.validate())
+    return "params: " + error_message(err);
+  if (auto p = check_name("cache_salt", r.cache_salt, lim.max_name_bytes, false); !p.empty())
+    return p;
+  if (!m.kv)
+    return {};
+  const auto& kv = *m.kv;
+  if (auto p = check_layout(kv.layout); !p.empty())
+    return "kv." + p;
+  if (kv.tokens.empty())
+    return "kv.tokens must not be empty";
+  if (auto p = check_token_ids("kv.tokens", kv.tokens, lim.max_tokens); !p.empty())
+    return p;
+  const auto len = static_cast<int64_t>(kv.tokens.size());
+  if (kv.prompt_len < 1 || kv.prompt_len > len)
+    return "kv.prompt_len must be in [1, " + to_string(len) + "], got " + to_string(kv.prompt_len);
+  if (kv.num_computed < 0 || kv.num_computed >= len)
+    return "kv.num_computed must be in [0, " + to_string(len - 1) + "], got " +
+           to_string(kv.num_computed);
+  const auto want = static_cast<size_t>(kv.num_computed / kv.layout.block_tokens);
+  if (kv.block_hashes.size() != want)
+    return "kv.block_hashes must have num_computed / block_tokens = " + to_string(want) +
+           " entries, got " + to_string(kv.block_hashes.size());
+  return {};
+}
+
+problem check(const token_chunk& m, const wire_limits& lim) {
+  if (auto p = check_token_ids("tokens", m.tokens, lim.max_chunk_tokens); !p.empty())
+    return p;
+  if (!m.logprobs.empty() && m.logprobs.size() != m.tokens.size())
+    return "logprobs must be empty or have one entry per token (" + to_string(m.tokens.size()) +
+           "), got " + to_string(m.logprobs.size());
+  for (size_t i = 0; i < m.logprobs.size(); ++i) {
+    const auto& lp = m.logprobs[i];
+    const std::string at = "logprobs[" + to_string(i) + "]";
+    if (lp.token != m.tokens[i])
+      return at + ".token " + to_string(lp.token) + " differs from tokens[" + to_string(i) + "] " +
+             to_string(m.tokens[i]);
+    // -inf is a legitimate log-probability; NaN and positive values are not.
+    if (!(lp.logprob <= 0.0f))
+      return at + ".logprob must be <= 0, got " + to_string(lp.logprob);
+    const auto max_top = static_cast<size_t>(engine::sampling_params::max_logprobs);
+    if (lp.top_logprobs.size() > max_top)
+      return too_long((at + ".top_logprobs").c_str(), lp.top_logprobs.size(), max_top, "entries");
+    for (size_t j = 0; j < lp.top_logprobs.size(); ++j) {
+      const auto& t = lp.top_logprobs[j];
+      if (t.token < 0 || !(t.logprob <= 0.0f))
+        return at + ".top_logprobs[" + to_string(j) + "] must have token >= 0 and logprob <= 0";
+    }
+  }
+  if (m.text.size() > lim.max_text_bytes)
+    return too_long("text", m.text.size(), lim.max_text_bytes, "bytes");
+  if (static_cast<unsigned>(m.finish) > static_cast<unsigned>(engine::finish_reason::abort))
+    return "finish_reason out of range: " + to_string(static_cast<unsigned>(m.finish));
+  if (auto p = check_name("stop_reason", m.stop_reason, lim.max_name_bytes, false); !p.empty())
+    return p;
+  if (m.prompt_tokens < 0 || m.output_tokens < 0)
+    return "prompt_tokens and output_tokens must be >= 0, got " + to_string(m.prompt_tokens) +
+           " and " + to_string(m.output_tokens);
+  if (m.cached_prompt_tokens < 0 || m.cached_prompt_tokens > m.prompt_tokens)
+    return "cached_prompt_tokens must be in [0, prompt_tokens (" + to_string(m.prompt_tokens) +
+           ")], got " + to_string(m.cached_prompt_tokens);
+  return {};
+}
+
+problem check(const kv_transfer_batch& m, const wire_limits& lim) {
+  if (auto p = check_layout(m.layout); !p.empty())
+    return p;
+  if (m.blocks.empty())
+    return "blocks must not be empty";
+  if (m.blocks.size() > lim.max_blocks_per_batch)
+    return too_long("blocks", m.blocks.size(), lim.max_blocks_per_batch, "entries");
+  const uint64_t block_bytes = m.layout.block_bytes();
+  for (size_t i = 0; i < m.blocks.size(); ++i) {
+    const auto& b = m.blocks[i];
+    const std::string at = "blocks[" + to_string(i) + "]";
+    if (b.token_count < 1 || b.token_count > m.layout.block_tokens)
+      return at + ".token_count must be in [1, " + to_string(m.layout.block_tokens) + "], got " +
+             to_string(b.token_count);
+    if (b.size_bytes < 1 || b.size_bytes > block_bytes)
+      return at + ".size_bytes must be in [1, " + to_string(block_bytes) + "], got " +
+             to_string(b.size_bytes);
+    if (b.src_offset > UINT64_MAX - b.size_bytes || b.dst_offset > UINT64_MAX - b.size_bytes)
+      return at + ": offset + size_bytes overflows";
+  }
+  return {};
+}
+
+problem check_tier(const char* field, kv_tier t) {
+  if (static_cast<unsigned>(t) > static_cast<unsigned>(kv_tier::g3_disk))
+    return std::string(field) + " out of range: " + to_string(static_cast<unsigned>(t));
+  return {};
+}
+
+problem check(const kv_event& m, const wire_limits& lim) {
+  if (auto p = check_tier("tier", m.tier); !p.empty())
+    return p;
+  if (static_cast<unsigned>(m.kind) > static_cast<unsigned>(kv_event_kind::cleared))
+    return "kind out of range: " + to_string(static_cast<unsigned>(m.kind));
+  if (m.block_hashes.size() > lim.max_event_hashes)
+    return too_long("block_hashes", m.block_hashes.size(), lim.max_event_hashes, "entries");
+  if (m.kind != kv_event_kind::stored && m.parent_hash)
+    return "parent_hash is only allowed on stored events";
+  if (m.kind == kv_event_kind::cleared && !m.block_hashes.empty())
+    return "a cleared event carries no block_hashes, got " + to_string(m.block_hashes.size());
+  if (m.kind != kv_event_kind::cleared && m.block_hashes.empty())
+    return "block_hashes must not be empty";
+  return {};
+}
+
+problem check(const membership& m, const wire_limits& lim) {
+  if (static_cast<unsigned>(m.change) > static_cast<unsigned>(membership_change::update))
+    return "change out of range: " + to_string(static_cast<unsigned>(m.change));
+  if (auto p = check_name("node_id", m.node_id, lim.max_name_bytes, true); !p.empty())
+    return p;
+  if (auto p = check_name("address", m.address, lim.max_name_bytes, false); !p.empty())
+    return p;
+  if (auto p = check_name("join_token", m.join_token, lim.max_name_bytes, false); !p.empty())
+    return p;
+  unsigned seen = 0;
+  for (size_t i = 0; i < m.roles.size(); ++i) {
+    const auto r = static_cast<unsigned>(m.roles[i]);
+    if (r > static_cast<unsigned>(node_role::kvstore))
+      return "roles[" + to_string(i) + "] out of range: " + to_string(r);
+    if (seen & (1u << r))
+      return "roles[" + to_string(i) + "] repeats role " + to_string(r);
+    seen |= 1u << r;
+  }
+  return {};
+}
+
+problem check(const heartbeat& m, const wire_limits& lim) {
+  if (auto p = check_name("node_id", m.node_id, lim.max_name_bytes, true); !p.empty())
+    return p;
+  if (!(std::isfinite(m.load) && m.load >= 0.0f))
+    return "load must be finite and >= 0, got " + to_string(m.load);
+  unsigned seen = 0;
+  for (size_t i = 0; i < m.kv_usage.size(); ++i) {
+    const auto& u = m.kv_usage[i];
+    const std::string at = "kv_usage[" + to_string(i) + "]";
+    if (auto p = check_tier((at + ".tier").c_str(), u.tier); !p.empty())
+      return p;
+    const auto t = static_cast<unsigned>(u.tier);
+    if (seen & (1u << t))
+      return at + " repeats tier " + to_string(t);
+    seen |= 1u << t;
+    if (u.used_bytes > u.capacity_bytes)
+      return at + ".used_bytes " + to_string(u.used_bytes) + " exceeds capacity_bytes " +
+             to_string(u.capacity_bytes);
+  }
+  return {};
+}
+
+problem check(const wire_error& m, const wire_limits& lim) {
+  if (auto p = check_name("category", m.category, lim.max_name_bytes, true); !p.empty())
+    return p;
+  if (m.message.size() > lim.max_text_bytes)
+    return too_long("message", m.message.size(), lim.max_text_bytes, "bytes");
+  return {};
+}
+
+} // namespace
+
+caf::error validate(const wire_message& m, const wire_limits& limits) {
+  auto p = std::visit([&](const auto& x) { return check(x, limits); }, m);
+  if (p.empty())
+    return {};
+  return make_transport_error(transport_errc::invalid_message,
+                              std::string(to_string(type_of(m))) + ": " + p);
+}
+
+} // namespace tessera::transport::wire
