@@ -1,0 +1,140 @@
+#pragma once
+/// @file
+/// The transport interface: how Tessera processes exchange control
+/// messages and move KV-cache blocks. Backends are their own targets
+/// (loopback/ in-process, faults/ a decorator, ucx/ later); actors see only
+/// this header.
+///
+/// Threading: each transport runs its own progress context. Handler
+/// callbacks and completions run there, one at a time, and must not block.
+/// Every method may be called from any thread.
+///
+/// A connection:
+///
+///   connect(addr) ----------------> listener: on_peer_connected(p)
+///        |  regions announced both ways (ids, sizes; rkeys for RMA)
+///        v
+///   connected --send/transfer--> ... --peer dies / disconnect--> failed:
+///                                      on_peer_failed(p, why) once; every
+///                                      pending completion gets `why`
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <caf/error.hpp>
+#include <caf/expected.hpp>
+
+#include "transport/transport_errc.hpp"
+
+namespace tessera::transport {
+
+/// A peer as one transport instance knows it (never reused).
+using peer_id = uint64_t;
+
+/// A memory region registered with a transport, local or announced by a peer.
+using region_id = uint32_t;
+
+/// What a backend can do.
+struct capabilities {
+  /// "loopback", "ucx", "faults(loopback)", ...
+  std::string backend;
+  /// Blocks land directly in the peer's registered memory (one-sided RMA).
+  bool rma = false;
+  /// Regions may be GPU memory.
+  bool device_memory = false;
+  /// Largest control message frame, bytes.
+  size_t max_message_bytes = 0;
+};
+
+/// A control message: an encoded frame (transport/wire) for a named actor
+/// on the peer.
+struct message {
+  /// Destination actor's name on the peer (at most 64 bytes).
+  std::string actor;
+  std::vector<std::byte> frame;
+};
+
+/// One block of a KV transfer: local bytes [src_offset, src_offset + size)
+/// of region src go to [dst_offset, dst_offset + size) of the peer's region dst.
+struct block_copy {
+  region_id src = 0;
+  uint64_t src_offset = 0;
+  region_id dst = 0;
+  uint64_t dst_offset = 0;
+  uint64_t size = 0;
+};
+
+/// Blocks that complete together.
+struct transfer_batch {
+  /// Caller-chosen, echoed to the receiver.
+  uint64_t batch_id = 0;
+  std::vector<block_copy> blocks;
+};
+
+/// Called when a send or transfer finished: no error, or why it failed.
+using completion = std::function<void(const caf::error&)>;
+
+/// Receives a transport's events (on its progress context; must not block).
+class transport_handler {
+public:
+  virtual ~transport_handler() = default;
+  /// A peer connected to our listener.
+  virtual void on_peer_connected(peer_id peer, const std::string& address) = 0;
+  /// A control message from `from`. Messages from one peer arrive in order.
+  virtual void on_message(peer_id from, message msg) = 0;
+  /// A batch `from` transferred has fully landed in our regions.
+  virtual void on_blocks_arrived(peer_id from, const transfer_batch& batch) = 0;
+  /// `peer` failed or disconnected; it gets no more events.
+  virtual void on_peer_failed(peer_id peer, const caf::error& why) = 0;
+};
+
+/// Settings common to every backend.
+struct transport_options {
+  /// A peer that does not answer for this long is declared failed.
+  /// Default: 5000.
+  std::chrono::milliseconds peer_timeout{5000};
+  /// Largest control message frame. Default: 64 MiB.
+  size_t max_message_bytes = size_t{64} << 20;
+};
+
+/// A transport. Thread-safe.
+class transport {
+public:
+  virtual ~transport() = default;
+
+  [[nodiscard]] virtual const capabilities& caps() const = 0;
+
+  /// Sets the receiver of events; call before listen or connect.
+  virtual void set_handler(transport_handler* handler) = 0;
+
+  /// Starts accepting connections at `address` ("host:port"; port 0 picks
+  /// one). Returns the address actually bound.
+  [[nodiscard]] virtual caf::expected<std::string> listen(const std::string& address) = 0;
+
+  /// Connects to a listener; fails with peer_unreachable or timeout.
+  [[nodiscard]] virtual caf::expected<peer_id> connect(const std::string& address) = 0;
+
+  /// Registers local memory so blocks can be sent from and received into it.
+  /// The memory must outlive the transport. Regions are announced to every
+  /// current and future peer.
+  [[nodiscard]] virtual caf::expected<region_id> register_region(std::span<std::byte> memory) = 0;
+
+  /// Sends `msg` to `to`; `done` runs when it left (or failed: not_connected,
+  /// peer_failed, message_too_large).
+  virtual void send(peer_id to, message msg, completion done) = 0;
+
+  /// Copies `batch` into `to`'s regions; `done` runs when every block has
+  /// landed (the peer then sees on_blocks_arrived), or with the error.
+  virtual void transfer(peer_id to, transfer_batch batch, completion done) = 0;
+
+  /// Closes the connection to `peer` (both sides see on_peer_failed with
+  /// transport_errc::closed).
+  virtual void disconnect(peer_id peer) = 0;
+};
+
+} // namespace tessera::transport
