@@ -22,7 +22,7 @@ struct generate_args {
   std::string model;
   std::string prompt = "Once upon a time";
   int32_t max_tokens = 64;
-  float temperature = 0.0f;
+  float temperature = 0.8f;
   float top_p = 1.0f;
   int32_t top_k = 0;
   std::optional<uint64_t> seed;
@@ -113,6 +113,7 @@ int run_generate(const generate_args& a) {
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
     std::printf("\n");
+    std::fflush(stdout);
     const double ttft = std::chrono::duration<double>(*t_first - t0).count();
     const double total = std::chrono::duration<double>(t1 - t0).count();
     std::fprintf(stderr, "tessera: %zu prompt tokens, %zu generated (%s); first token %.0f ms, %.1f tokens/s after\n",

@@ -64,7 +64,7 @@ TEST_F(CliTest, ModelInitWritesAHuggingFaceFolder) {
 
 TEST_F(CliTest, GenerateJsonPrintsTokensLogprobsAndText) {
   auto r = run("generate --model " + model().string() +
-               " --prompt 'Hello world' --max-tokens 7 --ignore-eos --json");
+               " --prompt 'Hello world' --max-tokens 7 --temperature 0 --ignore-eos --json");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
   EXPECT_FALSE(j["prompt_token_ids"].empty());
@@ -77,7 +77,7 @@ TEST_F(CliTest, GenerateJsonPrintsTokensLogprobsAndText) {
   EXPECT_EQ(j["finish_reason"], "length");
   // Greedy is deterministic: the same command prints the same tokens.
   auto again = run("generate --model " + model().string() +
-                   " --prompt 'Hello world' --max-tokens 7 --ignore-eos --json");
+                   " --prompt 'Hello world' --max-tokens 7 --temperature 0 --ignore-eos --json");
   auto j2 = nlohmann::json::parse(again.out.substr(again.out.find('{')));
   EXPECT_EQ(j["token_ids"], j2["token_ids"]);
 }
