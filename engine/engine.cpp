@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "common/assert.hpp"
 #include "engine/detokenizer.hpp"
@@ -156,6 +157,21 @@ void engine::finish(request_state& rs, finish_reason why, request_output& out) {
     scheduler_->remove(&rs.seq);
 }
 
+void engine::mask_early_stops(const request_state& rs, std::span<float> logits) const {
+  // vLLM's min_tokens: EOS and stop ids are not candidates until the request
+  // has generated min_tokens tokens.
+  if (rs.output_len() >= rs.params.min_tokens)
+    return;
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  if (!rs.params.ignore_eos)
+    for (auto id : eos_ids_)
+      if (id >= 0 && static_cast<size_t>(id) < logits.size())
+        logits[id] = neg_inf;
+  for (auto id : rs.params.stop_token_ids)
+    if (id >= 0 && static_cast<size_t>(id) < logits.size())
+      logits[id] = neg_inf;
+}
+
 void engine::append_token(request_state& rs, const sampled_token& t, request_output& out) {
   rs.seq.tokens.push_back(t.token);
   out.tokens.push_back(t.token);
@@ -165,18 +181,15 @@ void engine::append_token(request_state& rs, const sampled_token& t, request_out
   const auto& p = rs.params;
   const int32_t n_out = rs.output_len();
 
-  // Stop tokens (EOS counts unless ignore_eos), honouring min_tokens.
-  bool stop_token = false;
-  if (n_out > p.min_tokens || n_out == p.max_tokens) {
-    if (!p.ignore_eos && std::find(eos_ids_.begin(), eos_ids_.end(), t.token) != eos_ids_.end())
-      stop_token = true;
-    if (std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), t.token) != p.stop_token_ids.end())
-      stop_token = true;
-  }
+  // Stop tokens (EOS counts unless ignore_eos). Before min_tokens they
+  // cannot be sampled at all (see mask_early_stops).
+  const bool stop_token =
+    (!p.ignore_eos && std::find(eos_ids_.begin(), eos_ids_.end(), t.token) != eos_ids_.end()) ||
+    std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), t.token) != p.stop_token_ids.end();
 
   if (rs.detok) {
     rs.text += rs.detok->push(t.token);
-    if (!p.stop.empty() && n_out > p.min_tokens) {
+    if (!p.stop.empty() && n_out >= p.min_tokens) {
       // A stop string can only newly appear in the unemitted tail.
       size_t from = rs.emitted;
       size_t best = std::string::npos;
@@ -262,6 +275,7 @@ std::vector<request_output> engine::step() {
       continue;
     sequence* seq = plan.seqs[i].seq;
     auto& rs = *find(seq->id);
+    mask_early_stops(rs, std::span{logits_}.subspan(row * vocab, vocab));
     auto t = sample(std::span{logits_}.subspan(row * vocab, vocab), rs.params, rs.seed,
                     static_cast<uint64_t>(rs.output_len()), rs.prompt(), rs.output(), scratch_);
     ++row;

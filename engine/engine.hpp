@@ -157,6 +157,7 @@ private:
   request_state& insert(request&& r);
   void finish(request_state& rs, finish_reason why, request_output& out);
   void append_token(request_state& rs, const sampled_token& t, request_output& out);
+  void mask_early_stops(const request_state& rs, std::span<float> logits) const;
 
   std::unique_ptr<backend> backend_;
   engine_config cfg_;

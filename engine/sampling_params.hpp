@@ -37,7 +37,8 @@ struct sampling_params {
   std::optional<uint64_t> seed;
   /// Maximum number of generated tokens. Default: 16.
   int32_t max_tokens = 16;
-  /// Generate at least this many tokens before EOS / stop ids count.
+  /// Generate at least this many tokens before EOS / stop ids may be
+  /// sampled (they are masked until then) and stop strings are checked.
   /// Default: 0.
   int32_t min_tokens = 0;
   /// Extra ids that end generation (the model's EOS ids always do unless

@@ -309,10 +309,13 @@ TEST(EngineInvariantsTest, StopsAtMaxTokensEosAndStopTokens) {
   EXPECT_EQ(s.finish, finish_reason::stop);
   ASSERT_LE(s.tokens.size(), 3u);
   EXPECT_EQ(s.tokens.back(), res.tokens[2]);
-  // min_tokens defers it.
+  // min_tokens keeps it from being sampled until then.
   stop.id = 3;
   stop.params.min_tokens = 5;
-  EXPECT_EQ(run_one(*eng, stop).tokens.size(), 5u);
+  auto deferred = run_one(*eng, stop);
+  EXPECT_EQ(deferred.tokens.size(), 5u);
+  for (size_t i = 0; i < deferred.tokens.size(); ++i)
+    EXPECT_NE(deferred.tokens[i], res.tokens[2]) << "position " << i;
 }
 
 TEST(EngineInvariantsTest, StopStringCutsTheTextAndNeverEmitsItsStart) {
