@@ -48,9 +48,11 @@ bool event_loop::stopped() const {
 }
 
 void event_loop::join() {
+  // Only while joinable: a joined thread's id may be reused by another.
+  if (!thread_.joinable())
+    return;
   TESSERA_ASSERT(!in_loop(), "event_loop joined from its own thread");
-  if (thread_.joinable())
-    thread_.join();
+  thread_.join();
 }
 
 void event_loop::run() {

@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <set>
+#include <thread>
 
 #include "tests/transport/transport_recorder.hpp"
 #include "transport/loopback/loopback_transport.hpp"
@@ -455,6 +456,39 @@ TEST(FaultTransportTest, EventsFromTheInnerTransportReachTheUser) {
   ASSERT_TRUE(f.ra.wait([&] { return f.ra.failed.size() == 1; }));
   std::lock_guard lock{f.ra.mu};
   EXPECT_EQ(code_of(f.ra.failed[0].second), code(transport_errc::peer_failed));
+  EXPECT_EQ(f.ra.overlaps.load(), 0);
+}
+
+TEST(FaultTransportTest, ConcurrentSendersGetEveryCompletionExactlyOnce) {
+  fault_fixture f{"seed=5; drop,p=0.1; duplicate,p=0.1; reorder,p=0.2; "
+                  "delay,p=0.05,ms=1; fail,p=0.05"};
+  constexpr uint64_t threads = 4;
+  constexpr uint64_t per_thread = 500;
+  completion_log done;
+  std::vector<std::thread> senders;
+  for (uint64_t t = 0; t < threads; ++t)
+    senders.emplace_back([&, t] {
+      for (uint64_t i = 0; i < per_thread; ++i) {
+        uint64_t id = t * per_thread + i + 1;
+        f.a->send(f.a_to_b, message{"w", heartbeat_frame(id)}, done.make(id));
+      }
+    });
+  for (auto& s : senders)
+    s.join();
+  f.a->flush();
+  ASSERT_TRUE(done.wait_for_count(threads * per_thread));
+  auto c = f.a->counters();
+  EXPECT_EQ(c.operations, threads * per_thread);
+  uint64_t expected = threads * per_thread - c.of(fault_kind::drop) - c.of(fault_kind::fail) +
+                      c.of(fault_kind::duplicate);
+  ASSERT_TRUE(f.rb.wait([&] { return f.rb.messages.size() >= expected; }));
+  EXPECT_EQ(f.received().size(), expected);
+  uint64_t failed = 0;
+  for (const auto& [id, results] : done.all()) {
+    ASSERT_EQ(results.size(), 1u) << "operation " << id;
+    failed += results[0] ? 1 : 0;
+  }
+  EXPECT_EQ(failed, c.of(fault_kind::fail));
   EXPECT_EQ(f.ra.overlaps.load(), 0);
 }
 

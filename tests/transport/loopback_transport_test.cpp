@@ -411,5 +411,34 @@ TEST(LoopbackTransportTest, ATransportMayConnectToItself) {
   EXPECT_NE(r.messages[0].first, *p); // the listener side's id
 }
 
+TEST(LoopbackTransportTest, MessagesFromEachSendingThreadKeepTheirOrder) {
+  pair_fixture f;
+  constexpr uint64_t threads = 4;
+  constexpr uint64_t per_thread = 1000;
+  std::vector<std::thread> senders;
+  for (uint64_t t = 0; t < threads; ++t)
+    senders.emplace_back([&, t] {
+      for (uint64_t i = 0; i < per_thread; ++i)
+        f.a->send(f.a_to_b, message{"w", heartbeat_frame(t * per_thread + i)}, {});
+    });
+  for (auto& s : senders)
+    s.join();
+  ASSERT_TRUE(f.rb.wait([&] { return f.rb.messages.size() >= threads * per_thread; }));
+  drain(*f.b);
+  std::lock_guard lock{f.rb.mu};
+  ASSERT_EQ(f.rb.messages.size(), threads * per_thread);
+  std::vector<int64_t> last(threads, -1);
+  for (const auto& [from, m] : f.rb.messages) {
+    auto seq = sequence_of(m.frame);
+    ASSERT_GE(seq, 0);
+    auto t = static_cast<uint64_t>(seq) / per_thread;
+    ASSERT_LT(t, threads);
+    ASSERT_GT(seq, last[t]) << "thread " << t << " reordered";
+    last[t] = seq;
+  }
+  for (uint64_t t = 0; t < threads; ++t)
+    EXPECT_EQ(last[t], static_cast<int64_t>((t + 1) * per_thread - 1));
+}
+
 } // namespace
 } // namespace tessera::transport

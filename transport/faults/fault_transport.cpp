@@ -81,6 +81,11 @@ fault_transport::~fault_transport() {
   // it is destroyed. Their completions run with `closed` (on the loop).
   loop_.stop(true);
   loop_.join();
+  // The inner's own shutdown completes its pending operations through
+  // wrap(): the loop is stopped, so those run inline (on the inner's
+  // thread, while this one waits) with `closed`.
+  inner_.reset();
+  // Then the held ones, on this thread: callbacks still never overlap.
   std::map<peer_id, operation> held;
   {
     std::lock_guard lock{mu_};
@@ -89,9 +94,6 @@ fault_transport::~fault_transport() {
   for (auto& [peer, op] : held)
     if (op.done)
       op.done(closed_error());
-  // The inner's own shutdown completes its pending operations through
-  // wrap(): the loop is stopped, so those run inline with `closed`.
-  inner_.reset();
 }
 
 std::chrono::steady_clock::time_point fault_transport::now() const {
@@ -275,12 +277,16 @@ void fault_transport::submit(operation op) {
       }
     }
     d = decide_locked(op, corruptible);
+    if (d.faulted && d.kind == fault_kind::reorder) {
+      // Held under the same lock as the decision, so a concurrent operation
+      // to this peer sees the slot taken.
+      held_.emplace(op.to, std::move(op));
+      return;
+    }
   }
   peer_id to = op.to;
-  bool held = d.faulted && d.kind == fault_kind::reorder;
   apply(std::move(op), d);
-  if (!held)
-    release_held(to);
+  release_held(to);
 }
 
 void fault_transport::apply(operation op, const decision& d) {
@@ -341,11 +347,8 @@ void fault_transport::apply(operation op, const decision& d) {
       forward(std::move(op));
       return;
     }
-    case fault_kind::reorder: {
-      std::lock_guard lock{mu_};
-      held_.emplace(op.to, std::move(op));
+    case fault_kind::reorder: // held in submit()
       return;
-    }
     case fault_kind::corrupt:
       if (op.op == fault_op::send) {
         auto& f = op.msg.frame;

@@ -16,12 +16,15 @@
 /// injected completions) runs there, one at a time. All methods are
 /// thread-safe; the destructor must not run on the decorator's callbacks.
 
+#include <array>
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
+#include <span>
 #include <vector>
 
 #include "transport/event_loop.hpp"

@@ -1,5 +1,6 @@
 #include "transport/loopback/loopback_transport.hpp"
 
+#include <atomic>
 #include <charconv>
 #include <optional>
 #include <cstring>

@@ -27,7 +27,6 @@
 /// sender's thread afterwards. Messages from one sending thread to one peer
 /// arrive in the order sent.
 
-#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
