@@ -41,11 +41,16 @@ enum class transport_errc : uint8_t {
   closed,
   /// No connection to the named peer exists.
   not_connected,
+  /// A listen address is already bound (by this or another transport).
+  address_in_use,
+  /// An operation failed because a fault-injection plan said so
+  /// (transport/faults); never produced by a real network.
+  injected_fault,
 };
 
 /// Number of codes (for counters indexed by code); codes are 1..count-1.
 inline constexpr size_t transport_errc_count =
-  static_cast<size_t>(transport_errc::not_connected) + 1;
+  static_cast<size_t>(transport_errc::injected_fault) + 1;
 
 /// Returns the name of `x`, e.g. "bad_frame".
 const char* to_string(transport_errc x);
