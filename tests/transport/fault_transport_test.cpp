@@ -20,17 +20,11 @@ namespace {
 using test::code;
 using test::code_of;
 using test::completion_log;
+using test::drain;
 using test::heartbeat_frame;
 using test::recorder;
 using test::sequence_of;
 
-/// Waits until every event a plain loopback `t` queued before this call
-/// has run (a completion queues behind them on its progress thread).
-void drain(transport& t) {
-  completion_log log;
-  t.send(peer_id{999'999}, message{}, log.make(0));
-  ASSERT_TRUE(log.wait_for_count(1));
-}
 
 /// A: the decorator over a loopback; B: a plain loopback listening.
 struct fault_fixture {

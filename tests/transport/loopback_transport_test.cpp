@@ -21,17 +21,11 @@ namespace {
 using test::code;
 using test::code_of;
 using test::completion_log;
+using test::drain;
 using test::heartbeat_frame;
 using test::recorder;
 using test::sequence_of;
 
-/// Waits until every event `t` queued before this call has run: a
-/// completion queues behind them on the same progress thread.
-void drain(transport& t) {
-  completion_log log;
-  t.send(peer_id{999'999}, message{}, log.make(0));
-  ASSERT_TRUE(log.wait_for_count(1));
-}
 
 /// Two transports on one fabric, B listening, A connected to B.
 struct pair_fixture {

@@ -168,4 +168,13 @@ inline uint8_t code(transport_errc c) {
   return static_cast<uint8_t>(c);
 }
 
+/// Waits until every event transport `t` queued before this call has run:
+/// a completion (of a send to a peer that does not exist) queues behind
+/// them on the same progress thread.
+inline void drain(transport& t) {
+  completion_log log;
+  t.send(peer_id{999'999}, message{}, log.make(0));
+  ASSERT_TRUE(log.wait_for_count(1));
+}
+
 } // namespace tessera::transport::test
