@@ -8,6 +8,8 @@ find_package(PkgConfig REQUIRED)
 # Needs C enabled in project() (FACTS.md); gives CapnProto::capnp and
 # capnp_generate_cpp.
 find_package(CapnProto REQUIRED)
+# UCX 1.13 (libucx-dev) ships a config: ucx::ucp, ucx::uct, ucx::ucs.
+find_package(ucx REQUIRED)
 
 # CAF 0.17.6 ships no CMake config and no .pc file.
 find_path(CAF_INCLUDE_DIR caf/all.hpp REQUIRED)

@@ -1,0 +1,117 @@
+#pragma once
+/// @file
+/// The UCX backend: control messages are UCP active messages (forced eager,
+/// so they arrive in order), KV blocks are one-sided ucp_put_nbx into the
+/// peer's registered memory, followed by an endpoint flush and a "blocks
+/// arrived" active message.
+///
+/// Threading: one progress thread owns the ucp_context, ucp_worker,
+/// listener and endpoints and is the only thread that calls UCX. Public
+/// methods post commands to it (a mutex-protected queue plus an eventfd
+/// wake-up). When idle it sleeps in poll() on the worker's event fd (after
+/// ucp_worker_arm) and the eventfd, with a 50 ms cap. Handler callbacks and
+/// completions run on that thread, one at a time. connect, listen and
+/// register_region block their caller until the progress thread answered,
+/// so they must not be called from this transport's own callbacks.
+///
+/// Connection set-up: the client creates a client-server endpoint and sends
+/// HELLO (carrying its regions); the listener's side answers HELLO_ACK
+/// (carrying its regions) and reports on_peer_connected; connect returns
+/// when HELLO_ACK arrived, or fails with peer_unreachable (the endpoint
+/// failed) or timeout (transport_options::peer_timeout passed).
+///
+/// Failure: disconnect() and the destructor send BYE to the peer before
+/// closing the endpoint, so the other side sees on_peer_failed(closed)
+/// promptly. A peer that vanishes without BYE is detected only with
+/// ucx_options::peer_error_handling (UCX's endpoint error callback); then
+/// on_peer_failed(peer_failed). Either way exactly once per peer; the
+/// peer's outstanding completions get the same error; later send/transfer
+/// to it fail with peer_failed; to an id never issued, with not_connected.
+///
+/// Known limits of this slice:
+///  - A "blocks arrived" notification is a separate active message sent
+///    after the puts' flush, so a control message sent after transfer()
+///    returned may overtake it.
+///  - Messages are forced onto UCX's eager protocol (UCP_AM_SEND_FLAG_EAGER)
+///    to keep them ordered; a rendezvous-received message (not expected)
+///    is delivered when its data landed, possibly out of order.
+///  - Host memory only (Debian's UCX has no CUDA support).
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "transport/transport.hpp"
+
+namespace tessera::transport {
+
+/// UCX-specific settings.
+struct ucx_options {
+  /// Use UCP_ERR_HANDLING_MODE_PEER on every endpoint, so a peer that dies
+  /// without saying BYE is reported (on_peer_failed(peer_failed)) and an
+  /// unreachable address fails connect quickly. With UCX 1.13 this makes
+  /// UCX use tcp lanes only (no shared memory), even on one host. Without
+  /// it, connect to an unreachable address fails only by timeout and a
+  /// crashed peer is not detected. Default: true.
+  bool peer_error_handling = true;
+};
+
+namespace detail {
+class ucx_core;
+} // namespace detail
+
+/// A transport over UCX. Thread-safe, except that the destructor, connect,
+/// listen and register_region must not run on its own progress thread.
+///
+/// capabilities: backend "ucx", rma true, device_memory false,
+/// max_message_bytes from the options.
+class ucx_transport final : public transport {
+public:
+  /// Creates the UCX context and worker and starts the progress thread.
+  /// Throws std::runtime_error when UCX cannot be initialised.
+  explicit ucx_transport(transport_options options = {}, ucx_options ucx = {});
+
+  /// Sends BYE to and closes every endpoint (bounded by peer_timeout), runs
+  /// every outstanding completion with `closed`, unmaps the regions and
+  /// destroys listener, worker and context; no callback runs after it
+  /// returns.
+  ~ucx_transport() override;
+
+  ucx_transport(const ucx_transport&) = delete;
+  ucx_transport& operator=(const ucx_transport&) = delete;
+
+  [[nodiscard]] const capabilities& caps() const override;
+  void set_handler(transport_handler* handler) override;
+
+  /// Listens at "host:port" (host: IPv4 address or name; port 0 picks one).
+  /// Errors: invalid_message (bad address), address_in_use, closed.
+  [[nodiscard]] caf::expected<std::string> listen(const std::string& address) override;
+
+  /// Errors: invalid_message (bad address), peer_unreachable, timeout, closed.
+  [[nodiscard]] caf::expected<peer_id> connect(const std::string& address) override;
+
+  /// Maps `memory` with ucp_mem_map and announces it (with its packed rkey)
+  /// to every current and future peer. Errors: invalid_message (empty),
+  /// closed, or the UCX failure.
+  [[nodiscard]] caf::expected<region_id> register_region(std::span<std::byte> memory) override;
+
+  /// `done` runs when UCX completed the send (the frame left). Errors:
+  /// not_connected, peer_failed/closed, message_too_large (frame over
+  /// max_message_bytes or actor name over 64 bytes).
+  void send(peer_id to, message msg, completion done) override;
+
+  /// Checks every block against the local and the peer's regions (an
+  /// invalid one fails the whole batch with invalid_message naming the
+  /// block index, nothing is sent), puts every block, flushes the
+  /// endpoint, then sends the "blocks arrived" message; `done` runs when
+  /// that left. Other errors as send.
+  void transfer(peer_id to, transfer_batch batch, completion done) override;
+
+  /// Sends BYE and closes the endpoint; both sides see on_peer_failed(closed).
+  void disconnect(peer_id peer) override;
+
+private:
+  std::unique_ptr<detail::ucx_core> core_;
+};
+
+} // namespace tessera::transport
