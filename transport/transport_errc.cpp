@@ -20,6 +20,7 @@ const char* to_string(transport_errc x) {
     case transport_errc::not_connected: return "not_connected";
     case transport_errc::address_in_use: return "address_in_use";
     case transport_errc::injected_fault: return "injected_fault";
+    case transport_errc::unavailable: return "unavailable";
   }
   return "unknown";
 }

@@ -46,11 +46,14 @@ enum class transport_errc : uint8_t {
   /// An operation failed because a fault-injection plan said so
   /// (transport/faults); never produced by a real network.
   injected_fault,
+  /// The transport could not start: its library or device failed to
+  /// initialise (the message names the call).
+  unavailable,
 };
 
 /// Number of codes (for counters indexed by code); codes are 1..count-1.
 inline constexpr size_t transport_errc_count =
-  static_cast<size_t>(transport_errc::injected_fault) + 1;
+  static_cast<size_t>(transport_errc::unavailable) + 1;
 
 /// Returns the name of `x`, e.g. "bad_frame".
 const char* to_string(transport_errc x);

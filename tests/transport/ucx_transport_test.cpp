@@ -60,6 +60,13 @@ int64_t chunk_id(const std::vector<std::byte>& frame) {
   return c ? static_cast<int64_t>(c->id) : -1;
 }
 
+// A UCX transport with the test options; fails the test if UCX cannot start.
+std::unique_ptr<ucx_transport> make_ucx() {
+  auto t = ucx_transport::make(opts());
+  EXPECT_TRUE(t) << (t ? std::string{} : to_string(t.error()));
+  return t ? std::move(*t) : nullptr;
+}
+
 struct pair_fixture {
   recorder ra, rb; // outlive the transports
   std::unique_ptr<ucx_transport> a, b;
@@ -68,8 +75,10 @@ struct pair_fixture {
   peer_id b_to_a = 0;
 
   pair_fixture() {
-    a = std::make_unique<ucx_transport>(opts());
-    b = std::make_unique<ucx_transport>(opts());
+    a = make_ucx();
+    b = make_ucx();
+    if (!a || !b)
+      return; // make_ucx recorded the failure
     a->set_handler(&ra);
     b->set_handler(&rb);
     auto addr = b->listen("127.0.0.1:0");
@@ -104,7 +113,9 @@ TEST(ucx_transport, unreachable_address_fails_within_timeout) {
   socklen_t len = sizeof(sa);
   ASSERT_EQ(::getsockname(s, reinterpret_cast<sockaddr*>(&sa), &len), 0);
   ::close(s);
-  ucx_transport a{opts()};
+  auto a_ptr = make_ucx();
+  ASSERT_TRUE(a_ptr);
+  auto& a = *a_ptr;
   recorder ra;
   a.set_handler(&ra);
   auto start = clk::now();
@@ -258,7 +269,9 @@ TEST(ucx_transport, destroyed_receiver_detected_and_replaced) {
 
   // A new receiver, connected afterwards.
   recorder rc;
-  ucx_transport c2{opts()};
+  auto c2_ptr = make_ucx();
+  ASSERT_TRUE(c2_ptr);
+  auto& c2 = *c2_ptr;
   c2.set_handler(&rc);
   auto addr = c2.listen("127.0.0.1:0");
   ASSERT_TRUE(addr) << to_string(addr.error());

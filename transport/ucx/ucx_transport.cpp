@@ -140,11 +140,21 @@ public:
     caps_.rma = true;
     caps_.device_memory = false;
     caps_.max_message_bytes = opts.max_message_bytes;
-    init_ucx();
+  }
+
+  /// Initialises UCX and starts the progress thread; on failure nothing is
+  /// left to clean up.
+  [[nodiscard]] caf::error start() {
+    if (auto err = init_ucx())
+      return err;
     thread_ = std::thread{[this] { run(); }};
+    started_ = true;
+    return {};
   }
 
   ~ucx_core() {
+    if (!started_)
+      return;
     post([this] { shutdown(); });
     thread_.join();
     ucp_worker_destroy(worker_);
@@ -348,26 +358,26 @@ private:
     return fut.get();
   }
 
-  void init_ucx() {
+  [[nodiscard]] caf::error init_ucx() {
     ucp_params_t params{};
     params.field_mask = UCP_PARAM_FIELD_FEATURES;
     params.features = UCP_FEATURE_AM | UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP;
     auto st = ucp_init(&params, nullptr, &context_);
     if (st != UCS_OK)
-      throw std::runtime_error(std::string{"ucx: ucp_init: "} + ucs_status_string(st));
+      return ucx_error(transport_errc::unavailable, "ucx: ucp_init", st);
     ucp_worker_params_t wp{};
     wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
     wp.thread_mode = UCS_THREAD_MODE_SINGLE;
     st = ucp_worker_create(context_, &wp, &worker_);
     if (st != UCS_OK) {
       ucp_cleanup(context_);
-      throw std::runtime_error(std::string{"ucx: ucp_worker_create: "} + ucs_status_string(st));
+      return ucx_error(transport_errc::unavailable, "ucx: ucp_worker_create", st);
     }
     st = ucp_worker_get_efd(worker_, &worker_fd_);
     if (st != UCS_OK) {
       ucp_worker_destroy(worker_);
       ucp_cleanup(context_);
-      throw std::runtime_error(std::string{"ucx: ucp_worker_get_efd: "} + ucs_status_string(st));
+      return ucx_error(transport_errc::unavailable, "ucx: ucp_worker_get_efd", st);
     }
     for (unsigned id : {am_hello, am_hello_ack, am_message, am_region, am_batch, am_bye}) {
       ucp_am_handler_param_t hp{};
@@ -385,15 +395,16 @@ private:
       if (st != UCS_OK) {
         ucp_worker_destroy(worker_);
         ucp_cleanup(context_);
-        throw std::runtime_error(std::string{"ucx: set AM handler: "} + ucs_status_string(st));
+        return ucx_error(transport_errc::unavailable, "ucx: set AM handler", st);
       }
     }
     wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (wake_fd_ < 0) {
       ucp_worker_destroy(worker_);
       ucp_cleanup(context_);
-      throw std::runtime_error("ucx: eventfd failed");
+      return make_transport_error(transport_errc::unavailable, "ucx: eventfd failed");
     }
+    return {};
   }
 
   bool run_commands() {
@@ -984,6 +995,7 @@ private:
   bool stopping_ = false;                       // guarded by mu_
   int wake_fd_ = -1;
   std::thread thread_;
+  bool started_ = false;
 
   // --- progress-thread state ---
   ucp_context_h context_ = nullptr;
@@ -1003,8 +1015,15 @@ private:
 
 } // namespace detail
 
-ucx_transport::ucx_transport(transport_options options, ucx_options ucx)
-    : core_(std::make_unique<detail::ucx_core>(options, ucx)) {}
+ucx_transport::ucx_transport(std::unique_ptr<detail::ucx_core> core) : core_(std::move(core)) {}
+
+caf::expected<std::unique_ptr<ucx_transport>> ucx_transport::make(transport_options options,
+                                                                 ucx_options ucx) {
+  auto core = std::make_unique<detail::ucx_core>(options, ucx);
+  if (auto err = core->start())
+    return err;
+  return std::unique_ptr<ucx_transport>{new ucx_transport{std::move(core)}};
+}
 
 ucx_transport::~ucx_transport() = default;
 

@@ -68,8 +68,9 @@ class ucx_core;
 class ucx_transport final : public transport {
 public:
   /// Creates the UCX context and worker and starts the progress thread.
-  /// Throws std::runtime_error when UCX cannot be initialised.
-  explicit ucx_transport(transport_options options = {}, ucx_options ucx = {});
+  /// Errors: transport_errc::unavailable naming the UCX call that failed.
+  [[nodiscard]] static caf::expected<std::unique_ptr<ucx_transport>>
+  make(transport_options options = {}, ucx_options ucx = {});
 
   /// Sends BYE to and closes every endpoint (bounded by peer_timeout), runs
   /// every outstanding completion with `closed`, unmaps the regions and
@@ -111,6 +112,7 @@ public:
   void disconnect(peer_id peer) override;
 
 private:
+  explicit ucx_transport(std::unique_ptr<detail::ucx_core> core);
   std::unique_ptr<detail::ucx_core> core_;
 };
 
