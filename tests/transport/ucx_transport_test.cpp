@@ -152,9 +152,10 @@ TEST(ucx_transport, ten_thousand_messages_in_order) {
 }
 
 TEST(ucx_transport, blocks_arrive_bit_exact) {
-  pair_fixture f;
+  // Registered memory outlives the transports (declared first, dies last).
   constexpr size_t region_bytes = size_t{64} << 20;
   std::vector<std::byte> src(region_bytes), dst(region_bytes);
+  pair_fixture f;
   std::mt19937_64 rng{42};
   for (auto& x : src)
     x = static_cast<std::byte>(rng());
@@ -225,6 +226,7 @@ TEST(ucx_transport, blocks_arrive_bit_exact) {
   completion_log m;
   f.a->send(f.a_to_b, message{"x", chunk_frame(1)}, m.make(0));
   ASSERT_TRUE(f.rb.wait([&] { return !f.rb.messages.empty(); }));
+  ASSERT_TRUE(m.wait_for_count(1)); // m dies before f.a: let its completion land
   EXPECT_EQ(std::memcmp(before.data(), dst.data(), before.size()), 0);
   std::lock_guard lock{f.rb.mu};
   EXPECT_EQ(f.rb.batches.size(), batches);
@@ -280,6 +282,10 @@ TEST(ucx_transport, destroyed_receiver_detected_and_replaced) {
   completion_log log2;
   f.a->send(*p, message{"x", chunk_frame(7)}, log2.make(0));
   ASSERT_TRUE(rc.wait([&] { return !rc.messages.empty(); }));
+  // The send's completion may still be on its way to log2, which dies
+  // before f.a does: wait for it.
+  ASSERT_TRUE(log2.wait_for_count(1));
+  EXPECT_FALSE(log2.of(0).at(0));
   std::lock_guard lock{rc.mu};
   EXPECT_EQ(chunk_id(rc.messages[0].second.frame), 7);
 }
