@@ -476,14 +476,9 @@ void bpe_tokenizer::encode_word(std::string_view word, std::vector<int32_t>& out
 std::vector<int32_t> bpe_tokenizer::encode(std::string_view text, bool add_bos,
                                            bool parse_special) const {
   std::vector<int32_t> out;
-  if (add_bos && settings_.bos_id)
-    out.push_back(*settings_.bos_id);
   // The regex engine needs well-formed UTF-8.
   std::string clean;
-  if (!utf8_is_valid(text)) {
-    clean = utf8_sanitize(text);
-    text = clean;
-  }
+  text = begin_encode(text, add_bos, out, clean);
   std::vector<std::string_view> pieces;
   std::deque<std::string> storage;
   added_.split(

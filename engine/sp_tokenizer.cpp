@@ -101,13 +101,8 @@ caf::expected<std::unique_ptr<sp_tokenizer>> sp_tokenizer::load(const std::files
 std::vector<int32_t> sp_tokenizer::encode(std::string_view text, bool add_bos,
                                           bool parse_special) const {
   std::vector<int32_t> out;
-  if (add_bos && settings_.bos_id)
-    out.push_back(*settings_.bos_id);
   std::string clean;
-  if (!utf8_is_valid(text)) {
-    clean = utf8_sanitize(text);
-    text = clean;
-  }
+  text = begin_encode(text, add_bos, out, clean);
   std::vector<int> ids;
   auto encode_run = [&](std::string_view run) {
     ids.clear();

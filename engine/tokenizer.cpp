@@ -11,6 +11,7 @@
 #include "engine/model_config.hpp"
 #include "engine/read_file.hpp"
 #include "engine/sp_tokenizer.hpp"
+#include "engine/utf8.hpp"
 
 namespace tessera::engine {
 
@@ -259,6 +260,16 @@ caf::expected<std::unique_ptr<tokenizer>> load_tokenizer(const std::filesystem::
     return load_sp(dir, cfg);
   return make_engine_error(engine_errc::io_error,
                            dir.string() + ": no tokenizer.json or tokenizer.model");
+}
+
+std::string_view tokenizer::begin_encode(std::string_view text, bool add_bos,
+                                         std::vector<int32_t>& out, std::string& storage) const {
+  if (add_bos && settings_.bos_id)
+    out.push_back(*settings_.bos_id);
+  if (utf8_is_valid(text))
+    return text;
+  storage = utf8_sanitize(text);
+  return storage;
 }
 
 } // namespace tessera::engine

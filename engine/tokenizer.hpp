@@ -77,6 +77,12 @@ public:
   [[nodiscard]] const tokenizer_settings& settings() const { return settings_; }
 
 protected:
+  /// The common start of every encode(): BOS into `out` when asked and
+  /// known; returns `text`, or (if it is not valid UTF-8) a copy in
+  /// `storage` with each invalid sequence replaced by U+FFFD.
+  std::string_view begin_encode(std::string_view text, bool add_bos, std::vector<int32_t>& out,
+                                std::string& storage) const;
+
   tokenizer_settings settings_;
 };
 
