@@ -77,10 +77,8 @@ engine::engine(std::unique_ptr<backend> be, const engine_config& cfg,
 engine::~engine() = default;
 
 engine::request_state* engine::find(uint64_t id) const {
-  for (const auto& rs : requests_)
-    if (rs->seq.id == id)
-      return rs.get();
-  return nullptr;
+  auto it = requests_.find(id);
+  return it == requests_.end() ? nullptr : it->second.get();
 }
 
 caf::error engine::check_new(const request& r, int32_t total_tokens) const {
@@ -118,8 +116,9 @@ engine::request_state& engine::insert(request&& r) {
       rs->max_stop_len = std::max(rs->max_stop_len, s.size());
   if (tok_)
     rs->detok = std::make_unique<incremental_detokenizer>(*tok_);
-  requests_.push_back(std::move(rs));
-  return *requests_.back();
+  auto& slot = requests_[rs->seq.id];
+  slot = std::move(rs);
+  return *slot;
 }
 
 caf::error engine::add_request(request r) {
@@ -155,6 +154,16 @@ void engine::finish(request_state& rs, finish_reason why, request_output& out) {
     scheduler_->hold(&rs.seq); // held for export_request until release_request
   else
     scheduler_->remove(&rs.seq);
+}
+
+void engine::prime_text(request_state& rs) {
+  // Output generated elsewhere (a fork's parent, an exporting engine) was
+  // already streamed there: feed it to the detokenizer (for stop strings
+  // spanning it) without emitting it again.
+  if (rs.detok)
+    for (auto t : rs.output())
+      rs.text += rs.detok->push(t);
+  rs.emitted = rs.text.size();
 }
 
 void engine::mask_early_stops(const request_state& rs, std::span<float> logits) const {
@@ -287,8 +296,8 @@ std::vector<request_output> engine::step() {
     out.output_tokens = rs.output_len();
     outputs.push_back(std::move(out));
   }
-  std::erase_if(requests_, [](const auto& rs) {
-    return rs->seq.state == sequence_state::finished && !rs->keep_kv;
+  std::erase_if(requests_, [](const auto& kv) {
+    return kv.second->seq.state == sequence_state::finished && !kv.second->keep_kv;
   });
   return outputs;
 }
@@ -305,7 +314,7 @@ std::optional<request_output> engine::abort(uint64_t id) {
     finish(*rs, finish_reason::abort, out);
   else
     scheduler_->remove(&rs->seq); // a held request: drop its blocks
-  std::erase_if(requests_, [&](const auto& p) { return p.get() == rs; });
+  requests_.erase(id);
   return out;
 }
 
@@ -314,7 +323,7 @@ bool engine::release_request(uint64_t id) {
   if (rs == nullptr || rs->seq.state != sequence_state::finished)
     return false;
   scheduler_->remove(&rs->seq);
-  std::erase_if(requests_, [&](const auto& p) { return p.get() == rs; });
+  requests_.erase(id);
   return true;
 }
 
@@ -331,7 +340,7 @@ caf::error engine::fork_request(uint64_t parent_id, uint64_t child_id,
   r.cache_salt = parent->cache_salt;
   if (auto err = check_new(r, parent->seq.length()))
     return err;
-  // Copy what insert needs before `requests_` may reallocate.
+  // A copy: the parent must not change while the child is set up.
   const sequence src = parent->seq;
   auto& child = insert(std::move(r));
   child.seq.tokens = src.tokens;
@@ -351,10 +360,7 @@ caf::error engine::fork_request(uint64_t parent_id, uint64_t child_id,
     child.seq.num_cached_blocks = std::min(child.seq.num_cached_blocks,
                                            child.seq.num_computed / cache_->block_tokens());
   }
-  if (child.detok)
-    for (auto t : child.output())
-      child.text += child.detok->push(t);
-  child.emitted = child.text.size();
+  prime_text(child);
   scheduler_->add(&child.seq);
   return {};
 }
@@ -431,10 +437,7 @@ caf::error engine::import_request(request r, const kv_export& kv) {
   rs.seq.hashes = kv.block_hashes;
   rs.cached_prompt_tokens = std::min(kv.num_computed, kv.prompt_len);
   scheduler_->cache_full_blocks(rs.seq);
-  if (rs.detok)
-    for (auto t : rs.output())
-      rs.text += rs.detok->push(t);
-  rs.emitted = rs.text.size();
+  prime_text(rs);
   scheduler_->add(&rs.seq);
   return {};
 }
@@ -442,8 +445,8 @@ caf::error engine::import_request(request r, const kv_export& kv) {
 bool engine::has_unfinished() const { return num_unfinished() > 0; }
 
 size_t engine::num_unfinished() const {
-  return static_cast<size_t>(std::count_if(requests_.begin(), requests_.end(), [](const auto& rs) {
-    return rs->seq.state != sequence_state::finished;
+  return static_cast<size_t>(std::count_if(requests_.begin(), requests_.end(), [](const auto& kv) {
+    return kv.second->seq.state != sequence_state::finished;
   }));
 }
 

@@ -20,6 +20,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include <caf/expected.hpp>
@@ -157,6 +158,7 @@ private:
   request_state& insert(request&& r);
   void finish(request_state& rs, finish_reason why, request_output& out);
   void append_token(request_state& rs, const sampled_token& t, request_output& out);
+  void prime_text(request_state& rs);
   void mask_early_stops(const request_state& rs, std::span<float> logits) const;
 
   std::unique_ptr<backend> backend_;
@@ -168,7 +170,7 @@ private:
   uint64_t next_arrival_ = 0;
   std::unique_ptr<kv_cache> cache_;
   std::unique_ptr<scheduler> scheduler_;
-  std::vector<std::unique_ptr<request_state>> requests_;
+  std::unordered_map<uint64_t, std::unique_ptr<request_state>> requests_;
   std::vector<float> logits_;
   sampler_scratch scratch_;
   engine_stats stats_;

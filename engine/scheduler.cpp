@@ -83,6 +83,13 @@ bool scheduler::reserve(sequence& seq, int32_t num_tokens, schedule_output& out)
   return true;
 }
 
+void scheduler::release_blocks(sequence& seq) {
+  cache_.free_blocks(seq.blocks);
+  seq.blocks.clear();
+  seq.num_computed = 0;
+  seq.num_cached_blocks = 0;
+}
+
 void scheduler::preempt(sequence& seq, schedule_output& out) {
   std::erase(running_, &seq);
   auto it = std::find_if(out.seqs.begin(), out.seqs.end(),
@@ -94,10 +101,7 @@ void scheduler::preempt(sequence& seq, schedule_output& out) {
   std::erase_if(out.copies, [&](const block_copy& c) {
     return std::find(seq.blocks.begin(), seq.blocks.end(), c.dst) != seq.blocks.end();
   });
-  cache_.free_blocks(seq.blocks);
-  seq.blocks.clear();
-  seq.num_computed = 0;
-  seq.num_cached_blocks = 0;
+  release_blocks(seq);
   ++seq.num_preemptions;
   insert_waiting(&seq);
   out.preempted.push_back(&seq);
@@ -163,11 +167,7 @@ schedule_output scheduler::schedule() {
         preempt(**lowest, out);
         continue;
       }
-      // Give the prefix hits back; they stay cached.
-      cache_.free_blocks(s->blocks);
-      s->blocks.clear();
-      s->num_computed = 0;
-      s->num_cached_blocks = 0;
+      release_blocks(*s); // give the prefix hits back; they stay cached
       break;
     }
     waiting_.erase(waiting_.begin());

@@ -101,6 +101,8 @@ public:
 private:
   bool reserve(sequence& seq, int32_t num_tokens, schedule_output& out);
   void preempt(sequence& seq, schedule_output& out);
+  /// Frees seq's blocks; it will be computed from its first token again.
+  void release_blocks(sequence& seq);
   void insert_waiting(sequence* seq);
   int32_t chunk(const sequence& seq, int32_t budget) const;
   void match_prefix(sequence& seq);
