@@ -279,7 +279,21 @@ private:
     ucp_params_t params{};
     params.field_mask = UCP_PARAM_FIELD_FEATURES;
     params.features = UCP_FEATURE_AM | UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP;
-    auto st = ucp_init(&params, nullptr, &context_);
+    // UCX_* environment variables apply first; ucx_options::tls overrides
+    // UCX_TLS for this context only.
+    ucp_config_t* config = nullptr;
+    auto st = ucp_config_read(nullptr, nullptr, &config);
+    if (st != UCS_OK)
+      return ucx_error(transport_errc::unavailable, "ucx: ucp_config_read", st);
+    if (!ucx_.tls.empty()) {
+      st = ucp_config_modify(config, "TLS", ucx_.tls.c_str());
+      if (st != UCS_OK) {
+        ucp_config_release(config);
+        return ucx_error(transport_errc::unavailable, "ucx: transport list '" + ucx_.tls + "'", st);
+      }
+    }
+    st = ucp_init(&params, config, &context_);
+    ucp_config_release(config);
     if (st != UCS_OK)
       return ucx_error(transport_errc::unavailable, "ucx: ucp_init", st);
     ucp_worker_params_t wp{};

@@ -54,6 +54,11 @@ struct ucx_options {
   /// it, connect to an unreachable address fails only by timeout and a
   /// crashed peer is not detected. Default: true.
   bool peer_error_handling = true;
+  /// UCX transports this context may use, as UCX_TLS spells them (e.g.
+  /// "tcp", "sm,self,tcp"); the sockaddr listener and client need tcp in
+  /// the list. Empty: UCX_TLS from the environment, else UCX's default.
+  /// Default: empty.
+  std::string tls;
 };
 
 namespace detail {
