@@ -91,6 +91,21 @@ TEST(WireCodecTest, RoundTripsMembershipHeartbeatAndError) {
   expect_same(test::sample_error(), std::get<wire_error>(round_trip(test::sample_error())));
 }
 
+TEST(WireCodecTest, RoundTripsKvGrant) {
+  expect_same(test::sample_grant(), std::get<kv_grant>(round_trip(test::sample_grant())));
+}
+
+TEST(WireCodecTest, RoundTripsEnvelopesAndTheirInnerFrame) {
+  auto req = test::request_envelope();
+  ASSERT_FALSE(req.payload.empty());
+  auto back = std::get<envelope>(round_trip(req));
+  expect_same(req, back);
+  auto inner = decode(back.payload);
+  ASSERT_TRUE(inner) << error_text(inner.error());
+  expect_same(wire_message{test::minimal_handoff()}, *inner);
+  expect_same(test::empty_response(), std::get<envelope>(round_trip(test::empty_response())));
+}
+
 TEST(WireCodecTest, FrameHeaderNamesTypeAndLength) {
   auto frame = encode(test::sample_heartbeat());
   ASSERT_TRUE(frame);
@@ -146,7 +161,29 @@ TEST(WireCodecTest, EncodeRefusesInconsistentMessagesNamingTheField) {
   empty.request.prompt.clear();
   auto salt = test::minimal_handoff();
   salt.request.cache_salt.assign(2000, 'x');
+  auto no_grants = test::sample_grant();
+  no_grants.blocks.clear();
+  auto tell_id = test::request_envelope();
+  tell_id.kind = envelope_kind::tell;
+  auto no_call = test::request_envelope();
+  no_call.call_id = 0;
+  auto no_op = test::request_envelope();
+  no_op.operation.clear();
+  auto nested = test::request_envelope();
+  nested.payload = encode(wire_message{test::request_envelope()}).value();
+  auto junk = test::request_envelope();
+  junk.payload.assign(40, std::byte{7});
+  auto failure = test::request_envelope();
+  failure.kind = envelope_kind::failure;
+  failure.operation.clear();
   std::vector<bad_case> cases = {
+    {no_grants, "kv_grant: blocks must not be empty"},
+    {tell_id, "call_id must be 0 in a tell, got 5"},
+    {no_call, "call_id must not be 0"},
+    {no_op, "operation must not be empty"},
+    {nested, "payload must not be another envelope"},
+    {junk, "payload is not a frame"},
+    {failure, "a failure's payload must be an error frame"},
     {kv_hashes, "kv.block_hashes must have num_computed / block_tokens = 2 entries, got 3"},
     {logprobs, "logprobs must be empty or have one entry per token (3), got 2"},
     {cached, "cached_prompt_tokens must be in [0, prompt_tokens (5)], got 6"},

@@ -119,6 +119,23 @@ inline void expect_same(const wire_error& a, const wire_error& b) {
   EXPECT_EQ(a.message, b.message);
 }
 
+inline void expect_same(const kv_grant& a, const kv_grant& b) {
+  EXPECT_EQ(a.request_id, b.request_id);
+  EXPECT_EQ(a.dst_region, b.dst_region);
+  ASSERT_EQ(a.blocks.size(), b.blocks.size());
+  for (size_t i = 0; i < a.blocks.size(); ++i) {
+    EXPECT_EQ(a.blocks[i].dst_offset, b.blocks[i].dst_offset);
+    EXPECT_EQ(a.blocks[i].needs_data, b.blocks[i].needs_data);
+  }
+}
+
+inline void expect_same(const envelope& a, const envelope& b) {
+  EXPECT_EQ(a.kind, b.kind);
+  EXPECT_EQ(a.call_id, b.call_id);
+  EXPECT_EQ(a.operation, b.operation);
+  EXPECT_EQ(a.payload, b.payload);
+}
+
 inline void expect_same(const wire_message& a, const wire_message& b) {
   ASSERT_EQ(a.index(), b.index());
   std::visit([&](const auto& x) { expect_same(x, std::get<std::decay_t<decltype(x)>>(b)); }, a);

@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "transport/wire/codec.hpp"
 #include "transport/wire/messages.hpp"
 
 namespace tessera::transport::wire::test {
@@ -143,11 +144,41 @@ inline wire_error sample_error() {
   return {"engine", 7, "request 5: top_p must be in (0, 1], got 2"};
 }
 
+inline kv_grant sample_grant() {
+  kv_grant m;
+  m.request_id = 77;
+  m.dst_region = 2;
+  m.blocks = {{0, false}, {4096, true}, {1ull << 33, true}};
+  return m;
+}
+
+/// A request carrying a whole handoff frame. (Encoding the inner frame here
+/// keeps the samples free of a test framework: a failure yields an empty,
+/// invalid payload that the tests then reject loudly.)
+inline envelope request_envelope() {
+  envelope m;
+  m.kind = envelope_kind::request;
+  m.call_id = 5;
+  m.operation = "handoff";
+  if (auto inner = encode(wire_message{minimal_handoff()}))
+    m.payload = std::move(*inner);
+  return m;
+}
+
+/// A response without a value.
+inline envelope empty_response() {
+  envelope m;
+  m.kind = envelope_kind::response;
+  m.call_id = 5;
+  return m;
+}
+
 /// One of each kind and variant above, in a fixed order.
 inline std::vector<wire_message> all_samples() {
-  return {full_handoff(),     minimal_handoff(),    chunk_with_logprobs(), plain_chunk(),
-          sample_batch(),     stored_event(),       removed_event(),       sample_membership(),
-          sample_heartbeat(), sample_error()};
+  return {full_handoff(),     minimal_handoff(), chunk_with_logprobs(), plain_chunk(),
+          sample_batch(),     stored_event(),    removed_event(),       sample_membership(),
+          sample_heartbeat(), sample_error(),    sample_grant(),        request_envelope(),
+          empty_response()};
 }
 
 } // namespace tessera::transport::wire::test

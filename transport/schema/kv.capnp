@@ -49,3 +49,20 @@ struct KvEvent {
   parentHash @5 :UInt64;
   blockHashes @6 :List(UInt64);
 }
+
+# One destination block granted by the receiver of a KV hand-off.
+struct KvBlockGrant {
+  # Byte offset in the receiver's region.
+  dstOffset @0 :UInt64;
+  # False when the receiver already holds the block (a prefix-cache hit):
+  # the sender skips it.
+  needsData @1 :Bool;
+}
+
+# The receiver's answer to a RequestHandoff carrying KV: where each
+# exported block goes (one entry per block, in order).
+struct KvGrant {
+  requestId @0 :UInt64;
+  dstRegion @1 :UInt32;
+  blocks @2 :List(KvBlockGrant);
+}

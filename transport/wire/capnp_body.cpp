@@ -11,6 +11,7 @@
 
 #include "transport/schema/cluster.capnp.h"
 #include "transport/schema/common.capnp.h"
+#include "transport/schema/envelope.capnp.h"
 #include "transport/schema/kv.capnp.h"
 #include "transport/schema/request.capnp.h"
 #include "transport/schema/tokens.capnp.h"
@@ -178,6 +179,25 @@ void put(capnp::MessageBuilder& mb, const wire_error& m) {
   b.setCategory(text(m.category));
   b.setCode(m.code);
   b.setMessage(text(m.message));
+}
+
+void put(capnp::MessageBuilder& mb, const kv_grant& m) {
+  auto b = mb.initRoot<s::KvGrant>();
+  b.setRequestId(m.request_id);
+  b.setDstRegion(m.dst_region);
+  auto blocks = b.initBlocks(static_cast<unsigned>(m.blocks.size()));
+  for (unsigned i = 0; i < m.blocks.size(); ++i) {
+    blocks[i].setDstOffset(m.blocks[i].dst_offset);
+    blocks[i].setNeedsData(m.blocks[i].needs_data);
+  }
+}
+
+void put(capnp::MessageBuilder& mb, const envelope& m) {
+  auto b = mb.initRoot<s::Envelope>();
+  b.setKind(static_cast<s::EnvelopeKind>(m.kind));
+  b.setCallId(m.call_id);
+  b.setOperation(text(m.operation));
+  b.setPayload(kj::arrayPtr(reinterpret_cast<const kj::byte*>(m.payload.data()), m.payload.size()));
 }
 
 // ---------------------------------------------------------------------------
@@ -390,6 +410,30 @@ wire_error get(s::Error::Reader r, const wire_limits& lim) {
   return m;
 }
 
+kv_grant get(s::KvGrant::Reader r, const wire_limits& lim) {
+  kv_grant m;
+  m.request_id = r.getRequestId();
+  m.dst_region = r.getDstRegion();
+  auto blocks = r.getBlocks();
+  bound("blocks", blocks.size(), lim.max_blocks_per_batch, "entries");
+  m.blocks.reserve(blocks.size());
+  for (auto b : blocks)
+    m.blocks.push_back({b.getDstOffset(), b.getNeedsData()});
+  return m;
+}
+
+envelope get(s::Envelope::Reader r, const wire_limits& lim) {
+  envelope m;
+  m.kind = static_cast<envelope_kind>(enum_in_range("kind", r.getKind(), 3));
+  m.call_id = r.getCallId();
+  m.operation = get_text("operation", r.getOperation(), lim.max_name_bytes);
+  auto payload = r.getPayload();
+  bound("payload", payload.size(), lim.max_body_bytes, "bytes");
+  const auto* p = reinterpret_cast<const std::byte*>(payload.begin());
+  m.payload.assign(p, p + payload.size());
+  return m;
+}
+
 wire_message read_root(message_type type, capnp::MessageReader& reader, const wire_limits& lim) {
   switch (type) {
     case message_type::request_handoff: return get(reader.getRoot<s::RequestHandoff>(), lim);
@@ -399,6 +443,8 @@ wire_message read_root(message_type type, capnp::MessageReader& reader, const wi
     case message_type::membership: return get(reader.getRoot<s::Membership>(), lim);
     case message_type::heartbeat: return get(reader.getRoot<s::Heartbeat>(), lim);
     case message_type::error: return get(reader.getRoot<s::Error>(), lim);
+    case message_type::kv_grant: return get(reader.getRoot<s::KvGrant>(), lim);
+    case message_type::envelope: return get(reader.getRoot<s::Envelope>(), lim);
   }
   throw decode_failure{transport_errc::unknown_type,
                        "unknown message type " + std::to_string(static_cast<unsigned>(type))};

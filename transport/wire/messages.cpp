@@ -13,6 +13,8 @@ std::string_view to_string(message_type t) {
     case message_type::membership: return "membership";
     case message_type::heartbeat: return "heartbeat";
     case message_type::error: return "error";
+    case message_type::kv_grant: return "kv_grant";
+    case message_type::envelope: return "envelope";
   }
   return "unknown";
 }

@@ -32,10 +32,12 @@ enum class message_type : uint16_t {
   membership = 5,
   heartbeat = 6,
   error = 7,
+  kv_grant = 8,
+  envelope = 9,
 };
 
 /// Largest valid message_type value.
-inline constexpr uint16_t max_message_type = 7;
+inline constexpr uint16_t max_message_type = 9;
 
 /// "request_handoff", ...; "unknown" for a value outside the enum.
 [[nodiscard]] std::string_view to_string(message_type t);
@@ -180,9 +182,59 @@ struct wire_error {
   std::string message;
 };
 
-/// Any message that crosses a process.
+/// One destination block the receiver of a KV hand-off granted.
+struct kv_block_grant {
+  /// Byte offset in the receiver's region.
+  uint64_t dst_offset = 0;
+  /// False when the receiver already holds the block (a prefix-cache hit),
+  /// so the sender skips it.
+  bool needs_data = true;
+};
+
+/// The receiver's answer to a request_handoff carrying KV: where each
+/// exported block goes, so the sender can put it there (RMA).
+struct kv_grant {
+  uint64_t request_id = 0;
+  /// The receiver's registered region, as its transport announced it.
+  uint32_t dst_region = 0;
+  /// One per exported block, in order: [1, max_blocks_per_batch].
+  std::vector<kv_block_grant> blocks;
+};
+
+/// How an envelope relates to a call.
+enum class envelope_kind : uint8_t {
+  /// One-way: no reply.
+  tell,
+  /// Wants exactly one response or failure with the same call_id.
+  request,
+  /// The reply value of request call_id.
+  response,
+  /// Request call_id failed; the payload is an error frame.
+  failure,
+};
+
+/// An actor message between two nodes' bridges (actors/bridge): a named
+/// operation for the named actor the transport message addresses, plus the
+/// id its reply is matched by. The argument or reply value travels as a
+/// whole inner frame: decode() checks the envelope and that the payload is
+/// a frame of another type, and the receiver decodes the payload with
+/// decode() on its own (so it gets every check a frame gets).
+struct envelope {
+  envelope_kind kind = envelope_kind::tell;
+  /// Non-zero for request, response and failure; 0 for tell.
+  uint64_t call_id = 0;
+  /// The operation, non-empty for tell and request, empty otherwise; at
+  /// most max_name_bytes.
+  std::string operation;
+  /// An encoded frame of any type but envelope; empty only for a response
+  /// without a value. At most max_body_bytes.
+  std::vector<std::byte> payload;
+};
+
+/// Any message that crosses a process. The alternatives are in
+/// message_type order.
 using wire_message = std::variant<request_handoff, token_chunk, kv_transfer_batch, kv_event,
-                                  membership, heartbeat, wire_error>;
+                                  membership, heartbeat, wire_error, kv_grant, envelope>;
 
 /// The message_type of the alternative `m` holds.
 [[nodiscard]] message_type type_of(const wire_message& m);

@@ -5,6 +5,7 @@
 
 #include "common/error.hpp"
 #include "transport/transport_errc.hpp"
+#include "transport/wire/frame.hpp"
 
 namespace tessera::transport::wire {
 
@@ -217,6 +218,46 @@ problem check(const wire_error& m, const wire_limits& lim) {
     return p;
   if (m.message.size() > lim.max_text_bytes)
     return too_long("message", m.message.size(), lim.max_text_bytes, "bytes");
+  return {};
+}
+
+problem check(const kv_grant& m, const wire_limits& lim) {
+  if (m.blocks.empty())
+    return "blocks must not be empty";
+  if (m.blocks.size() > lim.max_blocks_per_batch)
+    return too_long("blocks", m.blocks.size(), lim.max_blocks_per_batch, "entries");
+  return {};
+}
+
+problem check(const envelope& m, const wire_limits& lim) {
+  if (static_cast<unsigned>(m.kind) > static_cast<unsigned>(envelope_kind::failure))
+    return "kind out of range: " + to_string(static_cast<unsigned>(m.kind));
+  const bool call = m.kind != envelope_kind::tell;
+  if (call && m.call_id == 0)
+    return "call_id must not be 0 in a request, response or failure";
+  if (!call && m.call_id != 0)
+    return "call_id must be 0 in a tell, got " + to_string(m.call_id);
+  const bool named = m.kind == envelope_kind::tell || m.kind == envelope_kind::request;
+  if (auto p = check_name("operation", m.operation, lim.max_name_bytes, named); !p.empty())
+    return p;
+  if (!named && !m.operation.empty())
+    return "operation must be empty in a response or failure";
+  if (m.payload.empty()) {
+    if (m.kind != envelope_kind::response)
+      return "payload must not be empty";
+    return {};
+  }
+  if (m.payload.size() > lim.max_body_bytes)
+    return too_long("payload", m.payload.size(), lim.max_body_bytes, "bytes");
+  // The payload is decoded (with every check) by its receiver; here only
+  // its header, so that an envelope never nests another.
+  auto h = parse_frame_header(m.payload, lim);
+  if (!h)
+    return "payload is not a frame: " + error_message(h.error());
+  if (h->type == static_cast<uint16_t>(message_type::envelope))
+    return "payload must not be another envelope";
+  if (m.kind == envelope_kind::failure && h->type != static_cast<uint16_t>(message_type::error))
+    return "a failure's payload must be an error frame";
   return {};
 }
 
