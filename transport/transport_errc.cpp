@@ -21,6 +21,7 @@ const char* to_string(transport_errc x) {
     case transport_errc::address_in_use: return "address_in_use";
     case transport_errc::injected_fault: return "injected_fault";
     case transport_errc::unavailable: return "unavailable";
+    case transport_errc::no_such_actor: return "no_such_actor";
   }
   return "unknown";
 }

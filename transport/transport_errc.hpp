@@ -49,11 +49,14 @@ enum class transport_errc : uint8_t {
   /// The transport could not start: its library or device failed to
   /// initialise (the message names the call).
   unavailable,
+  /// The peer has no actor of the name a message is addressed to, or the
+  /// actor does not accept the message's operation.
+  no_such_actor,
 };
 
 /// Number of codes (for counters indexed by code); codes are 1..count-1.
 inline constexpr size_t transport_errc_count =
-  static_cast<size_t>(transport_errc::unavailable) + 1;
+  static_cast<size_t>(transport_errc::no_such_actor) + 1;
 
 /// Returns the name of `x`, e.g. "bad_frame".
 const char* to_string(transport_errc x);

@@ -20,7 +20,7 @@ struct Envelope {
   callId @1 :UInt64;
   # The operation (tell, request): e.g. "handoff".
   operation @2 :Text;
-  # An encoded frame of any type but Envelope; empty for a response
-  # without a value.
+  # An encoded frame of any type but Envelope; empty for an operation
+  # without an argument or a response without a value.
   payload @3 :Data;
 }

@@ -226,8 +226,9 @@ struct envelope {
   /// The operation, non-empty for tell and request, empty otherwise; at
   /// most max_name_bytes.
   std::string operation;
-  /// An encoded frame of any type but envelope; empty only for a response
-  /// without a value. At most max_body_bytes.
+  /// An encoded frame of any type but envelope; empty for an operation
+  /// without an argument or a response without a value (never for a
+  /// failure). At most max_body_bytes.
   std::vector<std::byte> payload;
 };
 

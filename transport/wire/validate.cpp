@@ -243,8 +243,8 @@ problem check(const envelope& m, const wire_limits& lim) {
   if (!named && !m.operation.empty())
     return "operation must be empty in a response or failure";
   if (m.payload.empty()) {
-    if (m.kind != envelope_kind::response)
-      return "payload must not be empty";
+    if (m.kind == envelope_kind::failure)
+      return "a failure's payload must be an error frame, got none";
     return {};
   }
   if (m.payload.size() > lim.max_body_bytes)

@@ -1,0 +1,43 @@
+#pragma once
+/// @file
+/// Tessera's CAF atoms and the message types actors exchange. Every actor
+/// kind includes this header; atoms are added here, one line each.
+///
+/// The wire message structs (transport/wire/messages.hpp) and the transport
+/// structs travel in CAF messages inside a process only: between processes
+/// the bridge encodes them with the wire codec (Cap'n Proto), never with
+/// CAF's serializer, so they are allowed as "unsafe" (not inspectable)
+/// message types.
+
+#include <caf/all.hpp>
+
+#include "transport/transport.hpp"
+#include "transport/wire/messages.hpp"
+
+CAF_BEGIN_TYPE_ID_BLOCK(tessera, caf::first_custom_type_id)
+  // bridge (actors/bridge)
+  CAF_ADD_ATOM(tessera, tessera::actors, connect_atom, "connect")
+  CAF_ADD_ATOM(tessera, tessera::actors, publish_atom, "publish")
+  CAF_ADD_ATOM(tessera, tessera::actors, forward_atom, "forward")
+  CAF_ADD_ATOM(tessera, tessera::actors, transfer_atom, "transfer")
+  CAF_ADD_ATOM(tessera, tessera::actors, peers_atom, "peers")
+  CAF_ADD_ATOM(tessera, tessera::actors, inbound_atom, "inbound")
+  CAF_ADD_ATOM(tessera, tessera::actors, peer_up_atom, "peer_up")
+  CAF_ADD_ATOM(tessera, tessera::actors, peer_down_atom, "peer_down")
+  CAF_ADD_ATOM(tessera, tessera::actors, arrived_atom, "arrived")
+  CAF_ADD_ATOM(tessera, tessera::actors, completed_atom, "completed")
+  CAF_ADD_ATOM(tessera, tessera::actors, connected_atom, "connected")
+  CAF_ADD_ATOM(tessera, tessera::actors, expire_atom, "expire")
+CAF_END_TYPE_ID_BLOCK(tessera)
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tessera::transport::wire::request_handoff)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tessera::transport::wire::token_chunk)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tessera::transport::wire::kv_transfer_batch)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tessera::transport::wire::kv_event)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tessera::transport::wire::membership)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tessera::transport::wire::heartbeat)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tessera::transport::wire::wire_error)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tessera::transport::wire::kv_grant)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tessera::transport::wire::envelope)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tessera::transport::transfer_batch)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<std::byte>)

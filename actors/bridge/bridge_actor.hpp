@@ -1,0 +1,101 @@
+#pragma once
+/// @file
+/// The bridge: one actor per process that carries actor messages to and
+/// from other processes over a transport (transport/transport.hpp).
+///
+/// Local actors are published under a name; other nodes reach them through
+/// a remote proxy (remote_actor.hpp) that has the same typed interface, so
+/// a caller does not know whether its peer is local. A call becomes a wire
+/// envelope (transport/wire) addressed to the actor's name:
+///
+///   caller --request--> proxy --delegate--> bridge A --envelope(request, id)--> bridge B
+///                                                                                 | request
+///   caller <--reply-- bridge A <--envelope(response | failure, id)-- bridge B <--reply-- actor
+///
+/// Connecting: connect(node, address) opens a transport connection and
+/// exchanges a hello (each side's node id) so both bridges know the other
+/// by name. A call to a node that is not connected, or whose peer fails
+/// before the reply, fails with a transport error naming the node; a call
+/// the remote side does not answer within bridge_config::call_timeout fails
+/// with transport_errc::timeout. Nothing fails silently.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include "actors/actor_types.hpp"
+#include "actors/bridge/bridge_protocol.hpp"
+#include "transport/transport.hpp"
+#include "transport/wire/limits.hpp"
+
+namespace tessera::actors {
+
+/// The bridge's typed interface.
+using bridge_actor = caf::typed_actor<
+  /// Connects to the bridge of node `node` listening at `address` ("host:port");
+  /// replies once both sides know each other. Errors: the transport's
+  /// (peer_unreachable, timeout), or invalid_message when the peer calls
+  /// itself by another name.
+  caf::replies_to<connect_atom, std::string, std::string>::with<void>,
+  /// Makes `actor` reachable from other nodes as `name`, replacing an
+  /// earlier actor of that name.
+  caf::reacts_to<publish_atom, std::string, caf::actor>,
+  /// Sends `msg` to actor `name` on node `node`; if this was a request,
+  /// replies with the remote actor's reply. Remote proxies send this.
+  caf::replies_to<forward_atom, std::string, std::string, caf::message>::with<caf::message>,
+  /// Copies KV blocks to node `node`'s registered regions; replies when
+  /// every block has landed there.
+  caf::replies_to<transfer_atom, std::string, transport::transfer_batch>::with<void>,
+  /// The names of the connected nodes, sorted.
+  caf::replies_to<peers_atom>::with<std::vector<std::string>>,
+  // -- from the transport's progress thread (bridge_link) -------------------
+  /// A frame from `peer` for local actor `name`.
+  caf::reacts_to<inbound_atom, transport::peer_id, std::string, std::vector<std::byte>>,
+  caf::reacts_to<peer_up_atom, transport::peer_id, std::string>,
+  caf::reacts_to<peer_down_atom, transport::peer_id, caf::error>,
+  caf::reacts_to<arrived_atom, transport::peer_id, uint64_t>,
+  // -- internal --------------------------------------------------------------
+  /// Operation `id` (a send or transfer) completed, with an error or none.
+  caf::reacts_to<completed_atom, uint64_t, caf::error>,
+  /// A transport connect attempt for `id` finished.
+  caf::reacts_to<connected_atom, uint64_t, transport::peer_id, caf::error>,
+  /// Call `id` is due: fail it with a timeout if it is still waiting.
+  caf::reacts_to<expire_atom, uint64_t>>;
+
+/// How a bridge is set up.
+struct bridge_config {
+  /// This node's name, as other nodes address it. Required.
+  std::string node_id;
+  /// Operations other nodes may call on published actors. Required.
+  std::shared_ptr<const bridge_protocol> protocol;
+  /// How long a call waits for its reply (on both sides). Default: 30 s.
+  std::chrono::milliseconds call_timeout{30000};
+  /// Bounds on the frames it decodes. Default: wire_limits{}.
+  transport::wire::wire_limits limits;
+};
+
+/// A running bridge and the relay that feeds it the transport's events.
+/// The transport must not call back after this object is gone: destroy the
+/// transport first (declare it after the bridge, or reset it explicitly).
+class bridge {
+public:
+  /// Spawns the bridge actor for `tr` (which must outlive it) and installs
+  /// itself as `tr`'s handler; call before tr.listen / tr.connect.
+  bridge(caf::actor_system& sys, transport::transport& tr, bridge_config cfg);
+  ~bridge();
+  bridge(const bridge&) = delete;
+  bridge& operator=(const bridge&) = delete;
+
+  [[nodiscard]] const bridge_actor& actor() const { return actor_; }
+
+private:
+  class relay;
+  std::unique_ptr<relay> relay_;
+  bridge_actor actor_;
+};
+
+} // namespace tessera::actors
