@@ -449,14 +449,23 @@ private:
   bridge_actor target_;
 };
 
-bridge::bridge(caf::actor_system& sys, transport::transport& tr, bridge_config cfg) {
-  actor_ = caf::actor_cast<bridge_actor>(sys.spawn(bridge_fn, &tr, std::move(cfg)));
+bridge::bridge(caf::actor_system& sys, std::unique_ptr<transport::transport> tr,
+               bridge_config cfg)
+    : sys_(sys), transport_(std::move(tr)) {
+  actor_ = caf::actor_cast<bridge_actor>(sys.spawn(bridge_fn, transport_.get(), std::move(cfg)));
   relay_ = std::make_unique<relay>(actor_);
-  tr.set_handler(relay_.get());
+  transport_->set_handler(relay_.get());
 }
 
 bridge::~bridge() {
-  caf::anon_send_exit(actor_, caf::exit_reason::user_shutdown);
+  {
+    caf::scoped_actor self{sys_};
+    self->monitor(actor_);
+    self->send_exit(actor_, caf::exit_reason::user_shutdown);
+    self->receive([](const caf::down_msg&) {});
+  }
+  transport_.reset();
+  relay_.reset();
 }
 
 } // namespace tessera::actors

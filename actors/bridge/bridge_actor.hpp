@@ -78,23 +78,29 @@ struct bridge_config {
   transport::wire::wire_limits limits;
 };
 
-/// A running bridge and the relay that feeds it the transport's events.
-/// The transport must not call back after this object is gone: destroy the
-/// transport first (declare it after the bridge, or reset it explicitly).
+/// A running bridge: the actor, the transport it owns and the relay that
+/// feeds it the transport's events.
 class bridge {
 public:
-  /// Spawns the bridge actor for `tr` (which must outlive it) and installs
-  /// itself as `tr`'s handler; call before tr.listen / tr.connect.
-  bridge(caf::actor_system& sys, transport::transport& tr, bridge_config cfg);
+  /// Takes `tr` (before its listen / connect: the bridge becomes its
+  /// handler) and spawns the bridge actor.
+  bridge(caf::actor_system& sys, std::unique_ptr<transport::transport> tr, bridge_config cfg);
+  /// Stops the actor and waits until it is gone (so nothing uses the
+  /// transport any more), then destroys the transport (no callback runs
+  /// after that), then the relay. Blocks; do not run it inside an actor.
   ~bridge();
   bridge(const bridge&) = delete;
   bridge& operator=(const bridge&) = delete;
 
   [[nodiscard]] const bridge_actor& actor() const { return actor_; }
+  /// The transport, e.g. to listen or register memory regions.
+  [[nodiscard]] transport::transport& transport() { return *transport_; }
 
 private:
   class relay;
+  caf::actor_system& sys_;
   std::unique_ptr<relay> relay_;
+  std::unique_ptr<transport::transport> transport_;
   bridge_actor actor_;
 };
 

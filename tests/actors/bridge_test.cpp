@@ -99,16 +99,13 @@ std::shared_ptr<const bridge_protocol> protocol() {
 /// One node: a transport on the shared fabric and its bridge.
 struct node {
   node(caf::actor_system& sys, const std::shared_ptr<transport::loopback_fabric>& fabric,
-       const std::string& name, std::chrono::milliseconds call_timeout = 5000ms)
-      : tr(std::make_unique<transport::loopback_transport>(fabric)),
-        br(std::make_unique<bridge>(sys, *tr, bridge_config{name, protocol(), call_timeout, {}})) {
+       const std::string& name, std::chrono::milliseconds call_timeout = 5000ms) {
+    auto t = std::make_unique<transport::loopback_transport>(fabric);
+    tr = t.get();
+    br = std::make_unique<bridge>(sys, std::move(t), bridge_config{name, protocol(), call_timeout, {}});
     address = tr->listen("node-" + name + ":0").value();
   }
-  ~node() {
-    tr.reset(); // the transport goes first: no callback after the bridge is gone
-    br.reset();
-  }
-  std::unique_ptr<transport::loopback_transport> tr;
+  transport::loopback_transport* tr = nullptr; // owned by br
   std::unique_ptr<bridge> br;
   std::string address;
 };
