@@ -5,6 +5,7 @@
 #include <cstring>
 #include <map>
 #include <random>
+#include <utility>
 
 #include <gtest/gtest.h>
 
