@@ -87,6 +87,20 @@ public:
   virtual void read_block(kv_block_id id, std::span<std::byte> out) const = 0;
   /// Overwrites block `id` with layout().block_bytes() bytes.
   virtual void write_block(kv_block_id id, std::span<const std::byte> in) = 0;
+
+  /// The whole KV pool as host memory, for moving blocks without a copy
+  /// (one-sided RMA into or out of the pool, registered with the NIC once).
+  /// Block `id` is the layout().block_bytes() bytes at byte offset
+  /// id * layout().block_bytes(); the span covers num_blocks() blocks.
+  /// Empty when the pool is not host-addressable (device memory): then
+  /// blocks move only through read_block / write_block. Owned by the
+  /// backend, valid and at the same address for its lifetime. Which blocks
+  /// may be written is the engine's business (engine::reserve_import);
+  /// writing any other block corrupts the request that holds it.
+  /// Default: empty.
+  [[nodiscard]] virtual std::span<std::byte> kv_pool_memory() { return {}; }
+  /// Read-only view of kv_pool_memory(). Default: empty.
+  [[nodiscard]] virtual std::span<const std::byte> kv_pool_memory() const { return {}; }
 };
 
 } // namespace tessera::engine

@@ -38,6 +38,8 @@ struct engine::request_state {
   sampling_params params;
   uint64_t seed = 0;
   bool keep_kv = false;
+  // Reserved by reserve_import, waiting for its KV: not in the scheduler.
+  bool reserved_import = false;
   std::string cache_salt;
   int32_t cached_prompt_tokens = -1; // set at first admission
   // Text: the detokenizer, all final output text, and how much was emitted.
@@ -330,7 +332,8 @@ bool engine::release_request(uint64_t id) {
 caf::error engine::fork_request(uint64_t parent_id, uint64_t child_id,
                                 const sampling_params& params) {
   auto* parent = find(parent_id);
-  if (parent == nullptr || parent->seq.state == sequence_state::finished)
+  if (parent == nullptr || parent->seq.state == sequence_state::finished ||
+      parent->reserved_import)
     return make_engine_error(engine_errc::unknown_request,
                              "no unfinished request " + std::to_string(parent_id) + " to fork");
   request r;
@@ -365,33 +368,49 @@ caf::error engine::fork_request(uint64_t parent_id, uint64_t child_id,
   return {};
 }
 
-caf::expected<kv_export> engine::export_request(uint64_t id) const {
+caf::expected<kv_export_blocks> engine::export_request_blocks(uint64_t id) const {
   auto* rs = find(id);
   if (rs == nullptr)
     return make_engine_error(engine_errc::unknown_request, "no request " + std::to_string(id) + " to export");
+  if (rs->reserved_import)
+    return make_engine_error(engine_errc::unknown_request,
+                             "request " + std::to_string(id) +
+                               " is a reserved import whose KV has not been committed");
   const auto& seq = rs->seq;
   const auto& layout = backend_->layout();
-  kv_export e;
+  kv_export_blocks out;
+  kv_export& e = out.meta;
   e.model_fingerprint = backend_->model_fingerprint();
   e.layout = layout;
   e.tokens = seq.tokens;
   e.prompt_len = seq.prompt_len;
   e.num_computed = seq.num_computed;
   e.seed = rs->seed;
-  const int32_t n_blocks = scheduler_->blocks_for(seq.num_computed);
+  const auto n_full = static_cast<size_t>(seq.num_computed / layout.block_tokens);
   std::vector<kv_block_hash> hashes = seq.hashes;
-  kv_hash_blocks(hash_seed_, seq.hash_root, seq.tokens, layout.block_tokens,
-                 static_cast<size_t>(seq.num_computed / layout.block_tokens), hashes);
-  hashes.resize(static_cast<size_t>(seq.num_computed / layout.block_tokens));
+  kv_hash_blocks(hash_seed_, seq.hash_root, seq.tokens, layout.block_tokens, n_full, hashes);
+  hashes.resize(n_full);
   e.block_hashes = std::move(hashes);
-  const size_t bb = layout.block_bytes();
-  e.data.resize(static_cast<size_t>(n_blocks) * bb);
-  for (int32_t i = 0; i < n_blocks; ++i)
-    backend_->read_block(seq.blocks[i], std::span{e.data}.subspan(i * bb, bb));
+  const int32_t n_blocks = scheduler_->blocks_for(seq.num_computed);
+  TESSERA_ASSERT(static_cast<int32_t>(seq.blocks.size()) >= n_blocks,
+                 "a request's blocks cover its computed tokens");
+  out.blocks.assign(seq.blocks.begin(), seq.blocks.begin() + n_blocks);
+  return out;
+}
+
+caf::expected<kv_export> engine::export_request(uint64_t id) const {
+  auto eb = export_request_blocks(id);
+  if (!eb)
+    return std::move(eb.error());
+  kv_export e = std::move(eb->meta);
+  const size_t bb = e.layout.block_bytes();
+  e.data.resize(eb->blocks.size() * bb);
+  for (size_t i = 0; i < eb->blocks.size(); ++i)
+    backend_->read_block(eb->blocks[i], std::span{e.data}.subspan(i * bb, bb));
   return e;
 }
 
-caf::error engine::import_request(request r, const kv_export& kv) {
+caf::error engine::check_import(const request& r, const kv_export& kv) const {
   auto mismatch = [](std::string what) { return make_engine_error(engine_errc::kv_mismatch, std::move(what)); };
   const auto& layout = backend_->layout();
   if (kv.model_fingerprint != backend_->model_fingerprint())
@@ -407,38 +426,101 @@ caf::error engine::import_request(request r, const kv_export& kv) {
   for (auto t : kv.tokens)
     if (t < 0 || t >= vocab)
       return mismatch("the KV export holds token id " + std::to_string(t) + " outside the vocabulary");
-  const int32_t n_blocks = scheduler_->blocks_for(kv.num_computed);
-  if (kv.data.size() != static_cast<size_t>(n_blocks) * layout.block_bytes())
-    return mismatch("the KV export carries " + std::to_string(kv.data.size()) + " bytes, expected " +
-                    std::to_string(static_cast<size_t>(n_blocks) * layout.block_bytes()));
   std::vector<kv_block_hash> expect;
   kv_hash_blocks(hash_seed_, kv_hash_root(hash_seed_, r.cache_salt), kv.tokens, layout.block_tokens,
                  static_cast<size_t>(kv.num_computed / layout.block_tokens), expect);
   if (expect != kv.block_hashes)
     return mismatch("the KV export's block hashes do not match its tokens");
-  r.params.seed = kv.seed;
-  const int32_t generated = len - kv.prompt_len;
-  if (generated >= r.params.max_tokens)
+  if (len - kv.prompt_len >= r.params.max_tokens)
     return make_engine_error(engine_errc::bad_request, "the imported request already generated max_tokens");
-  if (auto err = check_new(r, kv.prompt_len))
+  return check_new(r, kv.prompt_len);
+}
+
+caf::expected<kv_import_plan> engine::reserve_import(request r, const kv_export& meta) {
+  if (auto err = check_import(r, meta))
     return err;
+  return reserve_checked(std::move(r), meta);
+}
+
+caf::expected<kv_import_plan> engine::reserve_checked(request r, const kv_export& meta) {
+  const int32_t bt = backend_->layout().block_tokens;
+  const int32_t n_blocks = scheduler_->blocks_for(meta.num_computed);
+  // Full blocks this engine already holds need no bytes (check_import made
+  // sure the hashes name these tokens under r's cache salt). Only full
+  // blocks have hashes, so the partial last block is always fresh.
   std::vector<kv_block_id> blocks;
-  if (!cache_->allocate(n_blocks, blocks))
+  const size_t hits = cache_->match_prefix(meta.block_hashes, blocks);
+  std::vector<kv_block_id> fresh;
+  if (!cache_->allocate(n_blocks - static_cast<int32_t>(hits), fresh)) {
+    cache_->free_blocks(blocks);
     return make_engine_error(engine_errc::out_of_blocks,
-                             "no free KV blocks for the imported request (" + std::to_string(n_blocks) + " needed)");
-  const size_t bb = layout.block_bytes();
-  for (int32_t i = 0; i < n_blocks; ++i)
-    backend_->write_block(blocks[i], std::span{kv.data}.subspan(i * bb, bb));
+                             "no free KV blocks for the imported request (" +
+                               std::to_string(n_blocks - static_cast<int32_t>(hits)) + " needed, " +
+                               std::to_string(cache_->num_free_blocks()) + " free)");
+  }
+  cache_->record_prefix_query(meta.block_hashes.size() * static_cast<uint64_t>(bt),
+                              hits * static_cast<uint64_t>(bt));
+  blocks.insert(blocks.end(), fresh.begin(), fresh.end());
+
+  r.params.seed = meta.seed;
   auto& rs = insert(std::move(r));
-  rs.seq.tokens = kv.tokens;
-  rs.seq.prompt_len = kv.prompt_len;
-  rs.seq.num_computed = kv.num_computed;
-  rs.seq.blocks = std::move(blocks);
-  rs.seq.hashes = kv.block_hashes;
-  rs.cached_prompt_tokens = std::min(kv.num_computed, kv.prompt_len);
-  scheduler_->cache_full_blocks(rs.seq);
-  prime_text(rs);
-  scheduler_->add(&rs.seq);
+  rs.reserved_import = true;
+  rs.seq.tokens = meta.tokens;
+  rs.seq.prompt_len = meta.prompt_len;
+  rs.seq.num_computed = meta.num_computed;
+  rs.seq.blocks = blocks;
+  rs.seq.hashes = meta.block_hashes;
+  // Nothing is offered to the prefix cache before commit_import: the fresh
+  // blocks hold no data yet.
+  rs.seq.num_cached_blocks = 0;
+  rs.cached_prompt_tokens = std::min(meta.num_computed, meta.prompt_len);
+
+  kv_import_plan plan;
+  plan.request_id = rs.seq.id;
+  plan.blocks = std::move(blocks);
+  plan.needs_data.assign(plan.blocks.size(), 1);
+  std::fill_n(plan.needs_data.begin(), hits, uint8_t{0});
+  return plan;
+}
+
+caf::error engine::commit_import(uint64_t id) {
+  auto* rs = find(id);
+  if (rs == nullptr || !rs->reserved_import)
+    return make_engine_error(engine_errc::unknown_request,
+                             "no reserved import " + std::to_string(id) + " to commit");
+  rs->reserved_import = false;
+  scheduler_->cache_full_blocks(rs->seq);
+  prime_text(*rs);
+  scheduler_->add(&rs->seq);
+  return {};
+}
+
+bool engine::cancel_import(uint64_t id) {
+  auto* rs = find(id);
+  if (rs == nullptr || !rs->reserved_import)
+    return false;
+  scheduler_->remove(&rs->seq);
+  requests_.erase(id);
+  return true;
+}
+
+caf::error engine::import_request(request r, const kv_export& kv) {
+  if (auto err = check_import(r, kv))
+    return err;
+  const size_t bb = backend_->layout().block_bytes();
+  const size_t n_blocks = static_cast<size_t>(scheduler_->blocks_for(kv.num_computed));
+  if (kv.data.size() != n_blocks * bb)
+    return make_engine_error(engine_errc::kv_mismatch,
+                             "the KV export carries " + std::to_string(kv.data.size()) +
+                               " bytes, expected " + std::to_string(n_blocks * bb));
+  auto plan = reserve_checked(std::move(r), kv);
+  if (!plan)
+    return std::move(plan.error());
+  for (size_t i = 0; i < n_blocks; ++i)
+    if (plan->needs_data[i] != 0)
+      backend_->write_block(plan->blocks[i], std::span{kv.data}.subspan(i * bb, bb));
+  auto err = commit_import(plan->request_id);
+  TESSERA_ASSERT(!err, "a just-reserved import commits");
   return {};
 }
 
@@ -446,12 +528,20 @@ bool engine::has_unfinished() const { return num_unfinished() > 0; }
 
 size_t engine::num_unfinished() const {
   return static_cast<size_t>(std::count_if(requests_.begin(), requests_.end(), [](const auto& kv) {
-    return kv.second->seq.state != sequence_state::finished;
+    return kv.second->seq.state != sequence_state::finished && !kv.second->reserved_import;
+  }));
+}
+
+size_t engine::num_reserved_imports() const {
+  return static_cast<size_t>(std::count_if(requests_.begin(), requests_.end(), [](const auto& kv) {
+    return kv.second->reserved_import;
   }));
 }
 
 engine_stats engine::stats() const {
   auto s = stats_;
+  s.num_blocks = cache_->num_blocks();
+  s.free_blocks = cache_->num_free_blocks();
   s.cache = cache_->stats();
   return s;
 }

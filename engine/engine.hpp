@@ -8,12 +8,17 @@
 ///
 /// Request life cycle:
 ///
-///   add_request / import_request
-///        |
-///        v
+///   add_request / import_request       reserve_import
+///        |                                   |
+///        |                                   v
+///        |    +-------commit_import------ reserved --cancel_import / abort--> gone
+///        v    v
 ///   waiting <--preempt-- running --EOS / stop / max_tokens--> finished
 ///        |                  ^          \--abort--> finished   (keep_kv: held
 ///        +------admit-------+                                   until release)
+///
+/// A reserved request waits for its KV to be written into its blocks by
+/// someone else (kv_export.hpp has the zero-copy hand-off).
 
 #include <cstdint>
 #include <memory>
@@ -36,6 +41,7 @@ class tokenizer;
 
 /// Engine settings.
 struct engine_config {
+  /// Batching limits (scheduler.hpp).
   scheduler_config scheduling;
   /// Reuse cached prefixes across requests. Default: true.
   bool enable_prefix_caching = true;
@@ -49,14 +55,16 @@ struct engine_config {
 struct request {
   /// Caller-chosen id, unique among unfinished requests.
   uint64_t id = 0;
+  /// Token ids; not empty.
   std::vector<int32_t> prompt;
+  /// How to sample, when to stop.
   sampling_params params;
   /// Higher is served first. Default: 0.
   int32_t priority = 0;
   /// Per-tenant salt for the prefix cache (see block_hash.hpp).
   std::string cache_salt;
-  /// On finish, keep the KV blocks held (for export_request) until
-  /// release_request. Default: false.
+  /// On finish, keep the KV blocks held (for export_request or
+  /// export_request_blocks) until release_request. Default: false.
   bool keep_kv = false;
 };
 
@@ -68,6 +76,7 @@ std::string_view to_string(finish_reason r);
 
 /// What one step produced for one request.
 struct request_output {
+  /// The request's id.
   uint64_t id = 0;
   /// Tokens generated in this step (one, or none when only finishing).
   std::vector<int32_t> tokens;
@@ -76,21 +85,34 @@ struct request_output {
   /// Newly final text (only with a tokenizer): complete UTF-8 characters,
   /// stop strings cut off, never a partial stop string.
   std::string text;
+  /// Why the request finished in this step; none while it continues.
   finish_reason finish = finish_reason::none;
   /// The stop string or stop token id that ended the request, as text.
   std::string stop_reason;
+  /// Tokens of the prompt.
   int32_t prompt_tokens = 0;
   /// Prompt tokens whose KV came from the prefix cache.
   int32_t cached_prompt_tokens = 0;
+  /// Tokens generated so far, this step's included.
   int32_t output_tokens = 0;
 };
 
 /// Counters of the whole engine.
 struct engine_stats {
+  /// Forward steps run.
   uint64_t steps = 0;
+  /// Tokens whose KV was computed (prefill and decode).
   uint64_t tokens_computed = 0;
+  /// Tokens sampled.
   uint64_t tokens_generated = 0;
+  /// Times a running request lost its blocks to make room.
   uint64_t preemptions = 0;
+  /// Blocks in the KV pool.
+  int32_t num_blocks = 0;
+  /// Blocks no request holds: never used, or cached and evictable. Blocks of
+  /// running, held (keep_kv) and reserved requests are not free.
+  int32_t free_blocks = 0;
+  /// Prefix-cache and pool counters.
   kv_cache_stats cache;
 };
 
@@ -114,8 +136,10 @@ public:
   /// request that produced a token or finished. Empty when idle.
   std::vector<request_output> step();
 
-  /// Aborts an unfinished request, freeing its blocks; returns its final
-  /// output (finish_reason::abort), or nullopt if the id is unknown.
+  /// Aborts an unfinished, held or reserved request, freeing its blocks;
+  /// returns its final output (finish_reason::abort), or nullopt if the id
+  /// is unknown. A reserved import is aborted as cancel_import does, with
+  /// the same caveat.
   std::optional<request_output> abort(uint64_t id);
 
   /// Shares everything `parent_id` has computed with a new request
@@ -127,27 +151,80 @@ public:
 
   /// Exports the KV cache and state of an unfinished or held request, so
   /// that another engine with the same model and layout can continue it.
+  /// The bytes are copied into kv_export::data (export_request_blocks, then
+  /// read_block per block). Errors (unknown_request): no such request, or
+  /// a reserved import (its KV is not there yet).
   [[nodiscard]] caf::expected<kv_export> export_request(uint64_t id) const;
 
-  /// Frees a finished request held by keep_kv. Returns false if unknown.
+  /// Exports an unfinished or held request without copying its KV: the
+  /// state (meta.data empty) and the ids of the blocks of this engine's
+  /// pool that hold it, to be read in place (backend::kv_pool_memory, RMA).
+  /// The blocks stay the request's: for a held request (keep_kv) until
+  /// release_request or abort; for an unfinished one only until the next
+  /// step(), which may preempt it or write its last block, so hand off held
+  /// requests. Errors as export_request.
+  [[nodiscard]] caf::expected<kv_export_blocks> export_request_blocks(uint64_t id) const;
+
+  /// Frees a finished request held by keep_kv. Returns false if unknown or
+  /// not held.
   bool release_request(uint64_t id);
 
   /// Continues a request exported by another engine: `r` carries the id,
   /// params and priority (its prompt is ignored; the export's tokens are
   /// used). Generation resumes after the exported tokens; already
-  /// generated tokens count towards max_tokens. Errors (kv_mismatch):
-  /// other model or layout, inconsistent sizes, hashes that do not match
-  /// the tokens.
+  /// generated tokens count towards max_tokens. The same as reserve_import,
+  /// write_block of kv.data for each block that needs data, commit_import.
+  /// Errors: as reserve_import, and kv_mismatch when kv.data is not
+  /// ceil(num_computed / block_tokens) blocks. Nothing is kept on error.
   [[nodiscard]] caf::error import_request(request r, const kv_export& kv);
 
-  /// True while any request is unfinished.
-  [[nodiscard]] bool has_unfinished() const;
-  [[nodiscard]] size_t num_unfinished() const;
+  /// First half of a zero-copy import: validates `meta` as import_request
+  /// does (its data is ignored) and reserves one block per exported block
+  /// for request `r` (id, params, priority, cache_salt; its prompt is
+  /// ignored). Full blocks whose hash this engine's prefix cache already
+  /// holds are shared, not allocated, and need no data (counted as prefix
+  /// hits in stats().cache); the last, partial block is always fresh. The
+  /// request is reserved: not scheduled, not counted by has_unfinished(),
+  /// its blocks used; write the bytes of every block with needs_data, then
+  /// commit_import or cancel_import. Errors, with nothing reserved:
+  /// kv_mismatch (other model or layout, inconsistent sizes, token ids
+  /// outside the vocabulary, hashes that do not match the tokens),
+  /// bad_request (id in use, bad params, too long, max_tokens already
+  /// reached), out_of_blocks (longer than the pool, or too few free blocks
+  /// now).
+  [[nodiscard]] caf::expected<kv_import_plan> reserve_import(request r, const kv_export& meta);
 
+  /// Second half of a zero-copy import: the bytes of every block of the
+  /// plan with needs_data are in this engine's pool (RMA, write_block).
+  /// Registers the full blocks in the prefix cache and makes the request
+  /// waiting; it then generates exactly as after import_request. Errors
+  /// (unknown_request): `id` is not a reserved import.
+  [[nodiscard]] caf::error commit_import(uint64_t id);
+
+  /// Abandons a reserved import (the transfer failed, the peer died): frees
+  /// its blocks and forgets the request. Call it only when no write into
+  /// those blocks can still land. Returns false if `id` is not a reserved
+  /// import.
+  bool cancel_import(uint64_t id);
+
+  /// True while any request is unfinished, i.e. step() has work. Reserved
+  /// imports do not count (they wait for data, not for steps): a worker
+  /// steps while this is true and is woken again by commit_import.
+  [[nodiscard]] bool has_unfinished() const;
+  /// Unfinished requests: waiting or running, not reserved, not held.
+  [[nodiscard]] size_t num_unfinished() const;
+  /// Imports reserved and neither committed nor cancelled.
+  [[nodiscard]] size_t num_reserved_imports() const;
+
+  /// Counters and pool occupancy, as of now.
   [[nodiscard]] engine_stats stats() const;
+  /// The backend (owned by the engine), e.g. for kv_pool_memory.
   [[nodiscard]] backend& get_backend() { return *backend_; }
+  /// The backend, read-only.
   [[nodiscard]] const backend& get_backend() const { return *backend_; }
+  /// Namespace of this engine's prefix-cache hashes (block_hash.hpp).
   [[nodiscard]] uint64_t hash_seed() const { return hash_seed_; }
+  /// Longest prompt + output this engine accepts, in tokens.
   [[nodiscard]] int32_t max_model_len() const { return max_model_len_; }
 
 private:
@@ -155,6 +232,8 @@ private:
 
   request_state* find(uint64_t id) const;
   [[nodiscard]] caf::error check_new(const request& r, int32_t total_tokens) const;
+  [[nodiscard]] caf::error check_import(const request& r, const kv_export& meta) const;
+  [[nodiscard]] caf::expected<kv_import_plan> reserve_checked(request r, const kv_export& meta);
   request_state& insert(request&& r);
   void finish(request_state& rs, finish_reason why, request_output& out);
   void append_token(request_state& rs, const sampled_token& t, request_output& out);

@@ -35,6 +35,7 @@ public:
   kv_pool(const kv_pool&) = delete;
   kv_pool& operator=(const kv_pool&) = delete;
   [[nodiscard]] std::byte* data() const { return data_; }
+  [[nodiscard]] size_t size() const { return size_; }
 
 private:
   std::byte* data_ = nullptr;
@@ -102,6 +103,12 @@ public:
     const size_t bb = layout_.block_bytes();
     TESSERA_ASSERT(in.size() == bb);
     std::memcpy(kv_->data() + id * bb, in.data(), bb);
+  }
+  // One mapping of num_blocks_ * block_bytes(), block id at id * block_bytes()
+  // (as copy_block / read_block / write_block address it).
+  std::span<std::byte> kv_pool_memory() override { return {kv_->data(), kv_->size()}; }
+  std::span<const std::byte> kv_pool_memory() const override {
+    return {kv_->data(), kv_->size()};
   }
 
   void forward(std::span<const forward_seq> seqs, float* logits) override;
