@@ -91,8 +91,9 @@ TEST(WireCodecTest, RoundTripsMembershipHeartbeatAndError) {
   expect_same(test::sample_error(), std::get<wire_error>(round_trip(test::sample_error())));
 }
 
-TEST(WireCodecTest, RoundTripsKvGrant) {
+TEST(WireCodecTest, RoundTripsKvGrantAndCancel) {
   expect_same(test::sample_grant(), std::get<kv_grant>(round_trip(test::sample_grant())));
+  expect_same(test::sample_cancel(), std::get<request_cancel>(round_trip(test::sample_cancel())));
 }
 
 TEST(WireCodecTest, RoundTripsEnvelopesAndTheirInnerFrame) {
@@ -176,7 +177,13 @@ TEST(WireCodecTest, EncodeRefusesInconsistentMessagesNamingTheField) {
   auto failure = test::request_envelope();
   failure.kind = envelope_kind::failure;
   failure.operation.clear();
+  auto half_address = test::full_handoff();
+  half_address.reply_to.actor.clear();
+  auto long_actor = test::full_handoff();
+  long_actor.decode_at.actor.assign(65, 'a');
   std::vector<bad_case> cases = {
+    {half_address, "reply_to: node and actor must both be set or both be empty"},
+    {long_actor, "decode_at.actor has 65 bytes, more than the maximum 64"},
     {no_grants, "kv_grant: blocks must not be empty"},
     {tell_id, "call_id must be 0 in a tell, got 5"},
     {no_call, "call_id must not be 0"},

@@ -25,7 +25,16 @@ inline void expect_same(const engine::sampling_params& a, const engine::sampling
   EXPECT_EQ(a.logprobs, b.logprobs);
 }
 
+inline void expect_same(const request_cancel& a, const request_cancel& b) {
+  EXPECT_EQ(a.request_id, b.request_id);
+  EXPECT_EQ(a.reason, b.reason);
+}
+
 inline void expect_same(const request_handoff& a, const request_handoff& b) {
+  EXPECT_EQ(a.reply_to.node, b.reply_to.node);
+  EXPECT_EQ(a.reply_to.actor, b.reply_to.actor);
+  EXPECT_EQ(a.decode_at.node, b.decode_at.node);
+  EXPECT_EQ(a.decode_at.actor, b.decode_at.actor);
   EXPECT_EQ(a.request.id, b.request.id);
   EXPECT_EQ(a.request.prompt, b.request.prompt);
   expect_same(a.request.params, b.request.params);

@@ -44,6 +44,8 @@ inline request_handoff full_handoff() {
   kv.seed = 42;
   kv.block_hashes = {0x1111ull, 0x2222'3333'4444'5555ull};
   m.kv = kv;
+  m.reply_to = {"frontend-0", "frontend"};
+  m.decode_at = {"node-7", "decode-1"};
   return m;
 }
 
@@ -173,12 +175,16 @@ inline envelope empty_response() {
   return m;
 }
 
+inline request_cancel sample_cancel() {
+  return {77, "client disconnected"};
+}
+
 /// One of each kind and variant above, in a fixed order.
 inline std::vector<wire_message> all_samples() {
   return {full_handoff(),     minimal_handoff(), chunk_with_logprobs(), plain_chunk(),
           sample_batch(),     stored_event(),    removed_event(),       sample_membership(),
           sample_heartbeat(), sample_error(),    sample_grant(),        request_envelope(),
-          empty_response()};
+          empty_response(),  sample_cancel()};
 }
 
 } // namespace tessera::transport::wire::test

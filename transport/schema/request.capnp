@@ -51,4 +51,17 @@ struct RequestHandoff {
   keepKv @5 :Bool;
   hasKv @6 :Bool;
   kv @7 :KvExport;
+  # Where the request's token chunks go (an actor on a node, the frontend).
+  replyNode @8 :Text;
+  replyActor @9 :Text;
+  # Disaggregated: the decode worker that continues after prefill; empty
+  # when the receiver generates to the end itself.
+  decodeNode @10 :Text;
+  decodeActor @11 :Text;
+}
+
+# Stop a request wherever it is (the client went away, or it was migrated).
+struct RequestCancel {
+  requestId @0 :UInt64;
+  reason @1 :Text;
 }

@@ -76,6 +76,10 @@ void put(capnp::MessageBuilder& mb, const request_handoff& m) {
   b.setPriority(r.priority);
   b.setCacheSalt(text(r.cache_salt));
   b.setKeepKv(r.keep_kv);
+  b.setReplyNode(text(m.reply_to.node));
+  b.setReplyActor(text(m.reply_to.actor));
+  b.setDecodeNode(text(m.decode_at.node));
+  b.setDecodeActor(text(m.decode_at.actor));
   b.setHasKv(m.kv.has_value());
   if (!m.kv)
     return;
@@ -200,6 +204,12 @@ void put(capnp::MessageBuilder& mb, const envelope& m) {
   b.setPayload(kj::arrayPtr(reinterpret_cast<const kj::byte*>(m.payload.data()), m.payload.size()));
 }
 
+void put(capnp::MessageBuilder& mb, const request_cancel& m) {
+  auto b = mb.initRoot<s::RequestCancel>();
+  b.setRequestId(m.request_id);
+  b.setReason(text(m.reason));
+}
+
 // ---------------------------------------------------------------------------
 // Decoding. A failure deep inside a nested reader is thrown as this private
 // type and caught in decode_body, next to the kj::Exception capnp throws;
@@ -289,6 +299,10 @@ request_handoff get(s::RequestHandoff::Reader r, const wire_limits& lim) {
   m.request.priority = r.getPriority();
   m.request.cache_salt = get_text("cache_salt", r.getCacheSalt(), lim.max_name_bytes);
   m.request.keep_kv = r.getKeepKv();
+  m.reply_to.node = get_text("reply_to.node", r.getReplyNode(), lim.max_name_bytes);
+  m.reply_to.actor = get_text("reply_to.actor", r.getReplyActor(), lim.max_name_bytes);
+  m.decode_at.node = get_text("decode_at.node", r.getDecodeNode(), lim.max_name_bytes);
+  m.decode_at.actor = get_text("decode_at.actor", r.getDecodeActor(), lim.max_name_bytes);
   if (r.getHasKv()) {
     auto kr = r.getKv();
     kv_export_info kv;
@@ -434,6 +448,10 @@ envelope get(s::Envelope::Reader r, const wire_limits& lim) {
   return m;
 }
 
+request_cancel get(s::RequestCancel::Reader r, const wire_limits& lim) {
+  return {r.getRequestId(), get_text("reason", r.getReason(), lim.max_name_bytes)};
+}
+
 wire_message read_root(message_type type, capnp::MessageReader& reader, const wire_limits& lim) {
   switch (type) {
     case message_type::request_handoff: return get(reader.getRoot<s::RequestHandoff>(), lim);
@@ -445,6 +463,7 @@ wire_message read_root(message_type type, capnp::MessageReader& reader, const wi
     case message_type::error: return get(reader.getRoot<s::Error>(), lim);
     case message_type::kv_grant: return get(reader.getRoot<s::KvGrant>(), lim);
     case message_type::envelope: return get(reader.getRoot<s::Envelope>(), lim);
+    case message_type::request_cancel: return get(reader.getRoot<s::RequestCancel>(), lim);
   }
   throw decode_failure{transport_errc::unknown_type,
                        "unknown message type " + std::to_string(static_cast<unsigned>(type))};

@@ -34,10 +34,11 @@ enum class message_type : uint16_t {
   error = 7,
   kv_grant = 8,
   envelope = 9,
+  request_cancel = 10,
 };
 
 /// Largest valid message_type value.
-inline constexpr uint16_t max_message_type = 9;
+inline constexpr uint16_t max_message_type = 10;
 
 /// "request_handoff", ...; "unknown" for a value outside the enum.
 [[nodiscard]] std::string_view to_string(message_type t);
@@ -62,12 +63,28 @@ struct kv_export_info {
   std::vector<engine::kv_block_hash> block_hashes;
 };
 
+/// An actor on a node, as the bridge addresses it (actors/bridge).
+struct actor_address {
+  /// Node id; at most max_name_bytes.
+  std::string node;
+  /// Actor name on that node; at most 64 bytes (the transport's limit).
+  std::string actor;
+  [[nodiscard]] bool empty() const { return node.empty() && actor.empty(); }
+};
+
 /// A request handed to another process. `request.prompt` must be non-empty
 /// unless `kv` is set (then the export's tokens are used).
 struct request_handoff {
   engine::request request;
   /// Set when the receiver continues the request from exported KV.
   std::optional<kv_export_info> kv;
+  /// Where token chunks go; empty: back to the sender only as the reply.
+  /// Both parts or neither.
+  actor_address reply_to;
+  /// Disaggregated serving: the decode worker that continues after the
+  /// prefill; empty when the receiver generates to the end itself. Both
+  /// parts or neither.
+  actor_address decode_at;
 };
 
 /// Tokens generated for one request in one step (engine::request_output):
@@ -232,10 +249,18 @@ struct envelope {
   std::vector<std::byte> payload;
 };
 
+/// Stop a request wherever it is (the client went away, it was migrated).
+struct request_cancel {
+  uint64_t request_id = 0;
+  /// Why, for logs; at most max_name_bytes.
+  std::string reason;
+};
+
 /// Any message that crosses a process. The alternatives are in
 /// message_type order.
 using wire_message = std::variant<request_handoff, token_chunk, kv_transfer_batch, kv_event,
-                                  membership, heartbeat, wire_error, kv_grant, envelope>;
+                                  membership, heartbeat, wire_error, kv_grant, envelope,
+                                  request_cancel>;
 
 /// The message_type of the alternative `m` holds.
 [[nodiscard]] message_type type_of(const wire_message& m);

@@ -54,6 +54,16 @@ problem check_name(const char* field, const std::string& s, size_t max, bool req
   return {};
 }
 
+problem check_address(const std::string& field, const actor_address& a, const wire_limits& lim) {
+  if (a.node.empty() != a.actor.empty())
+    return field + ": node and actor must both be set or both be empty";
+  if (auto p = check_name((field + ".node").c_str(), a.node, lim.max_name_bytes, false); !p.empty())
+    return p;
+  if (auto p = check_name((field + ".actor").c_str(), a.actor, 64, false); !p.empty())
+    return p;
+  return {};
+}
+
 problem check(const request_handoff& m, const wire_limits& lim) {
   const auto& r = m.request;
   if (r.prompt.empty() && !m.kv)
@@ -63,6 +73,10 @@ problem check(const request_handoff& m, const wire_limits& lim) {
   if (auto err = r.params.validate())
     return "params: " + error_message(err);
   if (auto p = check_name("cache_salt", r.cache_salt, lim.max_name_bytes, false); !p.empty())
+    return p;
+  if (auto p = check_address("reply_to", m.reply_to, lim); !p.empty())
+    return p;
+  if (auto p = check_address("decode_at", m.decode_at, lim); !p.empty())
     return p;
   if (!m.kv)
     return {};
@@ -227,6 +241,10 @@ problem check(const kv_grant& m, const wire_limits& lim) {
   if (m.blocks.size() > lim.max_blocks_per_batch)
     return too_long("blocks", m.blocks.size(), lim.max_blocks_per_batch, "entries");
   return {};
+}
+
+problem check(const request_cancel& m, const wire_limits& lim) {
+  return check_name("reason", m.reason, lim.max_name_bytes, false);
 }
 
 problem check(const envelope& m, const wire_limits& lim) {
