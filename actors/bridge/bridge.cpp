@@ -7,6 +7,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "actors/bridge/region_table.hpp"
 #include "common/error.hpp"
 #include "transport/transport_errc.hpp"
 #include "transport/wire/codec.hpp"
@@ -28,6 +29,7 @@ struct bridge_state {
 
   bridge_config cfg;
   transport::transport* tr = nullptr;
+  std::shared_ptr<detail::region_table> regions;
   wire::frame_decoder decoder;
   std::unordered_map<std::string, caf::actor> published;
   std::unordered_map<std::string, peer_id> node_peer;
@@ -165,6 +167,18 @@ wire::membership my_membership(bridge_pointer self) {
   return m;
 }
 
+caf::error no_such_actor(bridge_pointer self, const std::string& name) {
+  return make_transport_error(transport_errc::no_such_actor,
+                              "bridge: node '" + self->state.cfg.node_id + "' has no actor '" +
+                                name + "'");
+}
+
+caf::error not_connected(bridge_pointer self, const std::string& node) {
+  return make_transport_error(transport_errc::not_connected,
+                              "bridge: node '" + self->state.cfg.node_id +
+                                "' is not connected to node '" + node + "'");
+}
+
 /// A tell or request from another node for local actor `to`.
 void serve(bridge_pointer self, peer_id peer, const std::string& to, const wire::envelope& env) {
   auto& st = self->state;
@@ -188,10 +202,7 @@ void serve(bridge_pointer self, peer_id peer, const std::string& to, const wire:
   }
   auto dest = st.published.find(to);
   if (dest == st.published.end())
-    return answer(self, peer, env,
-                  make_transport_error(transport_errc::no_such_actor,
-                                       "bridge: node '" + st.cfg.node_id + "' has no actor '" + to +
-                                         "'"));
+    return answer(self, peer, env, no_such_actor(self, to));
   std::optional<wire::message_type> arg_type;
   if (arg)
     arg_type = wire::type_of(*arg);
@@ -273,16 +284,11 @@ void on_peer_down(bridge_pointer self, peer_id peer, const caf::error& why) {
   spdlog::info("bridge {}: {} is gone: {}", st.cfg.node_id, who, error_text(why));
 }
 
-caf::error not_connected(bridge_pointer self, const std::string& node) {
-  return make_transport_error(transport_errc::not_connected,
-                              "bridge: node '" + self->state.cfg.node_id +
-                                "' is not connected to node '" + node + "'");
-}
-
 caf::behavior bridge_fn(bridge_pointer self, transport::transport* tr,
-                                      bridge_config cfg) {
+                        std::shared_ptr<detail::region_table> regions, bridge_config cfg) {
   self->state.cfg = std::move(cfg);
   self->state.tr = tr;
+  self->state.regions = std::move(regions);
   self->state.decoder = wire::frame_decoder{self->state.cfg.limits};
   // A one-way call's target may still return a value: it comes back here.
   self->set_default_handler(caf::drop);
@@ -334,8 +340,16 @@ caf::behavior bridge_fn(bridge_pointer self, transport::transport* tr,
       auto call = bridge_protocol::to_wire(msg);
       auto peer = self->state.node_peer.find(node);
       caf::error err = !call ? call.error() : caf::error{};
-      if (!err && peer == self->state.node_peer.end())
+      if (call && node == self->state.cfg.node_id) {
+        // An actor of this node: no wire, the message itself (the same
+        // check above keeps local and remote calls interchangeable).
+        auto dest = self->state.published.find(name);
+        if (dest != self->state.published.end())
+          return self->delegate(dest->second, std::move(msg));
+        err = no_such_actor(self, name);
+      } else if (!err && peer == self->state.node_peer.end()) {
         err = not_connected(self, node);
+      }
       if (err) {
         if (is_request)
           return err;
@@ -368,6 +382,11 @@ caf::behavior bridge_fn(bridge_pointer self, transport::transport* tr,
       return rp;
     },
     [self](transfer_atom, std::string node, transport::transfer_batch batch) -> caf::result<void> {
+      if (node == self->state.cfg.node_id) {
+        if (auto err = self->state.regions->copy(batch))
+          return err;
+        return caf::unit;
+      }
       auto peer = self->state.node_peer.find(node);
       if (peer == self->state.node_peer.end())
         return not_connected(self, node);
@@ -451,10 +470,18 @@ private:
 
 bridge::bridge(caf::actor_system& sys, std::unique_ptr<transport::transport> tr,
                bridge_config cfg)
-    : sys_(sys), transport_(std::move(tr)) {
-  actor_ = caf::actor_cast<bridge_actor>(sys.spawn(bridge_fn, transport_.get(), std::move(cfg)));
+    : sys_(sys), regions_(std::make_shared<detail::region_table>()), transport_(std::move(tr)) {
+  actor_ = caf::actor_cast<bridge_actor>(
+    sys.spawn(bridge_fn, transport_.get(), regions_, std::move(cfg)));
   relay_ = std::make_unique<relay>(actor_);
   transport_->set_handler(relay_.get());
+}
+
+caf::expected<transport::region_id> bridge::register_region(std::span<std::byte> memory) {
+  auto id = transport_->register_region(memory);
+  if (id)
+    regions_->add(*id, memory);
+  return id;
 }
 
 bridge::~bridge() {

@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -45,10 +46,13 @@ using bridge_actor = caf::typed_actor<
   /// earlier actor of that name.
   caf::reacts_to<publish_atom, std::string, caf::actor>,
   /// Sends `msg` to actor `name` on node `node`; if this was a request,
-  /// replies with the remote actor's reply. Remote proxies send this.
+  /// replies with the remote actor's reply. Remote proxies send this. For
+  /// this node's own actors the message is delivered as it is (same checks,
+  /// no encoding), so callers need not know where an actor lives.
   caf::replies_to<forward_atom, std::string, std::string, caf::message>::with<caf::message>,
   /// Copies KV blocks to node `node`'s registered regions; replies when
-  /// every block has landed there.
+  /// every block has landed there. To this node's own regions (registered
+  /// through bridge::register_region) it is a bounds-checked copy.
   caf::replies_to<transfer_atom, std::string, transport::transfer_batch>::with<void>,
   /// The names of the connected nodes, sorted.
   caf::replies_to<peers_atom>::with<std::vector<std::string>>,
@@ -78,6 +82,10 @@ struct bridge_config {
   transport::wire::wire_limits limits;
 };
 
+namespace detail {
+class region_table;
+} // namespace detail
+
 /// A running bridge: the actor, the transport it owns and the relay that
 /// feeds it the transport's events.
 class bridge {
@@ -93,12 +101,18 @@ public:
   bridge& operator=(const bridge&) = delete;
 
   [[nodiscard]] const bridge_actor& actor() const { return actor_; }
-  /// The transport, e.g. to listen or register memory regions.
+  /// The transport, e.g. to listen.
   [[nodiscard]] transport::transport& transport() { return *transport_; }
+
+  /// Registers `memory` with the transport (for other nodes' puts) and
+  /// with the bridge (for transfers between this node's own regions, which
+  /// are plain copies). The memory must outlive the bridge.
+  [[nodiscard]] caf::expected<transport::region_id> register_region(std::span<std::byte> memory);
 
 private:
   class relay;
   caf::actor_system& sys_;
+  std::shared_ptr<detail::region_table> regions_;
   std::unique_ptr<relay> relay_;
   std::unique_ptr<transport::transport> transport_;
   bridge_actor actor_;

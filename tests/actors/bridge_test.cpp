@@ -295,8 +295,8 @@ TEST_F(BridgeTest, TransfersBlocksIntoTheNodesRegion) {
   std::vector<std::byte> src(4096), dst(8192);
   for (size_t i = 0; i < src.size(); ++i)
     src[i] = static_cast<std::byte>(i * 7 + 1);
-  auto src_region = a.tr->register_region(src).value();
-  auto dst_region = b.tr->register_region(dst).value();
+  auto src_region = a.br->register_region(src).value();
+  auto dst_region = b.br->register_region(dst).value();
   connect(a, "b", b);
   transport::transfer_batch batch;
   batch.batch_id = 1;
@@ -312,6 +312,51 @@ TEST_F(BridgeTest, TransfersBlocksIntoTheNodesRegion) {
   self->request(a.br->actor(), 5s, transfer_atom_v, std::string{"zz"}, batch)
     .receive([] { FAIL(); }, [&](caf::error& e) { err = e; });
   EXPECT_TRUE(err == transport_errc::not_connected);
+}
+
+TEST_F(BridgeTest, ActorsOfTheOwnNodeAreReachedTheSameWayWithoutTheWire) {
+  node a(sys, fabric, "a");
+  auto local = sys.spawn(worker);
+  self->send(a.br->actor(), publish_atom_v, std::string{"worker"}, caf::actor_cast<caf::actor>(local));
+  auto same = remote_actor<worker_actor>(sys, a.br->actor(), "a", "worker");
+  wire::heartbeat got;
+  self->request(same, 5s, echo_atom_v, beat(1))
+    .receive([&](const wire::heartbeat& h) { got = h; }, [&](caf::error& e) { FAIL() << error_text(e); });
+  EXPECT_EQ(got.sequence, 2u);
+  for (uint64_t i = 0; i < 100; ++i) {
+    wire::token_chunk c;
+    c.id = i;
+    self->send(same, note_atom_v, c);
+  }
+  self->request(same, 5s, count_atom_v)
+    .receive([&](const wire::heartbeat& h) { got = h; }, [&](caf::error& e) { FAIL() << error_text(e); });
+  EXPECT_EQ(got.sequence, 100u);
+  EXPECT_EQ(got.load, 1.0f);
+  caf::error err;
+  auto ghost = remote_actor<worker_actor>(sys, a.br->actor(), "a", "ghost");
+  self->request(ghost, 5s, ping_atom_v).receive([] { FAIL(); }, [&](caf::error& e) { err = e; });
+  EXPECT_NE(error_text(err).find("node 'a' has no actor 'ghost'"), std::string::npos) << error_text(err);
+  self->send_exit(local, caf::exit_reason::user_shutdown);
+}
+
+TEST_F(BridgeTest, TransfersBetweenTheOwnNodesRegionsAreCheckedCopies) {
+  node a(sys, fabric, "a");
+  std::vector<std::byte> src(1024, std::byte{7}), dst(1024);
+  auto s_id = a.br->register_region(src).value();
+  auto d_id = a.br->register_region(dst).value();
+  transport::transfer_batch batch{1, {{s_id, 0, d_id, 512, 512}}};
+  caf::error err;
+  bool done = false;
+  self->request(a.br->actor(), 5s, transfer_atom_v, std::string{"a"}, batch)
+    .receive([&] { done = true; }, [&](caf::error& e) { err = e; });
+  ASSERT_TRUE(done) << error_text(err);
+  EXPECT_EQ(dst[512], std::byte{7});
+  EXPECT_EQ(dst[511], std::byte{0});
+  batch.blocks.push_back({s_id, 1000, d_id, 0, 100}); // past the end of src
+  self->request(a.br->actor(), 5s, transfer_atom_v, std::string{"a"}, batch)
+    .receive([] { FAIL(); }, [&](caf::error& e) { err = e; });
+  EXPECT_TRUE(err == transport_errc::invalid_message);
+  EXPECT_NE(error_text(err).find("block 1 of batch 1 lies outside"), std::string::npos) << error_text(err);
 }
 
 } // namespace

@@ -92,7 +92,7 @@ protected:
     eo.backend.num_blocks = 64;
     eo.backend.threads = 1;
     prefill = tessera::test::make_test_engine("nano", eo);
-    auto region = br->transport().register_region(prefill->get_backend().kv_pool_memory());
+    auto region = br->register_region(prefill->get_backend().kv_pool_memory());
     ASSERT_TRUE(region) << error_text(region.error());
     pool_region = *region;
     caf::error err;

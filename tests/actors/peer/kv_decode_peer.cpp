@@ -117,7 +117,7 @@ int main(int argc, char** argv) {
   protocol->add<test::kv_decode_actor>();
   {
     bridge br(sys, std::move(*tr), bridge_config{"decode", protocol, std::chrono::seconds{30}, {}});
-    auto region = br.transport().register_region(eng.get_backend().kv_pool_memory());
+    auto region = br.register_region(eng.get_backend().kv_pool_memory());
     if (!region)
       return fail(error_text(region.error()));
     auto addr = br.transport().listen("127.0.0.1:0");
