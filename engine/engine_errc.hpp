@@ -38,6 +38,8 @@ enum class engine_errc : uint8_t {
   /// A GPU runtime call failed on a present device (out of memory, a
   /// failed launch, a lost device); the message names the call.
   device_error,
+  /// Too many requests are waiting; retry later (HTTP 429).
+  overloaded,
 };
 
 /// Returns the name of `x`, e.g. "bad_config".

@@ -1,0 +1,267 @@
+#include "actors/worker/worker_actor.hpp"
+
+#include <algorithm>
+#include <map>
+#include <unordered_map>
+#include <utility>
+
+#include <spdlog/spdlog.h>
+
+#include "actors/bridge/remote_actor.hpp"
+#include "actors/common/kv_handoff.hpp"
+#include "common/error.hpp"
+#include "engine/engine_errc.hpp"
+
+namespace tessera::actors {
+
+namespace {
+
+namespace wire = transport::wire;
+using engine::engine_errc;
+using engine::make_engine_error;
+
+/// The worker's interface plus its own loop messages.
+using worker_impl = worker_actor::extend<
+  /// Runs one engine step (the worker sends it to itself while busy).
+  caf::reacts_to<step_atom>,
+  /// A granted hand-off whose commit never came: free its blocks.
+  caf::reacts_to<expire_atom, uint64_t>>;
+
+/// A request this worker generates for (or prefills, then hands over).
+struct tracked {
+  wire::actor_address reply_to;
+  /// Set while this worker only prefills: the worker that continues.
+  wire::actor_address decode_at;
+  /// The request as the client asked for it (the hand-off carries it).
+  engine::request original;
+};
+
+/// A hand-off granted here, waiting for its blocks and commit.
+struct granted {
+  wire::kv_grant grant;
+  wire::actor_address reply_to;
+};
+
+struct worker_state {
+  static inline const char* name = "worker";
+
+  std::shared_ptr<engine::engine> eng;
+  worker_config cfg;
+  std::unordered_map<uint64_t, tracked> requests;
+  std::unordered_map<uint64_t, granted> grants;
+  std::map<std::pair<std::string, std::string>, worker_actor> peers;
+  bool stepping = false;
+  uint64_t next_batch = 1;
+};
+
+using worker_pointer = worker_impl::stateful_pointer<worker_state>;
+
+void kick(worker_pointer self) {
+  if (!self->state.stepping && self->state.eng->has_unfinished()) {
+    self->state.stepping = true;
+    self->send(self, step_atom_v);
+  }
+}
+
+/// Sends `msg` to `to` (any node) through the bridge, one-way.
+void tell(worker_pointer self, const wire::actor_address& to, caf::message msg) {
+  if (to.empty())
+    return;
+  // anon: the bridge answers a forward with a message this actor does not take.
+  caf::anon_send(self->state.cfg.bridge, forward_atom_v, to.node, to.actor, std::move(msg));
+}
+
+void fail(worker_pointer self, const wire::actor_address& to, uint64_t id, const std::string& why) {
+  spdlog::warn("worker {}: request {} failed: {}", self->state.cfg.name, id, why);
+  tell(self, to, caf::make_message(failed_atom_v, wire::request_cancel{id, why}));
+}
+
+worker_actor peer(worker_pointer self, const wire::actor_address& at) {
+  auto key = std::make_pair(at.node, at.actor);
+  auto it = self->state.peers.find(key);
+  if (it == self->state.peers.end())
+    it = self->state.peers
+           .emplace(key, remote_actor<worker_actor>(self->system(), self->state.cfg.bridge, at.node,
+                                                    at.actor))
+           .first;
+  return it->second;
+}
+
+/// Ends a hand-off this worker prefilled: frees the held blocks and tells
+/// the client (and the decode side) if it failed.
+void drop_handoff(worker_pointer self, uint64_t id, const caf::error& err) {
+  auto it = self->state.requests.find(id);
+  if (it == self->state.requests.end())
+    return;
+  (void) self->state.eng->release_request(id);
+  if (err) {
+    fail(self, it->second.reply_to, id, "hand-off to " + it->second.decode_at.actor + " on node '" +
+                                          it->second.decode_at.node + "' failed: " + error_text(err));
+    self->send(peer(self, it->second.decode_at), cancel_atom_v,
+               wire::request_cancel{id, "the hand-off failed"});
+  }
+  self->state.requests.erase(it);
+}
+
+/// P's side of a hand-off, after the prefill finished: export, get a grant,
+/// put the blocks, commit (the state diagram in worker_actor.hpp).
+void start_handoff(worker_pointer self, uint64_t id) {
+  auto& st = self->state;
+  auto& t = st.requests.at(id);
+  auto src = st.eng->export_request_blocks(id);
+  if (!src)
+    return drop_handoff(self, id, src.error());
+  auto h = make_handoff(t.original, *src);
+  h.reply_to = t.reply_to;
+  auto d = peer(self, t.decode_at);
+  const auto timeout = st.cfg.handoff_timeout;
+  self->request(d, timeout, handoff_atom_v, h)
+    .then(
+      [self, id, d, timeout, src = std::move(*src)](wire::kv_grant& grant) {
+        auto& st = self->state;
+        auto it = st.requests.find(id);
+        if (it == st.requests.end()) // cancelled meanwhile
+          return self->send(d, cancel_atom_v, wire::request_cancel{id, "cancelled"});
+        auto puts = plan_puts(*st.eng, src, st.cfg.pool_region, grant, st.next_batch++);
+        if (!puts)
+          return drop_handoff(self, id, puts.error());
+        self->request(st.cfg.bridge, timeout, transfer_atom_v, it->second.decode_at.node, puts->batch)
+          .then(
+            [self, id, d, timeout, descriptor = std::move(puts->descriptor)]() {
+              (void) self->state.eng->release_request(id);
+              self->request(d, timeout, commit_atom_v, descriptor)
+                .then([self, id]() { self->state.requests.erase(id); },
+                      [self, id](caf::error& err) { drop_handoff(self, id, err); });
+            },
+            [self, id](caf::error& err) { drop_handoff(self, id, err); });
+      },
+      [self, id](caf::error& err) { drop_handoff(self, id, err); });
+}
+
+void on_step(worker_pointer self) {
+  auto& st = self->state;
+  for (auto& out : st.eng->step()) {
+    auto it = st.requests.find(out.id);
+    if (it == st.requests.end())
+      continue;
+    auto& t = it->second;
+    const bool prefill_done = !t.decode_at.empty() && out.finish == engine::finish_reason::length;
+    if (prefill_done)
+      out.finish = engine::finish_reason::none; // the client's request goes on elsewhere
+    const auto finished = out.finish != engine::finish_reason::none;
+    const auto id = out.id;
+    tell(self, t.reply_to, caf::make_message(token_atom_v, std::move(out)));
+    if (prefill_done) {
+      start_handoff(self, id);
+    } else if (finished) {
+      if (!t.decode_at.empty()) // finished by a stop during prefill: held by keep_kv
+        (void) st.eng->release_request(id);
+      st.requests.erase(it);
+    }
+  }
+  st.stepping = false;
+  kick(self);
+}
+
+wire::heartbeat load_of(worker_pointer self) {
+  auto& st = self->state;
+  auto stats = st.eng->stats();
+  const auto bb = st.eng->get_backend().layout().block_bytes();
+  wire::heartbeat h;
+  h.node_id = st.cfg.node + "/" + st.cfg.name;
+  h.queue_depth = static_cast<uint32_t>(st.eng->num_unfinished());
+  h.load = static_cast<float>(st.eng->num_unfinished()) / static_cast<float>(std::max<size_t>(1, st.cfg.max_waiting));
+  h.kv_usage.push_back({wire::kv_tier::g1_pool,
+                        static_cast<uint64_t>(stats.num_blocks - stats.free_blocks) * bb,
+                        static_cast<uint64_t>(stats.num_blocks) * bb});
+  return h;
+}
+
+worker_impl::behavior_type worker_fn(worker_pointer self, std::shared_ptr<engine::engine> eng,
+                                     worker_config cfg) {
+  self->state.eng = std::move(eng);
+  self->state.cfg = std::move(cfg);
+  return {
+    [self](generate_atom, wire::request_handoff h) -> caf::result<void> {
+      auto& st = self->state;
+      const auto id = h.request.id;
+      if (st.eng->num_unfinished() >= st.cfg.max_waiting)
+        return make_engine_error(engine_errc::overloaded,
+                                 "worker " + st.cfg.name + " has " +
+                                   std::to_string(st.eng->num_unfinished()) + " requests; retry later");
+      if (st.requests.contains(id))
+        return make_engine_error(engine_errc::unknown_request,
+                                 "request " + std::to_string(id) + " is already running here");
+      auto r = h.request;
+      const bool prefill_only = !h.decode_at.empty() && r.params.max_tokens > 1;
+      if (prefill_only) {
+        r.keep_kv = true;
+        r.params.max_tokens = 1;
+        r.params.min_tokens = std::min(r.params.min_tokens, 1);
+      }
+      if (auto err = st.eng->add_request(std::move(r)))
+        return err;
+      st.requests[id] = tracked{h.reply_to, prefill_only ? h.decode_at : wire::actor_address{},
+                                std::move(h.request)};
+      kick(self);
+      return caf::unit;
+    },
+    [self](handoff_atom, const wire::request_handoff& h) -> caf::result<wire::kv_grant> {
+      auto& st = self->state;
+      auto grant = grant_handoff(*st.eng, h, st.cfg.pool_region);
+      if (!grant)
+        return grant.error();
+      st.grants[grant->request_id] = granted{*grant, h.reply_to};
+      self->delayed_send(self, st.cfg.handoff_timeout, expire_atom_v, grant->request_id);
+      return *grant;
+    },
+    [self](commit_atom, const wire::kv_transfer_batch& d) -> caf::result<void> {
+      auto& st = self->state;
+      auto it = st.grants.find(d.request_id);
+      if (it == st.grants.end())
+        return make_engine_error(engine_errc::unknown_request,
+                                 "worker " + st.cfg.name + " granted no hand-off for request " +
+                                   std::to_string(d.request_id));
+      auto g = std::move(it->second);
+      st.grants.erase(it);
+      if (auto err = commit_handoff(*st.eng, g.grant, d))
+        return err;
+      st.requests[d.request_id] = tracked{g.reply_to, {}, {}};
+      kick(self);
+      return caf::unit;
+    },
+    [self](cancel_atom, const wire::request_cancel& c) {
+      auto& st = self->state;
+      if (auto g = st.grants.find(c.request_id); g != st.grants.end()) {
+        (void) st.eng->cancel_import(c.request_id);
+        st.grants.erase(g);
+      }
+      if (auto t = st.requests.find(c.request_id); t != st.requests.end()) {
+        if (!st.eng->abort(c.request_id))
+          (void) st.eng->release_request(c.request_id); // held for a hand-off
+        st.requests.erase(t);
+      }
+    },
+    [self](load_atom) { return load_of(self); },
+    [self](step_atom) { on_step(self); },
+    [self](expire_atom, uint64_t id) {
+      auto& st = self->state;
+      if (auto g = st.grants.find(id); g != st.grants.end()) {
+        spdlog::warn("worker {}: hand-off of request {} was granted but never committed; freed",
+                     st.cfg.name, id);
+        (void) st.eng->cancel_import(id);
+        st.grants.erase(g);
+      }
+    },
+  };
+}
+
+} // namespace
+
+worker_actor spawn_worker(caf::actor_system& sys, std::unique_ptr<engine::engine> eng,
+                          worker_config cfg) {
+  std::shared_ptr<engine::engine> shared = std::move(eng);
+  return caf::actor_cast<worker_actor>(sys.spawn<caf::detached>(worker_fn, shared, std::move(cfg)));
+}
+
+} // namespace tessera::actors

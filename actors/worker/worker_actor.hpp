@@ -1,0 +1,79 @@
+#pragma once
+/// @file
+/// The worker: one engine on its own thread (a detached actor) that plays
+/// prefill, decode, or both (aggregated). Its tokens go to each request's
+/// reply_to through the bridge.
+///
+/// A request, aggregated (decode_at empty):
+///
+///   generate(h) -> admitted; engine steps -> token chunks -> reply_to
+///
+/// Disaggregated (decode_at = worker D), this worker being P:
+///
+///   P: generate(h): prefill with the first token only (keep_kv); the first
+///      token goes to reply_to
+///   P -> D: handoff(h + KV export)        D: reserve blocks, reply kv_grant
+///   P -> D's node: transfer (RMA puts of the blocks D needs)
+///   P: release the blocks
+///   P -> D: commit(kv_transfer_batch)     D: verify checksums, commit,
+///                                            decode -> chunks -> reply_to
+///   any failure: reply_to gets failed(request_cancel) and both sides free
+///   the request's blocks
+///
+/// Roles only say what the router may send; every worker can do every step.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <caf/all.hpp>
+
+#include "actors/actor_types.hpp"
+#include "actors/bridge/bridge_actor.hpp"
+#include "engine/engine.hpp"
+
+namespace tessera::actors {
+
+/// The worker's interface (what other nodes may call through the bridge).
+using worker_actor = caf::typed_actor<
+  /// Starts h.request; tokens go to h.reply_to. With h.decode_at set, this
+  /// worker prefills and hands over to that worker. Replies once the
+  /// engine accepted the request. Errors: bad_request (naming the
+  /// problem), overloaded (queue full).
+  caf::replies_to<generate_atom, transport::wire::request_handoff>::with<void>,
+  /// The decode side of a hand-off: reserves blocks for h (h.kv set) and
+  /// replies where each block goes.
+  caf::replies_to<handoff_atom, transport::wire::request_handoff>::with<transport::wire::kv_grant>,
+  /// The decode side: the puts of a granted hand-off are done; verify,
+  /// commit, and continue generating.
+  caf::replies_to<commit_atom, transport::wire::kv_transfer_batch>::with<void>,
+  /// Stops a request wherever it is here (queued, running, reserved).
+  caf::reacts_to<cancel_atom, transport::wire::request_cancel>,
+  /// Load and KV usage now.
+  caf::replies_to<load_atom>::with<transport::wire::heartbeat>>;
+
+/// How a worker runs.
+struct worker_config {
+  /// This node's id (as the bridge knows it). Required.
+  std::string node;
+  /// The worker's published name on its node, e.g. "worker-0". Required.
+  std::string name;
+  /// This node's bridge. Required.
+  bridge_actor bridge;
+  /// The engine's KV pool, registered through the bridge (hand-offs put
+  /// blocks there).
+  transport::region_id pool_region = 0;
+  /// Most requests waiting in the engine before generate fails with
+  /// overloaded. Default: 1024.
+  size_t max_waiting = 1024;
+  /// How long a hand-off step (grant, transfer, commit) may take.
+  /// Default: 30 s.
+  std::chrono::milliseconds handoff_timeout{30000};
+};
+
+/// Spawns a worker owning `eng` on its own thread.
+[[nodiscard]] worker_actor spawn_worker(caf::actor_system& sys, std::unique_ptr<engine::engine> eng,
+                                        worker_config cfg);
+
+} // namespace tessera::actors
