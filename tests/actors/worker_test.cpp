@@ -260,10 +260,18 @@ TEST_F(WorkerTest, BadRequestsAndAFullQueueGetClearErrors) {
   auto err = generate(w, handoff(bad, "n"));
   EXPECT_TRUE(err == engine::engine_errc::bad_request) << error_text(err);
   EXPECT_NE(error_text(err).find("top_p"), std::string::npos) << error_text(err);
-  ASSERT_FALSE(generate(w, handoff(make_request(2, 10, 0.0f, 200), "n")));
-  err = generate(w, handoff(make_request(3, 10, 0.0f), "n"));
+  // Two generates sent back to back: the second arrives while the first
+  // (hundreds of steps long) holds the only slot.
+  caf::error first_err, second_err;
+  auto first = self->request(w, 10s, generate_atom_v, handoff(make_request(2, 10, 0.0f, 480), "n"));
+  auto second = self->request(w, 10s, generate_atom_v, handoff(make_request(3, 10, 0.0f), "n"));
+  first.receive([] {}, [&](caf::error& e) { first_err = e; });
+  second.receive([] {}, [&](caf::error& e) { second_err = e; });
+  ASSERT_FALSE(first_err) << error_text(first_err);
+  err = second_err;
   EXPECT_TRUE(err == engine::engine_errc::overloaded) << error_text(err);
   EXPECT_NE(error_text(err).find("retry later"), std::string::npos);
+  self->send(w, cancel_atom_v, wire::request_cancel{2, "done"});
 }
 
 } // namespace
