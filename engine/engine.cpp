@@ -532,6 +532,14 @@ size_t engine::num_unfinished() const {
   }));
 }
 
+void engine::record_kv_events(bool on) {
+  cache_->record_events(on);
+}
+
+std::vector<kv_cache_event> engine::drain_kv_events() {
+  return cache_->drain_events();
+}
+
 size_t engine::num_reserved_imports() const {
   return static_cast<size_t>(std::count_if(requests_.begin(), requests_.end(), [](const auto& kv) {
     return kv.second->reserved_import;

@@ -216,6 +216,12 @@ public:
   /// Imports reserved and neither committed nor cancelled.
   [[nodiscard]] size_t num_reserved_imports() const;
 
+  /// Starts (or stops) recording changes to the prefix cache's hashes
+  /// (KV events for the router). Default: off.
+  void record_kv_events(bool on);
+  /// The prefix-cache changes since the last call, in order.
+  [[nodiscard]] std::vector<kv_cache_event> drain_kv_events();
+
   /// Counters and pool occupancy, as of now.
   [[nodiscard]] engine_stats stats() const;
   /// The backend (owned by the engine), e.g. for kv_pool_memory.

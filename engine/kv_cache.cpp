@@ -1,5 +1,7 @@
 #include "engine/kv_cache.hpp"
 
+#include <utility>
+
 #include "common/assert.hpp"
 
 namespace tessera::engine {
@@ -52,8 +54,11 @@ void kv_cache::drop_hash(kv_block_id id) {
   if (!hashed_[id])
     return;
   auto it = cached_.find(hash_[id]);
-  if (it != cached_.end() && it->second == id)
+  if (it != cached_.end() && it->second == id) {
     cached_.erase(it);
+    if (record_events_)
+      events_.push_back({kv_cache_event::kind::removed, hash_[id]});
+  }
   hashed_[id] = false;
 }
 
@@ -99,6 +104,8 @@ void kv_cache::cache_block(kv_block_id id, kv_block_hash hash) {
   if (cached_.emplace(hash, id).second) {
     hash_[id] = hash;
     hashed_[id] = true;
+    if (record_events_)
+      events_.push_back({kv_cache_event::kind::stored, hash});
   }
 }
 
@@ -157,6 +164,20 @@ void kv_cache::record_prefix_query(uint64_t query_tokens, uint64_t hit_tokens) {
 void kv_cache::reset_prefix_cache() {
   cached_.clear();
   std::fill(hashed_.begin(), hashed_.end(), false);
+  if (record_events_) {
+    events_.clear();
+    events_.push_back({kv_cache_event::kind::cleared, 0});
+  }
+}
+
+void kv_cache::record_events(bool on) {
+  record_events_ = on;
+  if (!on)
+    events_.clear();
+}
+
+std::vector<kv_cache_event> kv_cache::drain_events() {
+  return std::exchange(events_, {});
 }
 
 } // namespace tessera::engine

@@ -41,6 +41,22 @@ struct kv_cache_stats {
   uint64_t cow_copies = 0;
 };
 
+/// A change to the set of cached block hashes, for the router's prefix
+/// index (KV events). Hashes are chained, so a worker holding hash h_i of a
+/// request holds that request's whole prefix up to block i.
+struct kv_cache_event {
+  enum class kind : uint8_t {
+    /// `hash` became matchable.
+    stored,
+    /// `hash` is no longer matchable (evicted or overwritten).
+    removed,
+    /// Every hash was forgotten (`hash` unused).
+    cleared,
+  };
+  kind what = kind::stored;
+  kv_block_hash hash = 0;
+};
+
 /// Block accounting for one engine. Not thread-safe: the engine thread owns it.
 class kv_cache {
 public:
@@ -107,6 +123,12 @@ public:
   /// Forgets every cached hash (used blocks are unaffected).
   void reset_prefix_cache();
 
+  /// Starts (or stops) recording kv_cache_events. Default: off (nothing is
+  /// recorded, so an engine nobody asks pays nothing).
+  void record_events(bool on);
+  /// The events since the last call, in order.
+  [[nodiscard]] std::vector<kv_cache_event> drain_events();
+
 private:
   static constexpr kv_block_id none = -1;
   void push_free_back(kv_block_id id);
@@ -124,6 +146,8 @@ private:
   int32_t free_count_ = 0;
   std::unordered_map<kv_block_hash, kv_block_id> cached_;
   kv_cache_stats stats_;
+  bool record_events_ = false;
+  std::vector<kv_cache_event> events_;
 };
 
 } // namespace tessera::engine

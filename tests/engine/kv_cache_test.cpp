@@ -136,3 +136,35 @@ TEST(KvCacheTest, FirstHolderKeepsTheHashWhenTwoBlocksComputeTheSamePrefix) {
 }
 
 } // namespace
+
+namespace {
+
+using namespace tessera::engine;
+using kind = kv_cache_event::kind;
+
+TEST(KvCacheTest, RecordsStoredRemovedAndClearedEventsOnlyWhenAsked) {
+  kv_cache c{2, 16};
+  std::vector<kv_block_id> seq;
+  ASSERT_TRUE(c.allocate(2, seq));
+  c.cache_block(seq[0], 100); // not recording yet
+  EXPECT_TRUE(c.drain_events().empty());
+  c.record_events(true);
+  c.cache_block(seq[1], 101);
+  c.cache_block(seq[1], 101); // already cached: no event
+  c.free_blocks(seq);
+  std::vector<kv_block_id> next;
+  ASSERT_TRUE(c.allocate(1, next)); // evicts the tail block first: 101
+  auto ev = c.drain_events();
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_EQ(ev[0].what, kind::stored);
+  EXPECT_EQ(ev[0].hash, 101u);
+  EXPECT_EQ(ev[1].what, kind::removed);
+  EXPECT_EQ(ev[1].hash, 101u);
+  EXPECT_TRUE(c.drain_events().empty());
+  c.reset_prefix_cache();
+  ev = c.drain_events();
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].what, kind::cleared);
+}
+
+} // namespace
