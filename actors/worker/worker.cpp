@@ -52,6 +52,7 @@ struct worker_state {
   std::map<std::pair<std::string, std::string>, worker_actor> peers;
   bool stepping = false;
   uint64_t next_batch = 1;
+  uint64_t next_event = 1;
 };
 
 using worker_pointer = worker_impl::stateful_pointer<worker_state>;
@@ -138,6 +139,30 @@ void start_handoff(worker_pointer self, uint64_t id) {
       [self, id](caf::error& err) { drop_handoff(self, id, err); });
 }
 
+/// Sends the engine's prefix-cache changes to the router, one kv_event per
+/// run of same-kind changes, in order.
+void publish_kv_events(worker_pointer self) {
+  auto& st = self->state;
+  if (st.cfg.router.empty())
+    return;
+  auto changes = st.eng->drain_kv_events();
+  using kind = engine::kv_cache_event::kind;
+  for (size_t i = 0; i < changes.size();) {
+    wire::kv_event ev;
+    ev.worker_id = st.cfg.worker_id;
+    ev.event_id = st.next_event++;
+    ev.tier = wire::kv_tier::g1_pool;
+    const auto what = changes[i].what;
+    ev.kind = what == kind::stored    ? wire::kv_event_kind::stored
+              : what == kind::removed ? wire::kv_event_kind::removed
+                                      : wire::kv_event_kind::cleared;
+    for (; i < changes.size() && changes[i].what == what; ++i)
+      if (what != kind::cleared)
+        ev.block_hashes.push_back(changes[i].hash);
+    tell(self, st.cfg.router, caf::make_message(kv_events_atom_v, std::move(ev)));
+  }
+}
+
 void on_step(worker_pointer self) {
   auto& st = self->state;
   for (auto& out : st.eng->step()) {
@@ -159,6 +184,7 @@ void on_step(worker_pointer self) {
       st.requests.erase(it);
     }
   }
+  publish_kv_events(self);
   st.stepping = false;
   kick(self);
 }
@@ -181,6 +207,7 @@ worker_impl::behavior_type worker_fn(worker_pointer self, std::shared_ptr<engine
                                      worker_config cfg) {
   self->state.eng = std::move(eng);
   self->state.cfg = std::move(cfg);
+  self->state.eng->record_kv_events(!self->state.cfg.router.empty());
   return {
     [self](generate_atom, wire::request_handoff h) -> caf::result<void> {
       auto& st = self->state;

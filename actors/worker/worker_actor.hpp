@@ -21,6 +21,10 @@
 ///   the request's blocks
 ///
 /// Roles only say what the router may send; every worker can do every step.
+///
+/// With a router configured, after every engine step the worker sends the
+/// prefix-cache changes as wire::kv_event batches (per-worker event ids
+/// counting up by one, so the router sees a lost batch) to the router.
 
 #include <chrono>
 #include <cstdint>
@@ -70,6 +74,11 @@ struct worker_config {
   /// How long a hand-off step (grant, transfer, commit) may take.
   /// Default: 30 s.
   std::chrono::milliseconds handoff_timeout{30000};
+  /// Where this worker's KV events (prefix-cache hashes stored / removed)
+  /// and load reports go; empty: nowhere (nothing is recorded).
+  transport::wire::actor_address router;
+  /// The worker's id in KV events and load reports (unique in the cluster).
+  uint64_t worker_id = 0;
 };
 
 /// Spawns a worker owning `eng` on its own thread.

@@ -98,11 +98,12 @@ struct node {
     for (auto& w : workers)
       caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
   }
-  worker_actor add_worker(const std::string& name, size_t max_waiting = 1024) {
+  worker_actor add_worker(const std::string& name, size_t max_waiting = 1024,
+                          wire::actor_address router = {}) {
     engines.push_back(make_engine());
     auto* eng = engines.back().get();
     auto region = br->register_region(eng->get_backend().kv_pool_memory()).value();
-    worker_config cfg{id, name, br->actor(), region, max_waiting, 10s};
+    worker_config cfg{id, name, br->actor(), region, max_waiting, 10s, router, workers.size() + 1};
     // The worker owns its engine; keep a view for checks.
     auto owned = std::move(engines.back());
     engines.pop_back();
@@ -272,6 +273,34 @@ TEST_F(WorkerTest, BadRequestsAndAFullQueueGetClearErrors) {
   EXPECT_TRUE(err == engine::engine_errc::overloaded) << error_text(err);
   EXPECT_NE(error_text(err).find("retry later"), std::string::npos);
   self->send(w, cancel_atom_v, wire::request_cancel{2, "done"});
+}
+
+TEST_F(WorkerTest, PublishesPrefixCacheChangesToTheRouterInOrder) {
+  node n(sys, fabric, "n");
+  publish_sink(n);
+  auto w = n.add_worker("both", 1024, {"n", "sink"});
+  auto r = make_request(4, 40, 0.0f, 8); // 48 tokens in all: blocks 0-1 full after the prompt
+  ASSERT_FALSE(generate(w, handoff(r, "n")));
+  std::vector<wire::kv_event> events;
+  bool finished = false;
+  bool timed_out = false;
+  while (!finished && !timed_out)
+    self->receive([&](token_atom, const wire::token_chunk& c) { finished = c.finish != engine::finish_reason::none; },
+                  [&](kv_events_atom, const wire::kv_event& e) { events.push_back(e); },
+                  caf::after(10s) >> [&] { timed_out = true; });
+  // Events of the last step may trail the last token.
+  while (!timed_out)
+    self->receive([&](kv_events_atom, const wire::kv_event& e) { events.push_back(e); },
+                  caf::after(200ms) >> [&] { timed_out = true; });
+  ASSERT_FALSE(events.empty());
+  size_t stored = 0;
+  for (size_t i = 0; i < events.size(); ++i) {
+    EXPECT_EQ(events[i].worker_id, 1u);
+    EXPECT_EQ(events[i].event_id, i + 1) << "event ids count up by one";
+    if (events[i].kind == wire::kv_event_kind::stored)
+      stored += events[i].block_hashes.size();
+  }
+  EXPECT_EQ(stored, 2u) << "the two full blocks of the 40-token prompt";
 }
 
 } // namespace
