@@ -52,7 +52,7 @@ struct worker_state {
   std::map<std::pair<std::string, std::string>, worker_actor> peers;
   bool stepping = false;
   uint64_t next_batch = 1;
-  uint64_t next_event = 1;
+  uint64_t next_event = 0; // the router expects a worker's first event to be 0
 };
 
 using worker_pointer = worker_impl::stateful_pointer<worker_state>;

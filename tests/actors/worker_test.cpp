@@ -296,7 +296,7 @@ TEST_F(WorkerTest, PublishesPrefixCacheChangesToTheRouterInOrder) {
   size_t stored = 0;
   for (size_t i = 0; i < events.size(); ++i) {
     EXPECT_EQ(events[i].worker_id, 1u);
-    EXPECT_EQ(events[i].event_id, i + 1) << "event ids count up by one";
+    EXPECT_EQ(events[i].event_id, i) << "event ids count up by one from 0";
     if (events[i].kind == wire::kv_event_kind::stored)
       stored += events[i].block_hashes.size();
   }

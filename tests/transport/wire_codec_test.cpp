@@ -94,6 +94,7 @@ TEST(WireCodecTest, RoundTripsMembershipHeartbeatAndError) {
 TEST(WireCodecTest, RoundTripsKvGrantAndCancel) {
   expect_same(test::sample_grant(), std::get<kv_grant>(round_trip(test::sample_grant())));
   expect_same(test::sample_cancel(), std::get<request_cancel>(round_trip(test::sample_cancel())));
+  expect_same(test::sample_join(), std::get<worker_join>(round_trip(test::sample_join())));
 }
 
 TEST(WireCodecTest, RoundTripsEnvelopesAndTheirInnerFrame) {
@@ -181,7 +182,10 @@ TEST(WireCodecTest, EncodeRefusesInconsistentMessagesNamingTheField) {
   half_address.reply_to.actor.clear();
   auto long_actor = test::full_handoff();
   long_actor.decode_at.actor.assign(65, 'a');
+  auto router_role = test::sample_join();
+  router_role.roles = {node_role::router};
   std::vector<bad_case> cases = {
+    {router_role, "roles[0] must be prefill or decode"},
     {half_address, "reply_to: node and actor must both be set or both be empty"},
     {long_actor, "decode_at.actor has 65 bytes, more than the maximum 64"},
     {no_grants, "kv_grant: blocks must not be empty"},

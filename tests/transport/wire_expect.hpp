@@ -25,6 +25,16 @@ inline void expect_same(const engine::sampling_params& a, const engine::sampling
   EXPECT_EQ(a.logprobs, b.logprobs);
 }
 
+inline void expect_same(const worker_join& a, const worker_join& b) {
+  EXPECT_EQ(a.worker_id, b.worker_id);
+  EXPECT_EQ(a.at.node, b.at.node);
+  EXPECT_EQ(a.at.actor, b.at.actor);
+  EXPECT_EQ(a.roles, b.roles);
+  EXPECT_EQ(a.model_fingerprint, b.model_fingerprint);
+  EXPECT_EQ(a.block_tokens, b.block_tokens);
+  EXPECT_EQ(a.num_blocks, b.num_blocks);
+}
+
 inline void expect_same(const request_cancel& a, const request_cancel& b) {
   EXPECT_EQ(a.request_id, b.request_id);
   EXPECT_EQ(a.reason, b.reason);

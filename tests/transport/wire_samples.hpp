@@ -179,12 +179,23 @@ inline request_cancel sample_cancel() {
   return {77, "client disconnected"};
 }
 
+inline worker_join sample_join() {
+  worker_join m;
+  m.worker_id = 12;
+  m.at = {"node-3", "worker-1"};
+  m.roles = {node_role::prefill, node_role::decode};
+  m.model_fingerprint = 0xfeedull;
+  m.block_tokens = 16;
+  m.num_blocks = 4096;
+  return m;
+}
+
 /// One of each kind and variant above, in a fixed order.
 inline std::vector<wire_message> all_samples() {
   return {full_handoff(),     minimal_handoff(), chunk_with_logprobs(), plain_chunk(),
           sample_batch(),     stored_event(),    removed_event(),       sample_membership(),
           sample_heartbeat(), sample_error(),    sample_grant(),        request_envelope(),
-          empty_response(),  sample_cancel()};
+          empty_response(),  sample_cancel(),     sample_join()};
 }
 
 } // namespace tessera::transport::wire::test

@@ -46,3 +46,16 @@ struct Heartbeat {
   queueDepth @4 :UInt32;
   kvUsage @5 :List(KvTierUsage);
 }
+
+# A worker announcing itself to the router: where it is, what it does, and
+# what the router needs to compute a prompt's block hashes for it.
+struct WorkerJoin {
+  workerId @0 :UInt64;
+  node @1 :Text;
+  actor @2 :Text;
+  # prefill, decode, or both.
+  roles @3 :List(NodeRole);
+  modelFingerprint @4 :UInt64;
+  blockTokens @5 :Int32;
+  numBlocks @6 :Int32;
+}

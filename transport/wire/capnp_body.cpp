@@ -210,6 +210,19 @@ void put(capnp::MessageBuilder& mb, const request_cancel& m) {
   b.setReason(text(m.reason));
 }
 
+void put(capnp::MessageBuilder& mb, const worker_join& m) {
+  auto b = mb.initRoot<s::WorkerJoin>();
+  b.setWorkerId(m.worker_id);
+  b.setNode(text(m.at.node));
+  b.setActor(text(m.at.actor));
+  auto roles = b.initRoles(static_cast<unsigned>(m.roles.size()));
+  for (unsigned i = 0; i < m.roles.size(); ++i)
+    roles.set(i, static_cast<s::NodeRole>(m.roles[i]));
+  b.setModelFingerprint(m.model_fingerprint);
+  b.setBlockTokens(m.block_tokens);
+  b.setNumBlocks(m.num_blocks);
+}
+
 // ---------------------------------------------------------------------------
 // Decoding. A failure deep inside a nested reader is thrown as this private
 // type and caught in decode_body, next to the kj::Exception capnp throws;
@@ -384,16 +397,21 @@ kv_event get(s::KvEvent::Reader r, const wire_limits& lim) {
   return m;
 }
 
+std::vector<node_role> get_roles(capnp::List<s::NodeRole>::Reader roles) {
+  bound("roles", roles.size(), 5, "entries");
+  std::vector<node_role> out;
+  for (unsigned i = 0; i < roles.size(); ++i)
+    out.push_back(static_cast<node_role>(
+      enum_in_range("roles[" + std::to_string(i) + "]", roles[i], 4)));
+  return out;
+}
+
 membership get(s::Membership::Reader r, const wire_limits& lim) {
   membership m;
   m.change = static_cast<membership_change>(enum_in_range("change", r.getChange(), 2));
   m.node_id = get_text("node_id", r.getNodeId(), lim.max_name_bytes);
   m.address = get_text("address", r.getAddress(), lim.max_name_bytes);
-  auto roles = r.getRoles();
-  bound("roles", roles.size(), 5, "entries");
-  for (unsigned i = 0; i < roles.size(); ++i)
-    m.roles.push_back(static_cast<node_role>(
-      enum_in_range("roles[" + std::to_string(i) + "]", roles[i], 4)));
+  m.roles = get_roles(r.getRoles());
   m.join_token = get_text("join_token", r.getJoinToken(), lim.max_name_bytes);
   return m;
 }
@@ -452,6 +470,18 @@ request_cancel get(s::RequestCancel::Reader r, const wire_limits& lim) {
   return {r.getRequestId(), get_text("reason", r.getReason(), lim.max_name_bytes)};
 }
 
+worker_join get(s::WorkerJoin::Reader r, const wire_limits& lim) {
+  worker_join m;
+  m.worker_id = r.getWorkerId();
+  m.at.node = get_text("at.node", r.getNode(), lim.max_name_bytes);
+  m.at.actor = get_text("at.actor", r.getActor(), lim.max_name_bytes);
+  m.roles = get_roles(r.getRoles());
+  m.model_fingerprint = r.getModelFingerprint();
+  m.block_tokens = r.getBlockTokens();
+  m.num_blocks = r.getNumBlocks();
+  return m;
+}
+
 wire_message read_root(message_type type, capnp::MessageReader& reader, const wire_limits& lim) {
   switch (type) {
     case message_type::request_handoff: return get(reader.getRoot<s::RequestHandoff>(), lim);
@@ -464,6 +494,7 @@ wire_message read_root(message_type type, capnp::MessageReader& reader, const wi
     case message_type::kv_grant: return get(reader.getRoot<s::KvGrant>(), lim);
     case message_type::envelope: return get(reader.getRoot<s::Envelope>(), lim);
     case message_type::request_cancel: return get(reader.getRoot<s::RequestCancel>(), lim);
+    case message_type::worker_join: return get(reader.getRoot<s::WorkerJoin>(), lim);
   }
   throw decode_failure{transport_errc::unknown_type,
                        "unknown message type " + std::to_string(static_cast<unsigned>(type))};

@@ -16,6 +16,7 @@ std::string_view to_string(message_type t) {
     case message_type::kv_grant: return "kv_grant";
     case message_type::envelope: return "envelope";
     case message_type::request_cancel: return "request_cancel";
+    case message_type::worker_join: return "worker_join";
   }
   return "unknown";
 }

@@ -35,10 +35,11 @@ enum class message_type : uint16_t {
   kv_grant = 8,
   envelope = 9,
   request_cancel = 10,
+  worker_join = 11,
 };
 
 /// Largest valid message_type value.
-inline constexpr uint16_t max_message_type = 10;
+inline constexpr uint16_t max_message_type = 11;
 
 /// "request_handoff", ...; "unknown" for a value outside the enum.
 [[nodiscard]] std::string_view to_string(message_type t);
@@ -256,11 +257,27 @@ struct request_cancel {
   std::string reason;
 };
 
+/// A worker announcing itself to the router (again after a restart).
+struct worker_join {
+  /// Unique in the cluster; names the worker in KV events.
+  uint64_t worker_id = 0;
+  /// Where it is: node id and actor name (as actor_address).
+  actor_address at;
+  /// prefill, decode, or both; distinct, non-empty, only those two roles.
+  std::vector<node_role> roles;
+  /// backend::model_fingerprint: with block_tokens, seeds the block hashes.
+  uint64_t model_fingerprint = 0;
+  /// Tokens per KV block: [1, 4096].
+  int32_t block_tokens = 0;
+  /// Blocks in its KV pool: >= 1.
+  int32_t num_blocks = 0;
+};
+
 /// Any message that crosses a process. The alternatives are in
 /// message_type order.
 using wire_message = std::variant<request_handoff, token_chunk, kv_transfer_batch, kv_event,
                                   membership, heartbeat, wire_error, kv_grant, envelope,
-                                  request_cancel>;
+                                  request_cancel, worker_join>;
 
 /// The message_type of the alternative `m` holds.
 [[nodiscard]] message_type type_of(const wire_message& m);

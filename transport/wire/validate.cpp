@@ -184,6 +184,19 @@ problem check(const kv_event& m, const wire_limits& lim) {
   return {};
 }
 
+problem check_roles(const std::vector<node_role>& roles) {
+  unsigned seen = 0;
+  for (size_t i = 0; i < roles.size(); ++i) {
+    const auto r = static_cast<unsigned>(roles[i]);
+    if (r > static_cast<unsigned>(node_role::kvstore))
+      return "roles[" + to_string(i) + "] out of range: " + to_string(r);
+    if (seen & (1u << r))
+      return "roles[" + to_string(i) + "] repeats role " + to_string(r);
+    seen |= 1u << r;
+  }
+  return {};
+}
+
 problem check(const membership& m, const wire_limits& lim) {
   if (static_cast<unsigned>(m.change) > static_cast<unsigned>(membership_change::update))
     return "change out of range: " + to_string(static_cast<unsigned>(m.change));
@@ -193,16 +206,7 @@ problem check(const membership& m, const wire_limits& lim) {
     return p;
   if (auto p = check_name("join_token", m.join_token, lim.max_name_bytes, false); !p.empty())
     return p;
-  unsigned seen = 0;
-  for (size_t i = 0; i < m.roles.size(); ++i) {
-    const auto r = static_cast<unsigned>(m.roles[i]);
-    if (r > static_cast<unsigned>(node_role::kvstore))
-      return "roles[" + to_string(i) + "] out of range: " + to_string(r);
-    if (seen & (1u << r))
-      return "roles[" + to_string(i) + "] repeats role " + to_string(r);
-    seen |= 1u << r;
-  }
-  return {};
+  return check_roles(m.roles);
 }
 
 problem check(const heartbeat& m, const wire_limits& lim) {
@@ -240,6 +244,25 @@ problem check(const kv_grant& m, const wire_limits& lim) {
     return "blocks must not be empty";
   if (m.blocks.size() > lim.max_blocks_per_batch)
     return too_long("blocks", m.blocks.size(), lim.max_blocks_per_batch, "entries");
+  return {};
+}
+
+problem check(const worker_join& m, const wire_limits& lim) {
+  if (m.at.node.empty() || m.at.actor.empty())
+    return "at: node and actor must be set";
+  if (auto p = check_address("at", m.at, lim); !p.empty())
+    return p;
+  if (m.roles.empty())
+    return "roles must not be empty";
+  if (auto p = check_roles(m.roles); !p.empty())
+    return p;
+  for (size_t i = 0; i < m.roles.size(); ++i)
+    if (m.roles[i] != node_role::prefill && m.roles[i] != node_role::decode)
+      return "roles[" + to_string(i) + "] must be prefill or decode";
+  if (m.block_tokens < 1 || m.block_tokens > 4096)
+    return "block_tokens must be in [1, 4096], got " + to_string(m.block_tokens);
+  if (m.num_blocks < 1)
+    return "num_blocks must be >= 1, got " + to_string(m.num_blocks);
   return {};
 }
 
