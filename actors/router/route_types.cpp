@@ -1,0 +1,14 @@
+#include "actors/router/route_types.hpp"
+
+namespace tessera::actors {
+
+const char* to_string(worker_role r) {
+  switch (r) {
+    case worker_role::prefill: return "prefill";
+    case worker_role::decode: return "decode";
+    case worker_role::both: return "both";
+  }
+  return "unknown";
+}
+
+} // namespace tessera::actors

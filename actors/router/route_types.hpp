@@ -1,0 +1,127 @@
+#pragma once
+/// @file
+/// What a router policy decides from, and what it decides: each worker's
+/// load, the request, the decision, and the policies' options.
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/block_hash.hpp"
+
+namespace tessera::actors {
+
+/// What a worker can do.
+enum class worker_role : uint8_t {
+  /// Prefills prompts for other workers (disaggregated serving).
+  prefill,
+  /// Decodes; prefills its own requests when the uncached part of the
+  /// prompt is short (conditional disaggregation).
+  decode,
+  /// Both: decodes and prefills its own requests (aggregated serving: every
+  /// worker is `both`). It prefills for other workers only when
+  /// router_options::remote_prefill_on_both is set.
+  both,
+};
+
+/// Returns "prefill", "decode" or "both".
+const char* to_string(worker_role r);
+
+/// A worker's state as the router sees it. The router actor keeps these up
+/// to date: from heartbeats, and optimistically after each decision (add
+/// the routed request's blocks and tokens to the chosen workers at once, as
+/// Dynamo's router does, or a burst of requests all sees the same idle
+/// worker). Negative counts (an estimate decremented twice) count as 0.
+struct worker_load {
+  /// The worker's id: the worker_id its KV events carry.
+  uint64_t id = 0;
+  worker_role role = worker_role::both;
+  /// False while membership or heartbeats say the worker is down.
+  bool healthy = true;
+  /// KV blocks held by the worker's running requests (decode load), in
+  /// blocks of the requests' block_tokens.
+  int64_t active_decode_blocks = 0;
+  /// Prompt tokens queued for prefill or being prefilled on the worker.
+  int64_t queued_prefill_tokens = 0;
+  /// Requests the worker is running (prefill or decode).
+  int32_t active_requests = 0;
+  /// Most requests it runs at once; a worker at the limit takes no new
+  /// request. 0: no limit.
+  int32_t max_requests = 0;
+};
+
+/// A request to route.
+struct route_request {
+  /// Chained hashes of the prompt's full blocks (engine::kv_hash_blocks,
+  /// with the tenant's cache salt), in order. At most
+  /// prompt_tokens / block_tokens of them; may be empty.
+  std::vector<engine::kv_block_hash> block_hashes;
+  /// Prompt length in tokens, >= 1.
+  int32_t prompt_tokens = 0;
+  /// Tokens per KV block, >= 1 (the engines' block size).
+  int32_t block_tokens = 16;
+  /// Conversation id for stickiness; empty: none. Any length (the session
+  /// table keeps a 64-bit hash of it).
+  std::string session_id;
+};
+
+/// Where a request goes.
+struct route_decision {
+  /// The worker that computes the prompt's KV; equals decode_worker when
+  /// the decode worker prefills locally.
+  uint64_t prefill_worker = 0;
+  /// The worker that generates the tokens.
+  uint64_t decode_worker = 0;
+  /// True when prefill_worker != decode_worker (the KV moves from one to
+  /// the other).
+  bool disaggregated = false;
+  /// Leading blocks of the prompt the prefill worker holds (per the prefix
+  /// index), so it computes prompt_tokens - cached_blocks * block_tokens.
+  int32_t cached_blocks = 0;
+  /// True when the decode worker came from the session table.
+  bool sticky = false;
+  /// One line for logs and metrics: the policy, the choice and why
+  /// (costs, cache hits, the disaggregation test).
+  std::string reason;
+};
+
+/// Options of every router policy.
+struct router_options {
+  /// kv policy: weight of the prefill term against the decode term in the
+  /// cost `overlap_weight * prefill_blocks + active_decode_blocks`. Higher
+  /// favours cache hits (TTFT), lower favours even decode load (ITL); 0
+  /// ignores the cache. Finite, >= 0. Default: 1.0 (Dynamo's
+  /// --kv-overlap-score-weight default; ai-dynamo/dynamo
+  /// docs/architecture/kv_cache_routing.md).
+  double overlap_weight = 1.0;
+  /// Conditional disaggregation: when the prompt tokens the chosen decode
+  /// worker does not hold cached are at most this many, it prefills the
+  /// request itself (no KV transfer); above, a prefill worker does. >= 0.
+  /// Default: 1000 (Dynamo's --max-local-prefill-length default,
+  /// ai-dynamo/dynamo examples/llm/utils/vllm.py; its rule `prefill_length -
+  /// prefix_hit_length > max_local_prefill_length` sends a prompt to a
+  /// remote prefill worker, lib/llm/src/disagg_router.rs. Dynamo's tuning
+  /// guide, docs/guides/disagg_perf_tuning.md, sets it to the prompt length
+  /// at which one prefill saturates the GPU: about 1000 tokens for a 70B
+  /// model on B200).
+  int32_t max_local_prefill_tokens = 1000;
+  /// Whether `both` workers may prefill for other workers. Off, remote
+  /// prefill goes to `prefill` workers only, and a cluster of `both`
+  /// workers serves aggregated (each prefills its own requests). Default:
+  /// false.
+  bool remote_prefill_on_both = false;
+  /// Sessions remembered for stickiness; the least recently routed one is
+  /// forgotten beyond it. 0 turns stickiness off. About 100 bytes each.
+  /// Default: 65536.
+  size_t max_sessions = 65536;
+  /// Seed of the policy's random numbers (the random policy, tie breaks).
+  /// Default: 0.
+  uint64_t seed = 0;
+  /// Source of random 64-bit values, replacing the splitmix64 generator
+  /// seeded with `seed` (for tests). Default: empty.
+  std::function<uint64_t()> random_source;
+};
+
+} // namespace tessera::actors

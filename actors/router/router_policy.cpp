@@ -1,0 +1,262 @@
+#include "actors/router/router_policy.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+
+#include "actors/router/kv_policy.hpp"
+#include "actors/router/load_policies.hpp"
+#include "actors/router/router_errc.hpp"
+#include "common/assert.hpp"
+
+namespace tessera::actors {
+
+namespace {
+
+// splitmix64 (Steele, Lea, Flood 2014): tiny, and its output is the same on
+// every standard library, unlike std:: distributions.
+uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+std::string str(int64_t v) {
+  return std::to_string(v);
+}
+
+caf::error check_request(const route_request& req) {
+  if (req.block_tokens < 1)
+    return make_router_error(router_errc::invalid_request,
+                             "block_tokens must be >= 1, got " + str(req.block_tokens));
+  if (req.prompt_tokens < 1)
+    return make_router_error(router_errc::invalid_request,
+                             "prompt_tokens must be >= 1, got " + str(req.prompt_tokens));
+  const auto full_blocks = static_cast<size_t>(req.prompt_tokens / req.block_tokens);
+  if (req.block_hashes.size() > full_blocks)
+    return make_router_error(router_errc::invalid_request,
+                             str(static_cast<int64_t>(req.block_hashes.size()))
+                               + " block hashes for a prompt of " + str(req.prompt_tokens)
+                               + " tokens holds at most " + str(static_cast<int64_t>(full_blocks))
+                               + " full blocks of " + str(req.block_tokens) + " tokens");
+  return {};
+}
+
+int32_t cached_blocks_of(const std::vector<worker_overlap>& overlaps, uint64_t id) {
+  auto it = std::lower_bound(overlaps.begin(), overlaps.end(), id,
+                             [](const worker_overlap& o, uint64_t v) { return o.worker_id < v; });
+  return it != overlaps.end() && it->worker_id == id ? it->blocks : 0;
+}
+
+bool eligible(const worker_load& w) {
+  return w.healthy && (w.max_requests <= 0 || w.active_requests < w.max_requests);
+}
+
+int64_t uncached_tokens(const route_request& req, int32_t cached_blocks) {
+  return std::max<int64_t>(0, int64_t{req.prompt_tokens}
+                                - int64_t{cached_blocks} * int64_t{req.block_tokens});
+}
+
+} // namespace
+
+router_policy::router_policy(router_options opts)
+  : opts_(std::move(opts)), rng_state_(opts_.seed), sessions_(opts_.max_sessions) {}
+
+router_policy::~router_policy() = default;
+
+void router_policy::forget_session(std::string_view session_id) {
+  sessions_.erase(session_table::key_of(session_id));
+}
+
+bool router_policy::prefills_locally(const route_context& ctx, const candidate& d) const {
+  const bool remote_exists = std::any_of(ctx.prefill.begin(), ctx.prefill.end(), [&](const candidate& p) {
+    return p.load->id != d.load->id;
+  });
+  return !remote_exists
+         || uncached_tokens(ctx.request, d.cached_blocks) <= int64_t{opts_.max_local_prefill_tokens};
+}
+
+uint64_t router_policy::next_random() {
+  return opts_.random_source ? opts_.random_source() : splitmix64(rng_state_);
+}
+
+size_t router_policy::random_index(size_t n) {
+  TESSERA_ASSERT(n >= 1, "random_index of an empty range");
+  return n == 1 ? 0 : static_cast<size_t>(next_random() % n);
+}
+
+size_t router_policy::pick_lowest(std::span<const candidate> c, std::span<const double> cost) {
+  TESSERA_ASSERT(!c.empty() && c.size() == cost.size(), "one cost per candidate");
+  auto requests = [&](size_t i) { return std::max(0, c[i].load->active_requests); };
+  std::vector<size_t> best{0};
+  for (size_t i = 1; i < c.size(); ++i) {
+    const size_t b = best.front();
+    if (cost[i] < cost[b] || (cost[i] == cost[b] && requests(i) < requests(b)))
+      best.assign(1, i);
+    else if (cost[i] == cost[b] && requests(i) == requests(b))
+      best.push_back(i);
+  }
+  return best[random_index(best.size())];
+}
+
+caf::expected<route_decision> router_policy::route(const route_request& req,
+                                                   std::span<const worker_load> workers,
+                                                   const prefix_index& index) {
+  if (auto err = check_request(req))
+    return err;
+
+  std::vector<const worker_load*> sorted;
+  sorted.reserve(workers.size());
+  for (const auto& w : workers)
+    sorted.push_back(&w);
+  std::sort(sorted.begin(), sorted.end(),
+            [](const worker_load* a, const worker_load* b) { return a->id < b->id; });
+  for (size_t i = 1; i < sorted.size(); ++i)
+    TESSERA_ASSERT(sorted[i - 1]->id != sorted[i]->id, "worker ids passed to route() are unique");
+
+  const auto overlaps = index.overlap(req.block_hashes);
+  std::vector<candidate> decode;
+  std::vector<candidate> prefill;
+  int64_t unhealthy = 0;
+  int64_t full = 0;
+  int64_t prefill_only = 0;
+  for (const worker_load* w : sorted) {
+    if (!w->healthy) {
+      ++unhealthy;
+      continue;
+    }
+    if (!eligible(*w)) {
+      ++full;
+      continue;
+    }
+    const candidate c{w, cached_blocks_of(overlaps, w->id)};
+    if (w->role == worker_role::prefill)
+      ++prefill_only;
+    else
+      decode.push_back(c);
+    if (w->role == worker_role::prefill
+        || (w->role == worker_role::both && opts_.remote_prefill_on_both))
+      prefill.push_back(c);
+  }
+  if (decode.empty())
+    return make_router_error(router_errc::no_healthy_worker,
+                             "no healthy worker can decode: " + str(static_cast<int64_t>(workers.size()))
+                               + " known, " + str(unhealthy) + " unhealthy, " + str(full)
+                               + " at max_requests, " + str(prefill_only) + " prefill-only");
+  const route_context ctx{req, decode, prefill};
+
+  // Step 1: the decode worker.
+  const bool sticky_sessions = !req.session_id.empty() && opts_.max_sessions > 0;
+  const uint64_t session_key = sticky_sessions ? session_table::key_of(req.session_id) : 0;
+  std::optional<session_binding> binding;
+  if (sticky_sessions)
+    binding = sessions_.find(session_key);
+  auto find_in = [](std::span<const candidate> list, uint64_t id) -> const candidate* {
+    auto it = std::find_if(list.begin(), list.end(), [&](const candidate& c) { return c.load->id == id; });
+    return it == list.end() ? nullptr : &*it;
+  };
+  route_decision out;
+  std::string reason{name()};
+  const candidate* d = binding ? find_in(decode, binding->decode_worker) : nullptr;
+  if (d) {
+    out.sticky = true;
+    reason += ": decode " + str(static_cast<int64_t>(d->load->id)) + " (sticky session)";
+  } else {
+    auto c = choose_decode(ctx);
+    TESSERA_ASSERT(c.index < decode.size(), "choose_decode returns a candidate");
+    d = &decode[c.index];
+    reason += ": decode " + str(static_cast<int64_t>(d->load->id));
+    if (binding)
+      reason += " (sticky worker " + str(static_cast<int64_t>(binding->decode_worker)) + " replaced)";
+    if (!c.why.empty())
+      reason += " (" + c.why + ")";
+  }
+
+  // Step 2: prefill here or on another worker.
+  const int64_t local_uncached = uncached_tokens(req, d->cached_blocks);
+  std::vector<candidate> remote;
+  for (const auto& p : prefill)
+    if (p.load->id != d->load->id)
+      remote.push_back(p);
+  const candidate* p = d;
+  if (remote.empty()) {
+    reason += "; prefill local (no prefill worker)";
+  } else if (local_uncached <= int64_t{opts_.max_local_prefill_tokens}) {
+    reason += "; prefill local (uncached " + str(local_uncached)
+              + " <= " + str(opts_.max_local_prefill_tokens) + " tokens)";
+  } else {
+    // Step 3: the remote prefill worker.
+    p = binding && binding->prefill_worker ? find_in(remote, *binding->prefill_worker) : nullptr;
+    if (p) {
+      reason += "; prefill " + str(static_cast<int64_t>(p->load->id)) + " (sticky session)";
+    } else {
+      auto c = choose_prefill(ctx, remote);
+      TESSERA_ASSERT(c.index < remote.size(), "choose_prefill returns a candidate");
+      p = &remote[c.index];
+      reason += "; prefill " + str(static_cast<int64_t>(p->load->id));
+      if (!c.why.empty())
+        reason += " (" + c.why + ")";
+    }
+    reason += ", uncached on decode " + str(local_uncached) + " > "
+              + str(opts_.max_local_prefill_tokens) + " tokens";
+  }
+
+  out.decode_worker = d->load->id;
+  out.prefill_worker = p->load->id;
+  out.disaggregated = p != d;
+  out.cached_blocks = p->cached_blocks;
+  reason += "; cached " + str(out.cached_blocks) + "/"
+            + str(static_cast<int64_t>(req.block_hashes.size())) + " blocks";
+  out.reason = std::move(reason);
+
+  if (sticky_sessions) {
+    session_binding b;
+    b.decode_worker = out.decode_worker;
+    if (out.disaggregated)
+      b.prefill_worker = out.prefill_worker;
+    else if (binding)
+      b.prefill_worker = binding->prefill_worker;
+    sessions_.put(session_key, b);
+  }
+  return out;
+}
+
+std::span<const std::string_view> router_policy_names() {
+  static constexpr std::array<std::string_view, 4> names{"kv", "round-robin", "random",
+                                                          "least-loaded"};
+  return names;
+}
+
+caf::expected<std::unique_ptr<router_policy>> make_router_policy(std::string_view name,
+                                                                 router_options opts) {
+  if (!std::isfinite(opts.overlap_weight) || opts.overlap_weight < 0) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%g", opts.overlap_weight);
+    return make_router_error(router_errc::invalid_options,
+                             std::string{"overlap_weight must be finite and >= 0, got "} + buf);
+  }
+  if (opts.max_local_prefill_tokens < 0)
+    return make_router_error(router_errc::invalid_options,
+                             "max_local_prefill_tokens must be >= 0, got "
+                               + str(opts.max_local_prefill_tokens));
+  std::unique_ptr<router_policy> p;
+  if (name == "kv")
+    p = std::make_unique<kv_policy>(std::move(opts));
+  else if (name == "round-robin")
+    p = std::make_unique<round_robin_policy>(std::move(opts));
+  else if (name == "random")
+    p = std::make_unique<random_policy>(std::move(opts));
+  else if (name == "least-loaded")
+    p = std::make_unique<least_loaded_policy>(std::move(opts));
+  if (p)
+    return p;
+  std::string valid;
+  for (auto n : router_policy_names())
+    valid += (valid.empty() ? "" : ", ") + std::string{n};
+  return make_router_error(router_errc::unknown_policy,
+                           "unknown router policy '" + std::string{name} + "'; valid: " + valid);
+}
+
+} // namespace tessera::actors
