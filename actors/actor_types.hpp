@@ -43,6 +43,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(tessera, caf::first_custom_type_id)
   CAF_ADD_ATOM(tessera, tessera::actors, heartbeat_atom, "heartbeat")
   CAF_ADD_ATOM(tessera, tessera::actors, route_atom, "route")
   CAF_ADD_ATOM(tessera, tessera::actors, join_atom, "join")
+  CAF_ADD_ATOM(tessera, tessera::actors, finished_atom, "finished")
+  CAF_ADD_ATOM(tessera, tessera::actors, workers_atom, "workers")
 CAF_END_TYPE_ID_BLOCK(tessera)
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tessera::transport::wire::request_handoff)

@@ -25,7 +25,9 @@ using worker_impl = worker_actor::extend<
   /// Runs one engine step (the worker sends it to itself while busy).
   caf::reacts_to<step_atom>,
   /// A granted hand-off whose commit never came: free its blocks.
-  caf::reacts_to<expire_atom, uint64_t>>;
+  caf::reacts_to<expire_atom, uint64_t>,
+  /// Time to tell the router we are here and how busy.
+  caf::reacts_to<heartbeat_atom>>;
 
 /// A request this worker generates for (or prefills, then hands over).
 struct tracked {
@@ -194,7 +196,7 @@ wire::heartbeat load_of(worker_pointer self) {
   auto stats = st.eng->stats();
   const auto bb = st.eng->get_backend().layout().block_bytes();
   wire::heartbeat h;
-  h.node_id = st.cfg.node + "/" + st.cfg.name;
+  h.node_id = st.cfg.node + "/" + st.cfg.name; // the router's key for this worker
   h.queue_depth = static_cast<uint32_t>(st.eng->num_unfinished());
   h.load = static_cast<float>(st.eng->num_unfinished()) / static_cast<float>(std::max<size_t>(1, st.cfg.max_waiting));
   h.kv_usage.push_back({wire::kv_tier::g1_pool,
@@ -203,12 +205,32 @@ wire::heartbeat load_of(worker_pointer self) {
   return h;
 }
 
+void report_to_router(worker_pointer self) {
+  auto& st = self->state;
+  if (st.cfg.router.empty())
+    return;
+  const auto& be = st.eng->get_backend();
+  wire::worker_join j;
+  j.worker_id = st.cfg.worker_id;
+  j.at = {st.cfg.node, st.cfg.name};
+  j.roles = st.cfg.roles;
+  j.model_fingerprint = be.model_fingerprint();
+  j.block_tokens = be.layout().block_tokens;
+  j.num_blocks = be.num_blocks();
+  j.hash_seed = st.eng->hash_seed();
+  tell(self, st.cfg.router, caf::make_message(join_atom_v, std::move(j)));
+  tell(self, st.cfg.router, caf::make_message(heartbeat_atom_v, load_of(self)));
+  self->delayed_send(self, st.cfg.heartbeat_interval, heartbeat_atom_v);
+}
+
 worker_impl::behavior_type worker_fn(worker_pointer self, std::shared_ptr<engine::engine> eng,
                                      worker_config cfg) {
   self->state.eng = std::move(eng);
   self->state.cfg = std::move(cfg);
   self->state.eng->record_kv_events(!self->state.cfg.router.empty());
+  report_to_router(self);
   return {
+    [self](heartbeat_atom) { report_to_router(self); },
     [self](generate_atom, wire::request_handoff h) -> caf::result<void> {
       auto& st = self->state;
       const auto id = h.request.id;

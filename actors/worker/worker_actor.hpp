@@ -22,7 +22,8 @@
 ///
 /// Roles only say what the router may send; every worker can do every step.
 ///
-/// With a router configured, after every engine step the worker sends the
+/// With a router configured, the worker sends it a worker_join and a load
+/// heartbeat every heartbeat_interval, and after every engine step the
 /// prefix-cache changes as wire::kv_event batches (per-worker event ids
 /// counting up by one, so the router sees a lost batch) to the router.
 
@@ -30,6 +31,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <caf/all.hpp>
 
@@ -77,8 +79,15 @@ struct worker_config {
   /// Where this worker's KV events (prefix-cache hashes stored / removed)
   /// and load reports go; empty: nowhere (nothing is recorded).
   transport::wire::actor_address router;
-  /// The worker's id in KV events and load reports (unique in the cluster).
+  /// The worker's id in KV events and load reports: unique in the cluster
+  /// and new for every start of a worker (a restarted worker is a new one
+  /// to the router).
   uint64_t worker_id = 0;
+  /// What the worker tells the router it does: prefill, decode, or both.
+  std::vector<transport::wire::node_role> roles{transport::wire::node_role::prefill,
+                                                transport::wire::node_role::decode};
+  /// How often it sends the router its join and load. Default: 1 s.
+  std::chrono::milliseconds heartbeat_interval{1000};
 };
 
 /// Spawns a worker owning `eng` on its own thread.

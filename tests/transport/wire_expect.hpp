@@ -33,6 +33,7 @@ inline void expect_same(const worker_join& a, const worker_join& b) {
   EXPECT_EQ(a.model_fingerprint, b.model_fingerprint);
   EXPECT_EQ(a.block_tokens, b.block_tokens);
   EXPECT_EQ(a.num_blocks, b.num_blocks);
+  EXPECT_EQ(a.hash_seed, b.hash_seed);
 }
 
 inline void expect_same(const request_cancel& a, const request_cancel& b) {

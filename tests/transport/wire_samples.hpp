@@ -187,6 +187,7 @@ inline worker_join sample_join() {
   m.model_fingerprint = 0xfeedull;
   m.block_tokens = 16;
   m.num_blocks = 4096;
+  m.hash_seed = 0x5eedull;
   return m;
 }
 

@@ -58,4 +58,7 @@ struct WorkerJoin {
   modelFingerprint @4 :UInt64;
   blockTokens @5 :Int32;
   numBlocks @6 :Int32;
+  # The engine's block-hash seed (engine::kv_hash_seed of the above and the
+  # KV dtype): the router hashes prompts with it.
+  hashSeed @7 :UInt64;
 }

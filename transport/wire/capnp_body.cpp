@@ -221,6 +221,7 @@ void put(capnp::MessageBuilder& mb, const worker_join& m) {
   b.setModelFingerprint(m.model_fingerprint);
   b.setBlockTokens(m.block_tokens);
   b.setNumBlocks(m.num_blocks);
+  b.setHashSeed(m.hash_seed);
 }
 
 // ---------------------------------------------------------------------------
@@ -479,6 +480,7 @@ worker_join get(s::WorkerJoin::Reader r, const wire_limits& lim) {
   m.model_fingerprint = r.getModelFingerprint();
   m.block_tokens = r.getBlockTokens();
   m.num_blocks = r.getNumBlocks();
+  m.hash_seed = r.getHashSeed();
   return m;
 }
 

@@ -271,6 +271,8 @@ struct worker_join {
   int32_t block_tokens = 0;
   /// Blocks in its KV pool: >= 1.
   int32_t num_blocks = 0;
+  /// engine::engine::hash_seed(): the router hashes prompts with it.
+  uint64_t hash_seed = 0;
 };
 
 /// Any message that crosses a process. The alternatives are in

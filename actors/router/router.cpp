@@ -1,0 +1,195 @@
+#include "actors/router/router_actor.hpp"
+
+#include <map>
+#include <unordered_map>
+
+#include <spdlog/spdlog.h>
+
+#include "actors/router/prefix_index.hpp"
+#include "actors/router/router_errc.hpp"
+#include "actors/router/router_policy.hpp"
+#include "engine/block_hash.hpp"
+
+namespace tessera::actors {
+
+namespace {
+
+namespace wire = transport::wire;
+using clock_type = std::chrono::steady_clock;
+
+struct known_worker {
+  wire::worker_join join;
+  worker_load load;
+  clock_type::time_point last_seen;
+  /// Bytes of one KV block (from its heartbeats' pool capacity).
+  uint64_t block_bytes = 0;
+};
+
+/// What a routed request added to its workers' load estimates.
+struct inflight {
+  uint64_t prefill = 0;
+  uint64_t decode = 0;
+  int64_t decode_blocks = 0;
+  int64_t prefill_tokens = 0;
+};
+
+struct router_state {
+  static inline const char* name = "router";
+  router_config cfg;
+  std::shared_ptr<router_policy> policy;
+  prefix_index index;
+  std::map<uint64_t, known_worker> workers;
+  std::unordered_map<std::string, uint64_t> by_address; // "node/actor"
+  std::unordered_map<uint64_t, inflight> requests;
+};
+
+using router_pointer = router_local_actor::stateful_pointer<router_state>;
+
+std::string key_of(const wire::actor_address& a) {
+  return a.node + "/" + a.actor;
+}
+
+worker_role role_of(const wire::worker_join& j) {
+  bool prefill = false, decode = false;
+  for (auto r : j.roles) {
+    prefill |= r == wire::node_role::prefill;
+    decode |= r == wire::node_role::decode;
+  }
+  return prefill && decode ? worker_role::both : prefill ? worker_role::prefill : worker_role::decode;
+}
+
+void on_join(router_pointer self, const wire::worker_join& j) {
+  auto& st = self->state;
+  if (auto old = st.workers.find(j.worker_id); old != st.workers.end()) {
+    // Workers repeat their join with every heartbeat (so a router that
+    // started late or restarted learns them); a restarted worker comes
+    // back under a new id.
+    old->second.last_seen = clock_type::now();
+    return;
+  }
+  known_worker w;
+  w.join = j;
+  w.load.id = j.worker_id;
+  w.load.role = role_of(j);
+  w.last_seen = clock_type::now();
+  st.workers[j.worker_id] = w;
+  st.by_address[key_of(j.at)] = j.worker_id;
+  spdlog::info("router: worker {} ({} on node '{}', {}) joined", j.worker_id, j.at.actor, j.at.node,
+               to_string(w.load.role));
+}
+
+void on_heartbeat(router_pointer self, const wire::heartbeat& h) {
+  auto& st = self->state;
+  auto id = st.by_address.find(h.node_id);
+  if (id == st.by_address.end())
+    return; // not joined (yet): its join carries what we need
+  auto& w = st.workers.at(id->second);
+  w.last_seen = clock_type::now();
+  w.load.active_requests = static_cast<int32_t>(h.queue_depth);
+  for (const auto& u : h.kv_usage)
+    if (u.tier == wire::kv_tier::g1_pool && w.join.num_blocks > 0) {
+      w.block_bytes = u.capacity_bytes / static_cast<uint64_t>(w.join.num_blocks);
+      if (w.block_bytes > 0)
+        w.load.active_decode_blocks = static_cast<int64_t>(u.used_bytes / w.block_bytes);
+    }
+}
+
+caf::expected<route_answer> route(router_pointer self, const route_query& q) {
+  auto& st = self->state;
+  if (st.workers.empty())
+    return make_router_error(router_errc::no_healthy_worker, "no worker has joined yet");
+  const auto now = clock_type::now();
+  std::vector<worker_load> loads;
+  for (auto& [id, w] : st.workers) {
+    w.load.healthy = now - w.last_seen <= st.cfg.heartbeat_timeout;
+    loads.push_back(w.load);
+  }
+  // Every worker serves the same model: the first one's seed and block
+  // size name the prompt's blocks.
+  const auto& ref = st.workers.begin()->second.join;
+  route_request req;
+  req.prompt_tokens = static_cast<int32_t>(q.prompt.size());
+  req.block_tokens = ref.block_tokens;
+  req.session_id = q.session_id;
+  engine::kv_hash_blocks(ref.hash_seed, engine::kv_hash_root(ref.hash_seed, q.cache_salt), q.prompt,
+                         ref.block_tokens, q.prompt.size(), req.block_hashes);
+  auto d = st.policy->route(req, loads, st.index);
+  if (!d)
+    return d.error();
+  auto& decode = st.workers.at(d->decode_worker);
+  auto& prefill = st.workers.at(d->prefill_worker);
+  inflight f;
+  f.prefill = d->prefill_worker;
+  f.decode = d->decode_worker;
+  f.decode_blocks = (static_cast<int64_t>(q.prompt.size()) + q.max_tokens + ref.block_tokens - 1) /
+                    ref.block_tokens;
+  f.prefill_tokens = static_cast<int64_t>(q.prompt.size()) -
+                     static_cast<int64_t>(d->cached_blocks) * ref.block_tokens;
+  decode.load.active_requests += 1;
+  decode.load.active_decode_blocks += f.decode_blocks;
+  prefill.load.queued_prefill_tokens += f.prefill_tokens;
+  st.requests[q.request_id] = f;
+  st.index.touch(d->prefill_worker, req.block_hashes);
+  return route_answer{prefill.join.at, decode.join.at, d->disaggregated, d->cached_blocks,
+                      std::move(d->reason)};
+}
+
+void on_finished(router_pointer self, uint64_t request_id) {
+  auto& st = self->state;
+  auto it = st.requests.find(request_id);
+  if (it == st.requests.end())
+    return;
+  const auto f = it->second;
+  st.requests.erase(it);
+  if (auto d = st.workers.find(f.decode); d != st.workers.end()) {
+    d->second.load.active_requests = std::max(0, d->second.load.active_requests - 1);
+    d->second.load.active_decode_blocks =
+      std::max<int64_t>(0, d->second.load.active_decode_blocks - f.decode_blocks);
+  }
+  if (auto p = st.workers.find(f.prefill); p != st.workers.end())
+    p->second.load.queued_prefill_tokens =
+      std::max<int64_t>(0, p->second.load.queued_prefill_tokens - f.prefill_tokens);
+}
+
+router_local_actor::behavior_type router_fn(router_pointer self, std::shared_ptr<router_policy> policy,
+                                            router_config cfg) {
+  // Shared only because spawn arguments are copied; the router is its
+  // only user.
+  self->state.policy = std::move(policy);
+  self->state.cfg = std::move(cfg);
+  return {
+    [self](join_atom, const wire::worker_join& j) { on_join(self, j); },
+    [self](kv_events_atom, const wire::kv_event& ev) {
+      auto r = self->state.index.apply(ev.worker_id, ev);
+      if (r.resync_requested)
+        spdlog::warn("router: lost KV events of worker {} ({} missed); its cache view may be stale",
+                     ev.worker_id, r.missed);
+    },
+    [self](heartbeat_atom, const wire::heartbeat& h) { on_heartbeat(self, h); },
+    [self](route_atom, const route_query& q) -> caf::result<route_answer> {
+      auto a = route(self, q);
+      if (!a)
+        return a.error();
+      return std::move(*a);
+    },
+    [self](finished_atom, uint64_t id) { on_finished(self, id); },
+    [self](workers_atom) {
+      std::vector<router_worker_view> out;
+      for (const auto& [id, w] : self->state.workers)
+        out.push_back({w.join, w.load});
+      return out;
+    },
+  };
+}
+
+} // namespace
+
+caf::expected<router_local_actor> spawn_router(caf::actor_system& sys, router_config cfg) {
+  auto policy = make_router_policy(cfg.policy, cfg.options);
+  if (!policy)
+    return policy.error();
+  std::shared_ptr<router_policy> shared = std::move(*policy);
+  return sys.spawn(router_fn, shared, std::move(cfg));
+}
+
+} // namespace tessera::actors

@@ -1,0 +1,97 @@
+#pragma once
+/// @file
+/// The router actor: keeps the workers (from their joins and heartbeats),
+/// the global prefix index (from their KV events) and a routing policy
+/// (router_policy.hpp), and tells the frontend where each request goes.
+///
+/// Workers reach it through the bridge from any node (router_actor); the
+/// frontend, in the same process, also asks it to route (router_local_actor).
+///
+///   worker --join--> router          (again after a restart: replaces it)
+///   worker --kv_events / heartbeat--> router   (a worker silent for
+///                                    heartbeat_timeout is unhealthy)
+///   frontend --route(query)--> router --answer--> frontend
+///   frontend --finished(id)--> router          (its load estimate drops)
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include "actors/actor_types.hpp"
+#include "actors/router/route_types.hpp"
+#include "transport/wire/messages.hpp"
+
+namespace tessera::actors {
+
+/// What the router takes from workers (through the bridge).
+using router_actor = caf::typed_actor<
+  /// A worker announces itself (replaces an earlier worker of that id).
+  caf::reacts_to<join_atom, transport::wire::worker_join>,
+  /// A batch of a worker's prefix-cache changes.
+  caf::reacts_to<kv_events_atom, transport::wire::kv_event>,
+  /// A worker's load; heartbeat.node_id is the worker's "node/actor".
+  caf::reacts_to<heartbeat_atom, transport::wire::heartbeat>>;
+
+/// A request to route, as the frontend has it.
+struct route_query {
+  uint64_t request_id = 0;
+  std::vector<int32_t> prompt;
+  std::string cache_salt;
+  std::string session_id;
+  /// Most tokens it may generate (for the load estimate).
+  int32_t max_tokens = 0;
+};
+
+/// Where the request goes.
+struct route_answer {
+  /// Where the prompt is computed; equals decode when not disaggregated.
+  transport::wire::actor_address prefill;
+  transport::wire::actor_address decode;
+  bool disaggregated = false;
+  int32_t cached_blocks = 0;
+  std::string reason;
+};
+
+/// A worker as the router sees it (for /metrics and tests).
+struct router_worker_view {
+  transport::wire::worker_join join;
+  worker_load load;
+};
+
+} // namespace tessera::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tessera::actors::route_query)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tessera::actors::route_answer)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<tessera::actors::router_worker_view>)
+
+namespace tessera::actors {
+
+/// The frontend's view of its (local) router.
+using router_local_actor = router_actor::extend<
+  /// Picks the workers for a request. Errors (router_errc):
+  /// no_healthy_worker (no worker joined, or none can take it).
+  caf::replies_to<route_atom, route_query>::with<route_answer>,
+  /// The request ended (finished, failed or cancelled).
+  caf::reacts_to<finished_atom, uint64_t>,
+  /// The workers and their load estimates.
+  caf::replies_to<workers_atom>::with<std::vector<router_worker_view>>>;
+
+/// How the router runs.
+struct router_config {
+  /// make_router_policy's name: kv, round-robin, random, least-loaded.
+  std::string policy = "kv";
+  router_options options;
+  /// A worker without a heartbeat (or join) for this long is unhealthy.
+  /// Default: 5 s.
+  std::chrono::milliseconds heartbeat_timeout{5000};
+};
+
+/// Spawns a router; fails if the policy name is unknown (the error names
+/// the choices).
+[[nodiscard]] caf::expected<router_local_actor> spawn_router(caf::actor_system& sys,
+                                                             router_config cfg);
+
+} // namespace tessera::actors
