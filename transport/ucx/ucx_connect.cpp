@@ -3,6 +3,8 @@
 
 #include "transport/ucx/ucx_core.hpp"
 
+#include <algorithm>
+
 namespace tessera::transport::detail {
 
 caf::expected<std::string> ucx_core::listen(const std::string& address) {
@@ -129,6 +131,7 @@ void ucx_core::start_connect(peer_id id, sockaddr_in sa, const std::string& addr
   p.ep = ep;
   p.address = address;
   p.connect_promise = std::move(prom);
+  p.last_progress = clock::now();
   ep_to_peer_[ep] = id;
   writer w;
   encode_regions(w);
@@ -156,6 +159,7 @@ void ucx_core::on_conn_request(ucp_conn_request_h req, void* arg) {
   p.ep = ep;
   p.accepted = true;
   p.address = address;
+  p.last_progress = clock::now();
   self->ep_to_peer_[ep] = id;
 }
 
@@ -170,6 +174,48 @@ void ucx_core::on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t status) {
                : ucx_error(transport_errc::peer_failed, "peer " + std::to_string(id), status);
   // Close (force) outside the callback.
   self->post([self, id, err] { self->fail_peer(id, err, true); });
+}
+
+void ucx_core::note_progress(peer_id id) {
+  auto it = peers_.find(id);
+  if (it != peers_.end())
+    it->second.last_progress = clock::now();
+}
+
+ucx_core::clock::duration ucx_core::stall_check_interval() const {
+  return std::max<clock::duration>(opts_.peer_timeout / 8, std::chrono::milliseconds{1});
+}
+
+void ucx_core::check_stalled_peers() {
+  if (!ucx_.peer_error_handling || shutting_down_)
+    return;
+  auto now = clock::now();
+  if (now < next_stall_check_)
+    return;
+  next_stall_check_ = now + stall_check_interval();
+  // Each peer's oldest unfinished operation.
+  std::map<peer_id, clock::time_point> waiting_since;
+  for (const auto* op : ops_)
+    if (!op->finished) {
+      auto [it, fresh] = waiting_since.emplace(op->peer, op->posted);
+      if (!fresh)
+        it->second = std::min(it->second, op->posted);
+    }
+  for (const auto& [id, since] : waiting_since) {
+    auto it = peers_.find(id);
+    if (it == peers_.end() || it->second.state != peer_state::connected)
+      continue; // connect() has its own timeout
+    auto stalled = now - std::max(since, it->second.last_progress);
+    if (stalled < opts_.peer_timeout)
+      continue;
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(stalled).count();
+    fail_peer(id,
+              make_transport_error(transport_errc::peer_failed,
+                                   "ucx: peer " + std::to_string(id) + " made no progress for "
+                                     + std::to_string(ms) + " ms (peer_timeout "
+                                     + std::to_string(opts_.peer_timeout.count()) + " ms)"),
+              true);
+  }
 }
 
 void ucx_core::fail_peer(peer_id id, const caf::error& why, bool force) {

@@ -7,9 +7,46 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 
 namespace tessera::transport::detail {
+namespace {
+
+/// Sets UCX's keepalive so that a peer whose host vanishes while the
+/// connection is idle is reported in about `peer_timeout`. Over tcp lanes
+/// UCX 1.13 keeps nothing of its own alive (tcp counts as "built-in
+/// keepalive"): it sets SO_KEEPALIVE with UCX_TCP_KEEPIDLE, KEEPINTVL and
+/// KEEPCNT, whole seconds. We split peer_timeout (rounded up to whole
+/// seconds, at least 2) into idle = half, then one probe a second for the
+/// rest. Lanes without built-in keepalive (e.g. InfiniBand) get UCP's
+/// keepalive round every `idle` seconds on every endpoint (UCX_KEEPALIVE_*;
+/// UCX arms its round timer in whole seconds, so never below 1 s).
+ucs_status_t configure_keepalive(ucp_config_t* config, std::chrono::milliseconds peer_timeout,
+                                 std::string& failed) {
+  auto total_s = std::max<long long>(2, (peer_timeout.count() + 999) / 1000);
+  auto idle_s = total_s / 2;
+  auto probes = total_s - idle_s;
+  const std::pair<const char*, std::string> settings[] = {
+    // ucp_config_modify caches names UCP does not know and applies them to
+    // every transport's configuration: these reach the tcp interfaces.
+    {"KEEPIDLE", std::to_string(idle_s) + "s"},
+    {"KEEPINTVL", "1s"},
+    {"KEEPCNT", std::to_string(probes)},
+    {"KEEPALIVE_INTERVAL", std::to_string(idle_s) + "s"},
+    {"KEEPALIVE_NUM_EPS", "inf"},
+  };
+  for (const auto& [name, value] : settings) {
+    auto st = ucp_config_modify(config, name, value.c_str());
+    if (st != UCS_OK) {
+      failed = std::string{name} + "=" + value;
+      return st;
+    }
+  }
+  return UCS_OK;
+}
+
+} // namespace
 
 caf::error ucx_error(transport_errc code, const std::string& what, ucs_status_t st) {
   return make_transport_error(code, "ucx: " + what + ": " + ucs_status_string(st));
@@ -65,31 +102,40 @@ caf::error ucx_core::init_ucx() {
   ucp_config_t* config = nullptr;
   auto st = ucp_config_read(nullptr, nullptr, &config);
   if (st != UCS_OK)
-    return ucx_error(transport_errc::unavailable, "ucx: ucp_config_read", st);
+    return ucx_error(transport_errc::unavailable, "ucp_config_read", st);
   if (!ucx_.tls.empty()) {
     st = ucp_config_modify(config, "TLS", ucx_.tls.c_str());
     if (st != UCS_OK) {
       ucp_config_release(config);
-      return ucx_error(transport_errc::unavailable, "ucx: transport list '" + ucx_.tls + "'", st);
+      return ucx_error(transport_errc::unavailable, "transport list '" + ucx_.tls + "'", st);
+    }
+  }
+  // Keepalive only runs on endpoints with UCP_ERR_HANDLING_MODE_PEER.
+  if (ucx_.peer_error_handling) {
+    std::string failed;
+    st = configure_keepalive(config, opts_.peer_timeout, failed);
+    if (st != UCS_OK) {
+      ucp_config_release(config);
+      return ucx_error(transport_errc::unavailable, "keepalive setting " + failed, st);
     }
   }
   st = ucp_init(&params, config, &context_);
   ucp_config_release(config);
   if (st != UCS_OK)
-    return ucx_error(transport_errc::unavailable, "ucx: ucp_init", st);
+    return ucx_error(transport_errc::unavailable, "ucp_init", st);
   ucp_worker_params_t wp{};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   wp.thread_mode = UCS_THREAD_MODE_SINGLE;
   st = ucp_worker_create(context_, &wp, &worker_);
   if (st != UCS_OK) {
     ucp_cleanup(context_);
-    return ucx_error(transport_errc::unavailable, "ucx: ucp_worker_create", st);
+    return ucx_error(transport_errc::unavailable, "ucp_worker_create", st);
   }
   st = ucp_worker_get_efd(worker_, &worker_fd_);
   if (st != UCS_OK) {
     ucp_worker_destroy(worker_);
     ucp_cleanup(context_);
-    return ucx_error(transport_errc::unavailable, "ucx: ucp_worker_get_efd", st);
+    return ucx_error(transport_errc::unavailable, "ucp_worker_get_efd", st);
   }
   for (unsigned id : {am_hello, am_hello_ack, am_message, am_region, am_batch, am_bye}) {
     ucp_am_handler_param_t hp{};
@@ -107,7 +153,7 @@ caf::error ucx_core::init_ucx() {
     if (st != UCS_OK) {
       ucp_worker_destroy(worker_);
       ucp_cleanup(context_);
-      return ucx_error(transport_errc::unavailable, "ucx: set AM handler", st);
+      return ucx_error(transport_errc::unavailable, "set AM handler", st);
     }
   }
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -136,6 +182,9 @@ void ucx_core::run() {
     while (ucp_worker_progress(worker_) != 0)
       did = true;
     reap_close_requests();
+    // After draining the worker: completions and messages that waited
+    // while this thread was busy count as progress before any is judged.
+    check_stalled_peers();
     if (did || done_)
       continue;
     {
@@ -147,10 +196,18 @@ void ucx_core::run() {
     if (st == UCS_ERR_BUSY)
       continue;
     pollfd fds[2] = {{worker_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-    ::poll(fds, 2, 50);
+    ::poll(fds, 2, poll_timeout_ms());
     uint64_t v = 0;
     [[maybe_unused]] auto n = ::read(wake_fd_, &v, sizeof(v));
   }
+}
+
+int ucx_core::poll_timeout_ms() const {
+  constexpr int cap_ms = 50;
+  if (!ucx_.peer_error_handling)
+    return cap_ms;
+  auto until_check = std::chrono::ceil<std::chrono::milliseconds>(next_stall_check_ - clock::now());
+  return static_cast<int>(std::clamp<long long>(until_check.count(), 0, cap_ms));
 }
 
 void ucx_core::reap_close_requests() {

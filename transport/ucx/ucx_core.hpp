@@ -28,10 +28,18 @@
 /// `failed` is final: the endpoint is closed, the peer's rkeys destroyed,
 /// its outstanding completions failed, and on_peer_failed reported if it
 /// had been connected.
+///
+/// Dead-peer detection (with ucx_options::peer_error_handling; what bounds
+/// it is documented in ucx_transport.hpp): UCX's endpoint error callback
+/// (on_ep_error), TCP keepalive configured from peer_timeout (init_ucx),
+/// and check_stalled_peers: a connected peer with an operation outstanding
+/// that made no progress (no operation to it completed, nothing arrived
+/// from it) for peer_timeout is failed.
 
 #include <ucp/api/ucp.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -77,6 +85,8 @@ inline constexpr size_t max_actor_bytes = 64;
 /// is touched by the progress thread only.
 class ucx_core {
 public:
+  using clock = std::chrono::steady_clock;
+
   ucx_core(transport_options opts, ucx_options ucx);
 
   /// Stops the progress thread (shutdown()) and destroys worker and context.
@@ -122,6 +132,7 @@ private:
     int outstanding = 0;                 // requests not yet completed
     ucs_status_t status = UCS_OK;        // first failure
     bool finished = false;               // `done` ran (or was handed on)
+    clock::time_point posted;            // when new_op created it
   };
 
   struct peer {
@@ -133,6 +144,9 @@ private:
     std::map<region_id, remote_region> regions;
     caf::error why; // once failed
     std::shared_ptr<std::promise<caf::expected<peer_id>>> connect_promise;
+    /// Last sign of life: an operation to it completed or something
+    /// arrived from it (set when the endpoint is created).
+    clock::time_point last_progress;
   };
 
   /// A control message received by rendezvous, while its data lands.
@@ -161,6 +175,8 @@ private:
   [[nodiscard]] caf::error init_ucx();
   bool run_commands();
   void run();
+  /// How long the idle progress thread may sleep in poll(), ms.
+  int poll_timeout_ms() const;
   void reap_close_requests();
   void shutdown();
 
@@ -175,6 +191,16 @@ private:
                      std::shared_ptr<std::promise<caf::expected<peer_id>>> prom);
   static void on_conn_request(ucp_conn_request_h req, void* arg);
   static void on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t status);
+
+  /// Records a sign of life of `id` (see peer::last_progress).
+  void note_progress(peer_id id);
+
+  /// Every stall_check_interval() (peer_timeout / 8): fails each connected
+  /// peer that has an unfinished operation and made no progress for
+  /// peer_timeout since its oldest such operation was posted. Only with
+  /// peer_error_handling: the forced close needs UCP_ERR_HANDLING_MODE_PEER.
+  void check_stalled_peers();
+  clock::duration stall_check_interval() const;
 
   /// Marks `id` failed (once): answers a pending connect, reports
   /// on_peer_failed (for connected peers), destroys its rkeys and closes the
@@ -248,6 +274,7 @@ private:
   region_id next_region_ = 1;
   std::vector<pending_op*> ops_;
   std::vector<void*> close_requests_;
+  clock::time_point next_stall_check_;
   bool shutting_down_ = false;
   bool done_ = false;
 };

@@ -37,6 +37,7 @@ ucx_core::pending_op* ucx_core::new_op(peer_id peer, completion done) {
   op->self = this;
   op->peer = peer;
   op->done = std::move(done);
+  op->posted = clock::now();
   ops_.push_back(op);
   return op;
 }
@@ -69,10 +70,12 @@ void ucx_core::on_send_done(void* request, ucs_status_t status, void* user_data)
   ucp_request_free(request);
   --op->outstanding;
   auto* self = op->self;
-  if (status != UCS_OK)
+  if (status != UCS_OK) {
     self->finish_op(op, self->status_error(op, status));
-  else
+  } else {
+    self->note_progress(op->peer);
     self->finish_op(op, caf::error{});
+  }
   self->release_op(op);
 }
 
@@ -107,6 +110,7 @@ ucs_status_t ucx_core::on_am(unsigned id, const void* header, size_t header_leng
   auto* p = peer_of(param->reply_ep);
   if (!p || p->state == peer_state::failed)
     return UCS_OK;
+  p->last_progress = clock::now();
   bool rndv = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
   if (rndv && id != am_message)
     return UCS_OK; // control payloads are small; never rendezvous

@@ -94,6 +94,8 @@ void ucx_core::on_put_done(void* request, ucs_status_t status, void* user_data) 
   --op->outstanding;
   if (status != UCS_OK && op->status == UCS_OK)
     op->status = status;
+  if (status == UCS_OK)
+    op->self->note_progress(op->peer);
   op->self->release_op(op);
 }
 
@@ -103,6 +105,8 @@ void ucx_core::on_flush_done(void* request, ucs_status_t status, void* user_data
   --op->outstanding;
   if (status != UCS_OK && op->status == UCS_OK)
     op->status = status;
+  if (status == UCS_OK)
+    op->self->note_progress(op->peer);
   op->self->after_flush(op);
 }
 
