@@ -4,12 +4,15 @@
 // lost; KV blocks land bit-exact in the peer's registered pool; both over
 // tcp and with shared memory selected. A receiver killed without BYE fails
 // the next send within peer_timeout; a stopped receiver (its sockets stay
-// open) fails a transfer within peer_timeout; a restarted receiver can be
-// reached again.
+// open) fails a transfer within peer_timeout, and does not hold up (or
+// crash) our transport's destructor; a restarted receiver can be reached
+// again.
 
 #include "transport/ucx/ucx_transport.hpp"
 
 #include <gtest/gtest.h>
+
+#include <sys/wait.h>
 
 #include <chrono>
 #include <csignal>
@@ -194,6 +197,19 @@ std::map<std::string, uint64_t> ask_report(ucx_transport& t, peer_id to, recorde
     }
     return counters;
   }
+}
+
+/// Stops the peer (SIGSTOP) and waits until it is stopped: its kernel
+/// keeps its sockets open and acknowledging, its progress thread is frozen.
+/// (The signal takes effect asynchronously; without the wait, the peer
+/// could still answer what we send next.)
+void stop(peer_process& p) {
+  p.child.kill(SIGSTOP);
+  siginfo_t info{};
+  // WNOWAIT: the state stays for child_process::wait to reap later.
+  ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(p.child.pid()), &info, WSTOPPED | WEXITED | WNOWAIT),
+            0);
+  ASSERT_EQ(info.si_code, CLD_STOPPED);
 }
 
 /// Disconnects from the peer, which then exits: 0 when all its checks held.
@@ -393,7 +409,7 @@ TEST(UcxTwoProcessFailureTest, StoppedReceiverFailsTransferWithinPeerTimeout) {
   send_chunks(*t, *to, 0, 10);
   EXPECT_EQ(ask_report(*t, *to, events)["received"], 10u);
 
-  peer->child.kill(SIGSTOP);
+  stop(*peer);
   auto stopped = clk::now();
   transfer_batch batch;
   batch.batch_id = 1;
@@ -422,6 +438,28 @@ TEST(UcxTwoProcessFailureTest, StoppedReceiverFailsTransferWithinPeerTimeout) {
   EXPECT_EQ(code_of(after->of(0).at(0)), code(transport_errc::peer_failed));
 
   peer->child.kill(SIGKILL); // a stopped process dies of SIGKILL too
+  auto status = peer->child.wait(process_timeout);
+  ASSERT_TRUE(status);
+  EXPECT_EQ(*status, 128 + SIGKILL);
+}
+
+// The destructor says BYE and closes gracefully, bounded by peer_timeout;
+// a peer that never answers must not make it hang or abort.
+TEST(UcxTwoProcessFailureTest, DestroyingTransportWithStoppedReceiverReturnsInPeerTimeout) {
+  auto peer = spawn_peer(tcp_case, size_t{1} << 20);
+  ASSERT_TRUE(peer);
+  recorder events;
+  auto t = make_sender(tcp_case, events);
+  ASSERT_TRUE(t);
+  auto to = t->connect(peer->address);
+  ASSERT_TRUE(to) << to_string(to.error());
+  send_chunks(*t, *to, 0, 10);
+  EXPECT_EQ(ask_report(*t, *to, events)["received"], 10u);
+  stop(*peer);
+  auto start = clk::now();
+  t.reset();
+  EXPECT_LE(clk::now() - start, peer_timeout + detection_slack);
+  peer->child.kill(SIGKILL);
   auto status = peer->child.wait(process_timeout);
   ASSERT_TRUE(status);
   EXPECT_EQ(*status, 128 + SIGKILL);

@@ -248,6 +248,13 @@ void ucx_core::shutdown() {
   while (ucp_worker_progress(worker_) != 0) {
   }
   reap_close_requests();
+  // Closes a silent peer never answered (cancel does not end them):
+  // release them, so that ucp_worker_destroy completes and frees them as it
+  // destroys their endpoints. (UCX asserts that a close request still
+  // pending at worker destruction was released.)
+  for (auto* r : close_requests_)
+    ucp_request_free(r);
+  close_requests_.clear();
   for (auto& [id, r] : regions_)
     ucp_mem_unmap(context_, r.memh);
   regions_.clear();
