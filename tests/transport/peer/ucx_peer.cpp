@@ -234,9 +234,11 @@ private:
 };
 
 int run_peer(int argc, char** argv) {
-  // Die with the test that spawned us, however it ends.
+  // Die with the test that spawned us, however it ends (and if it ended
+  // before the request took effect, now).
+  auto parent = getppid();
   prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() == 1)
+  if (getppid() != parent)
     return 2;
   peer_args args;
   if (!parse_args(argc, argv, args)) {
