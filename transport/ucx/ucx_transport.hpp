@@ -23,10 +23,38 @@
 /// Failure: disconnect() and the destructor send BYE to the peer before
 /// closing the endpoint, so the other side sees on_peer_failed(closed)
 /// promptly. A peer that vanishes without BYE is detected only with
-/// ucx_options::peer_error_handling (UCX's endpoint error callback); then
-/// on_peer_failed(peer_failed). Either way exactly once per peer; the
-/// peer's outstanding completions get the same error; later send/transfer
-/// to it fail with peer_failed; to an id never issued, with not_connected.
+/// ucx_options::peer_error_handling; then on_peer_failed(peer_failed).
+/// Either way exactly once per peer; the peer's outstanding completions get
+/// the same error at once; later send/transfer to it fail with peer_failed
+/// (never hang); to an id never issued, with not_connected.
+///
+/// What bounds the detection of a peer that vanished without BYE (T =
+/// transport_options::peer_timeout; measured on Linux with T = 2 s):
+///  - Its process died (crash, SIGKILL): its kernel closes the sockets and
+///    UCX reports the endpoint error on our next progress: immediately
+///    (~1-10 ms on loopback).
+///  - We wait on it: an operation to it is outstanding (a send UCX could
+///    not yet hand to the kernel; a transfer, which waits for its flush,
+///    i.e. for the peer to acknowledge its puts) and nothing progressed (no
+///    operation to it completed, nothing arrived from it) for T: failed by
+///    this backend's stall check, which runs every T/8, so within 9/8 T of
+///    the stall (2.24 s). This also fails a peer whose host or network
+///    vanished, or whose process is stopped or wedged. (Progress is counted
+///    per completed operation: one block that takes longer than T to
+///    transmit would count as a stall.)
+///  - The connection is idle (no data unacknowledged) when its host or
+///    network vanishes: TCP keepalive, configured per context from T:
+///    UCX_TCP_KEEPIDLE = T/2, then KEEPCNT probes one second apart, in
+///    whole seconds, at least 2 s in all (2.05 s). (Over tcp, UCX 1.13's
+///    own keepalive only sets these socket options; for lanes without that,
+///    e.g. InfiniBand, UCX_KEEPALIVE_INTERVAL is set to T/2 too, and RC's
+///    own timeouts add to it.)
+///  Not bounded by T: a silent vanishing right after small sends that the
+///  kernel took (they completed; TCP keepalive does not probe while data is
+///  unacknowledged, Linux retransmits for ~15 min (tcp_retries2) and UCX
+///  1.13 sets no TCP_USER_TIMEOUT) until an operation to that peer stalls;
+///  and a hung process whose kernel still answers while we wait on nothing.
+///  Cluster heartbeats catch those and call disconnect().
 ///
 /// Known limits of this slice:
 ///  - A "blocks arrived" notification is a separate active message sent
@@ -48,11 +76,12 @@ namespace tessera::transport {
 /// UCX-specific settings.
 struct ucx_options {
   /// Use UCP_ERR_HANDLING_MODE_PEER on every endpoint, so a peer that dies
-  /// without saying BYE is reported (on_peer_failed(peer_failed)) and an
-  /// unreachable address fails connect quickly. With UCX 1.13 this makes
-  /// UCX use tcp lanes only (no shared memory), even on one host. Without
-  /// it, connect to an unreachable address fails only by timeout and a
-  /// crashed peer is not detected. Default: true.
+  /// without saying BYE is reported (on_peer_failed(peer_failed); bounds in
+  /// the file comment), and an unreachable address fails connect quickly.
+  /// With UCX 1.13 this makes UCX use tcp lanes only (no shared memory),
+  /// even on one host. Without it, connect to an unreachable address fails
+  /// only by timeout, a crashed peer is not detected, and neither keepalive
+  /// nor the stall check runs. Default: true.
   bool peer_error_handling = true;
   /// UCX transports this context may use, as UCX_TLS spells them (e.g.
   /// "tcp", "sm,self,tcp"); the sockaddr listener and client need tcp in

@@ -1,0 +1,270 @@
+// ucx_core's lifecycle: the UCX context and worker, the progress thread,
+// the command queue with its eventfd wake-up, and shutdown.
+
+#include "transport/ucx/ucx_core.hpp"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+
+namespace tessera::transport::detail {
+namespace {
+
+/// Sets UCX's keepalive so that a peer whose host vanishes while the
+/// connection is idle is reported in about `peer_timeout`. Over tcp lanes
+/// UCX 1.13 keeps nothing of its own alive (tcp counts as "built-in
+/// keepalive"): it sets SO_KEEPALIVE with UCX_TCP_KEEPIDLE, KEEPINTVL and
+/// KEEPCNT, whole seconds. We split peer_timeout (rounded up to whole
+/// seconds, at least 2) into idle = half, then one probe a second for the
+/// rest. Lanes without built-in keepalive (e.g. InfiniBand) get UCP's
+/// keepalive round every `idle` seconds on every endpoint (UCX_KEEPALIVE_*;
+/// UCX arms its round timer in whole seconds, so never below 1 s).
+ucs_status_t configure_keepalive(ucp_config_t* config, std::chrono::milliseconds peer_timeout,
+                                 std::string& failed) {
+  auto total_s = std::max<long long>(2, (peer_timeout.count() + 999) / 1000);
+  auto idle_s = total_s / 2;
+  auto probes = total_s - idle_s;
+  const std::pair<const char*, std::string> settings[] = {
+    // ucp_config_modify caches names UCP does not know and applies them to
+    // every transport's configuration: these reach the tcp interfaces.
+    {"KEEPIDLE", std::to_string(idle_s) + "s"},
+    {"KEEPINTVL", "1s"},
+    {"KEEPCNT", std::to_string(probes)},
+    {"KEEPALIVE_INTERVAL", std::to_string(idle_s) + "s"},
+    {"KEEPALIVE_NUM_EPS", "inf"},
+  };
+  for (const auto& [name, value] : settings) {
+    auto st = ucp_config_modify(config, name, value.c_str());
+    if (st != UCS_OK) {
+      failed = std::string{name} + "=" + value;
+      return st;
+    }
+  }
+  return UCS_OK;
+}
+
+} // namespace
+
+caf::error ucx_error(transport_errc code, const std::string& what, ucs_status_t st) {
+  return make_transport_error(code, "ucx: " + what + ": " + ucs_status_string(st));
+}
+
+caf::error closed_error() {
+  return make_transport_error(transport_errc::closed, "ucx: transport closed");
+}
+
+ucx_core::ucx_core(transport_options opts, ucx_options ucx) : opts_(opts), ucx_(ucx) {
+  caps_.backend = "ucx";
+  caps_.rma = true;
+  caps_.device_memory = false;
+  caps_.max_message_bytes = opts.max_message_bytes;
+}
+
+caf::error ucx_core::start() {
+  if (auto err = init_ucx())
+    return err;
+  thread_ = std::thread{[this] { run(); }};
+  started_ = true;
+  return {};
+}
+
+ucx_core::~ucx_core() {
+  if (!started_)
+    return;
+  post([this] { shutdown(); });
+  thread_.join();
+  ucp_worker_destroy(worker_);
+  ucp_cleanup(context_);
+  close(wake_fd_);
+}
+
+bool ucx_core::post(std::function<void()> fn) {
+  {
+    std::lock_guard lock{mu_};
+    if (stopping_)
+      return false;
+    commands_.push_back(std::move(fn));
+  }
+  uint64_t one = 1;
+  [[maybe_unused]] auto n = ::write(wake_fd_, &one, sizeof(one));
+  return true;
+}
+
+caf::error ucx_core::init_ucx() {
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES;
+  params.features = UCP_FEATURE_AM | UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP;
+  // UCX_* environment variables apply first; ucx_options::tls overrides
+  // UCX_TLS for this context only.
+  ucp_config_t* config = nullptr;
+  auto st = ucp_config_read(nullptr, nullptr, &config);
+  if (st != UCS_OK)
+    return ucx_error(transport_errc::unavailable, "ucp_config_read", st);
+  if (!ucx_.tls.empty()) {
+    st = ucp_config_modify(config, "TLS", ucx_.tls.c_str());
+    if (st != UCS_OK) {
+      ucp_config_release(config);
+      return ucx_error(transport_errc::unavailable, "transport list '" + ucx_.tls + "'", st);
+    }
+  }
+  // Keepalive only runs on endpoints with UCP_ERR_HANDLING_MODE_PEER.
+  if (ucx_.peer_error_handling) {
+    std::string failed;
+    st = configure_keepalive(config, opts_.peer_timeout, failed);
+    if (st != UCS_OK) {
+      ucp_config_release(config);
+      return ucx_error(transport_errc::unavailable, "keepalive setting " + failed, st);
+    }
+  }
+  st = ucp_init(&params, config, &context_);
+  ucp_config_release(config);
+  if (st != UCS_OK)
+    return ucx_error(transport_errc::unavailable, "ucp_init", st);
+  ucp_worker_params_t wp{};
+  wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  wp.thread_mode = UCS_THREAD_MODE_SINGLE;
+  st = ucp_worker_create(context_, &wp, &worker_);
+  if (st != UCS_OK) {
+    ucp_cleanup(context_);
+    return ucx_error(transport_errc::unavailable, "ucp_worker_create", st);
+  }
+  st = ucp_worker_get_efd(worker_, &worker_fd_);
+  if (st != UCS_OK) {
+    ucp_worker_destroy(worker_);
+    ucp_cleanup(context_);
+    return ucx_error(transport_errc::unavailable, "ucp_worker_get_efd", st);
+  }
+  for (unsigned id : {am_hello, am_hello_ack, am_message, am_region, am_batch, am_bye}) {
+    ucp_am_handler_param_t hp{};
+    hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB
+                    | UCP_AM_HANDLER_PARAM_FIELD_ARG;
+    hp.id = id;
+    hp.cb = id == am_hello       ? &ucx_core::on_am_id<am_hello>
+            : id == am_hello_ack ? &ucx_core::on_am_id<am_hello_ack>
+            : id == am_message   ? &ucx_core::on_am_id<am_message>
+            : id == am_region    ? &ucx_core::on_am_id<am_region>
+            : id == am_batch     ? &ucx_core::on_am_id<am_batch>
+                                 : &ucx_core::on_am_id<am_bye>;
+    hp.arg = this;
+    st = ucp_worker_set_am_recv_handler(worker_, &hp);
+    if (st != UCS_OK) {
+      ucp_worker_destroy(worker_);
+      ucp_cleanup(context_);
+      return ucx_error(transport_errc::unavailable, "set AM handler", st);
+    }
+  }
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd_ < 0) {
+    ucp_worker_destroy(worker_);
+    ucp_cleanup(context_);
+    return make_transport_error(transport_errc::unavailable, "ucx: eventfd failed");
+  }
+  return {};
+}
+
+bool ucx_core::run_commands() {
+  std::vector<std::function<void()>> batch;
+  {
+    std::lock_guard lock{mu_};
+    batch.swap(commands_);
+  }
+  for (auto& fn : batch)
+    fn();
+  return !batch.empty();
+}
+
+void ucx_core::run() {
+  while (!done_) {
+    bool did = run_commands();
+    while (ucp_worker_progress(worker_) != 0)
+      did = true;
+    reap_close_requests();
+    // After draining the worker: completions and messages that waited
+    // while this thread was busy count as progress before any is judged.
+    check_stalled_peers();
+    if (did || done_)
+      continue;
+    {
+      std::lock_guard lock{mu_};
+      if (!commands_.empty())
+        continue;
+    }
+    auto st = ucp_worker_arm(worker_);
+    if (st == UCS_ERR_BUSY)
+      continue;
+    pollfd fds[2] = {{worker_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    ::poll(fds, 2, poll_timeout_ms());
+    uint64_t v = 0;
+    [[maybe_unused]] auto n = ::read(wake_fd_, &v, sizeof(v));
+  }
+}
+
+int ucx_core::poll_timeout_ms() const {
+  constexpr int cap_ms = 50;
+  if (!ucx_.peer_error_handling)
+    return cap_ms;
+  auto until_check = std::chrono::ceil<std::chrono::milliseconds>(next_stall_check_ - clock::now());
+  return static_cast<int>(std::clamp<long long>(until_check.count(), 0, cap_ms));
+}
+
+void ucx_core::reap_close_requests() {
+  for (auto it = close_requests_.begin(); it != close_requests_.end();) {
+    if (ucp_request_check_status(*it) != UCS_INPROGRESS) {
+      ucp_request_free(*it);
+      it = close_requests_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void ucx_core::shutdown() {
+  {
+    std::lock_guard lock{mu_};
+    stopping_ = true;
+  }
+  run_commands(); // commands posted before the destructor still run
+  shutting_down_ = true;
+  for (auto& [id, p] : peers_)
+    if (p.state != peer_state::failed && p.ep) {
+      am_send(p, am_bye, {}, {}, {});
+      fail_peer(id, closed_error(), false);
+    }
+  for (auto* l : listeners_)
+    ucp_listener_destroy(l);
+  listeners_.clear();
+  // Let the BYEs and graceful closes finish, bounded by peer_timeout.
+  auto deadline = std::chrono::steady_clock::now() + opts_.peer_timeout;
+  while (!close_requests_.empty() && std::chrono::steady_clock::now() < deadline) {
+    ucp_worker_progress(worker_);
+    reap_close_requests();
+  }
+  for (auto* r : close_requests_) {
+    ucp_request_cancel(worker_, r);
+  }
+  while (ucp_worker_progress(worker_) != 0) {
+  }
+  reap_close_requests();
+  // Closes a silent peer never answered (cancel does not end them):
+  // release them, so that ucp_worker_destroy completes and frees them as it
+  // destroys their endpoints. (UCX asserts that a close request still
+  // pending at worker destruction was released.)
+  for (auto* r : close_requests_)
+    ucp_request_free(r);
+  close_requests_.clear();
+  for (auto& [id, r] : regions_)
+    ucp_mem_unmap(context_, r.memh);
+  regions_.clear();
+  // Anything UCX did not complete: fail it now (no UCX call touches it later).
+  for (auto* op : ops_) {
+    if (!op->finished && op->done)
+      op->done(closed_error());
+    op->finished = true;
+  }
+  done_ = true;
+}
+
+} // namespace tessera::transport::detail

@@ -1,0 +1,282 @@
+#pragma once
+/// @file
+/// Internal to transport/ucx: ucx_core, the state behind a ucx_transport.
+/// This header includes ucp.h; nothing outside transport/ucx/ includes it.
+///
+/// Its implementation is split by concern:
+///   ucx_core.cpp      lifecycle: UCX context and worker, the progress
+///                     thread, the command queue and its wake-ups, shutdown
+///   ucx_connect.cpp   listener, client endpoints, HELLO / HELLO_ACK, BYE,
+///                     failure of a peer
+///   ucx_messages.cpp  operation bookkeeping, sending active messages, the
+///                     receive-side dispatch and control-message delivery
+///   ucx_transfer.cpp  registered regions and rkeys, put + flush +
+///                     "blocks arrived"
+///
+/// A peer's states (progress thread only):
+///
+///   connect(): ep created,            listener: ep created from the
+///   HELLO sent                        connection request (accepted)
+///        |                                       |
+///        v                                       v
+///   connecting --HELLO_ACK--> connected <--HELLO-- connecting
+///        |                        |                    |
+///        | ep error, timeout      | ep error, BYE,     | ep error
+///        v                        v disconnect, close  v
+///      failed <-------------------+--------------------+
+///
+/// `failed` is final: the endpoint is closed, the peer's rkeys destroyed,
+/// its outstanding completions failed, and on_peer_failed reported if it
+/// had been connected.
+///
+/// Dead-peer detection (with ucx_options::peer_error_handling; what bounds
+/// it is documented in ucx_transport.hpp): UCX's endpoint error callback
+/// (on_ep_error), TCP keepalive configured from peer_timeout (init_ucx),
+/// and check_stalled_peers: a connected peer with an operation outstanding
+/// that made no progress (no operation to it completed, nothing arrived
+/// from it) for peer_timeout is failed.
+
+#include <ucp/api/ucp.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include <netinet/in.h>
+
+#include "transport/transport.hpp"
+#include "transport/ucx/ucx_support.hpp"
+#include "transport/ucx/ucx_transport.hpp"
+
+namespace tessera::transport::detail {
+
+/// Active-message ids of the backend's protocol.
+enum am_id : unsigned {
+  am_hello = 1,     // client -> listener: the client's regions
+  am_hello_ack = 2, // listener -> client: the listener's regions
+  am_message = 3,   // a control message; header: actor name
+  am_region = 4,    // one region registered after connecting
+  am_batch = 5,     // "blocks arrived": a transfer's flush completed
+  am_bye = 6,       // the sender closes the connection
+};
+
+/// Longest actor name a message may carry, bytes.
+inline constexpr size_t max_actor_bytes = 64;
+
+/// The one place a ucs_status_t becomes a caf::error.
+[[nodiscard]] caf::error ucx_error(transport_errc code, const std::string& what, ucs_status_t st);
+
+/// transport_errc::closed: the transport is shutting down.
+[[nodiscard]] caf::error closed_error();
+
+/// The state behind a ucx_transport. The public methods are
+/// ucx_transport's (see there); everything under "progress-thread state"
+/// is touched by the progress thread only.
+class ucx_core {
+public:
+  using clock = std::chrono::steady_clock;
+
+  ucx_core(transport_options opts, ucx_options ucx);
+
+  /// Stops the progress thread (shutdown()) and destroys worker and context.
+  ~ucx_core();
+
+  /// Initialises UCX and starts the progress thread; on failure nothing is
+  /// left to clean up.
+  [[nodiscard]] caf::error start();
+
+  const capabilities& caps() const { return caps_; }
+  void set_handler(transport_handler* h) { handler_.store(h); }
+
+  [[nodiscard]] caf::expected<std::string> listen(const std::string& address);
+  [[nodiscard]] caf::expected<peer_id> connect(const std::string& address);
+  void disconnect(peer_id peer);
+  [[nodiscard]] caf::expected<region_id> register_region(std::span<std::byte> memory);
+  void send(peer_id to, message msg, completion done);
+  void transfer(peer_id to, transfer_batch batch, completion done);
+
+private:
+  enum class peer_state { connecting, connected, failed };
+
+  struct local_region {
+    region_id id = 0;
+    std::span<std::byte> memory;
+    ucp_mem_h memh = nullptr;
+    std::vector<std::byte> rkey; // packed
+  };
+
+  struct remote_region {
+    uint64_t base = 0; // the peer's address of byte 0
+    uint64_t size = 0; // bytes
+    ucp_rkey_h rkey = nullptr;
+  };
+
+  /// An operation UCX has not finished yet (user_data of its requests).
+  struct pending_op {
+    ucx_core* self = nullptr;
+    peer_id peer = 0;
+    completion done;
+    std::vector<std::byte> header, data; // kept alive for the send
+    std::shared_ptr<transfer_batch> batch;
+    int outstanding = 0;                 // requests not yet completed
+    ucs_status_t status = UCS_OK;        // first failure
+    bool finished = false;               // `done` ran (or was handed on)
+    clock::time_point posted;            // when new_op created it
+  };
+
+  struct peer {
+    peer_id id = 0;
+    ucp_ep_h ep = nullptr;
+    peer_state state = peer_state::connecting;
+    bool accepted = false; // from our listener
+    std::string address;
+    std::map<region_id, remote_region> regions;
+    caf::error why; // once failed
+    std::shared_ptr<std::promise<caf::expected<peer_id>>> connect_promise;
+    /// Last sign of life: an operation to it completed or something
+    /// arrived from it (set when the endpoint is created).
+    clock::time_point last_progress;
+  };
+
+  /// A control message received by rendezvous, while its data lands.
+  struct rndv_recv {
+    ucx_core* self;
+    peer_id from;
+    std::string actor;
+    std::vector<std::byte> data;
+  };
+
+  // --- lifecycle (ucx_core.cpp) ---
+
+  /// Queues `fn` for the progress thread; false once shutdown began.
+  bool post(std::function<void()> fn);
+
+  /// Runs `fn` on the progress thread and waits for its result.
+  template <class T>
+  caf::expected<T> call(std::function<caf::expected<T>()> fn) {
+    auto prom = std::make_shared<std::promise<caf::expected<T>>>();
+    auto fut = prom->get_future();
+    if (!post([prom, fn] { prom->set_value(fn()); }))
+      return closed_error();
+    return fut.get();
+  }
+
+  [[nodiscard]] caf::error init_ucx();
+  bool run_commands();
+  void run();
+  /// How long the idle progress thread may sleep in poll(), ms.
+  int poll_timeout_ms() const;
+  void reap_close_requests();
+  void shutdown();
+
+  // --- peers (ucx_connect.cpp) ---
+
+  /// The connected peer `to`, or nullptr after failing `done` with
+  /// not_connected / peer_failed.
+  peer* usable_peer(peer_id to, const completion& done);
+  peer* peer_of(ucp_ep_h ep);
+  ucp_ep_params_t ep_params();
+  void start_connect(peer_id id, sockaddr_in sa, const std::string& address,
+                     std::shared_ptr<std::promise<caf::expected<peer_id>>> prom);
+  static void on_conn_request(ucp_conn_request_h req, void* arg);
+  static void on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t status);
+
+  /// Records a sign of life of `id` (see peer::last_progress).
+  void note_progress(peer_id id);
+
+  /// Every stall_check_interval() (peer_timeout / 8): fails each connected
+  /// peer that has an unfinished operation and made no progress for
+  /// peer_timeout since its oldest such operation was posted. Only with
+  /// peer_error_handling: the forced close needs UCP_ERR_HANDLING_MODE_PEER.
+  void check_stalled_peers();
+  clock::duration stall_check_interval() const;
+
+  /// Marks `id` failed (once): answers a pending connect, reports
+  /// on_peer_failed (for connected peers), destroys its rkeys and closes the
+  /// endpoint (forced, or flushing so a queued BYE still leaves).
+  void fail_peer(peer_id id, const caf::error& why, bool force);
+
+  void on_hello(peer& p, reader& rd);
+  void on_hello_ack(peer& p, reader& rd);
+  void on_bye(peer& p);
+
+  // --- operations and messages (ucx_messages.cpp) ---
+
+  pending_op* new_op(peer_id peer, completion done);
+  /// Runs op's completion with `err` unless it ran already.
+  void finish_op(pending_op* op, const caf::error& err);
+  /// Frees `op` once UCX holds none of its requests.
+  void release_op(pending_op* op);
+  caf::error status_error(const pending_op* op, ucs_status_t st);
+  static void on_send_done(void* request, ucs_status_t status, void* user_data);
+
+  /// Sends an active message on `p`; `done` (may be empty) gets the result.
+  void am_send(peer& p, unsigned id, std::vector<std::byte> header, std::vector<std::byte> data,
+               completion done);
+
+  /// UCX's receive callback for active message `Id` (arg: the core).
+  template <unsigned Id>
+  static ucs_status_t on_am_id(void* arg, const void* header, size_t header_length, void* data,
+                               size_t length, const ucp_am_recv_param_t* param) {
+    return static_cast<ucx_core*>(arg)->on_am(Id, header, header_length, data, length, param);
+  }
+  ucs_status_t on_am(unsigned id, const void* header, size_t header_length, void* data,
+                     size_t length, const ucp_am_recv_param_t* param);
+  void on_message_am(peer& p, const void* header, size_t header_length, void* data, size_t length,
+                     bool rndv);
+  static void on_rndv_done(void* request, ucs_status_t status, size_t, void* user_data);
+  void deliver(peer_id from, std::string actor, std::vector<std::byte> frame);
+
+  // --- regions and transfers (ucx_transfer.cpp) ---
+
+  static void encode_region(writer& w, const local_region& r);
+  void encode_regions(writer& w);
+  bool decode_region(peer& p, reader& rd);
+  void decode_regions(peer& p, reader& rd);
+  void start_transfer(peer_id to, const std::shared_ptr<transfer_batch>& b, const completion& done);
+  static void on_put_done(void* request, ucs_status_t status, void* user_data);
+  static void on_flush_done(void* request, ucs_status_t status, void* user_data);
+  void after_flush(pending_op* op);
+  void on_batch(peer& p, reader& rd);
+
+  transport_options opts_;
+  ucx_options ucx_;
+  capabilities caps_;
+  std::atomic<transport_handler*> handler_{nullptr};
+  std::atomic<peer_id> next_peer_{1};
+
+  std::mutex mu_;
+  std::vector<std::function<void()>> commands_; // guarded by mu_
+  bool stopping_ = false;                       // guarded by mu_
+  int wake_fd_ = -1;
+  std::thread thread_;
+  bool started_ = false;
+
+  // --- progress-thread state ---
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  int worker_fd_ = -1;
+  std::vector<ucp_listener_h> listeners_;
+  std::map<peer_id, peer> peers_;
+  std::unordered_map<ucp_ep_h, peer_id> ep_to_peer_;
+  std::map<region_id, local_region> regions_;
+  region_id next_region_ = 1;
+  std::vector<pending_op*> ops_;
+  std::vector<void*> close_requests_;
+  clock::time_point next_stall_check_;
+  bool shutting_down_ = false;
+  bool done_ = false;
+};
+
+} // namespace tessera::transport::detail

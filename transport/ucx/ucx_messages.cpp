@@ -1,0 +1,181 @@
+// ucx_core's active messages: bookkeeping of operations UCX has not
+// finished, sending (control messages and the backend's own protocol), and
+// the receive side: one dispatch for every active message, and delivery of
+// control messages to the handler.
+
+#include "transport/ucx/ucx_core.hpp"
+
+#include <cstring>
+
+namespace tessera::transport::detail {
+
+void ucx_core::send(peer_id to, message msg, completion done) {
+  if (msg.actor.size() > max_actor_bytes || msg.frame.size() > opts_.max_message_bytes) {
+    auto err = make_transport_error(transport_errc::message_too_large,
+                                    "ucx: message of " + std::to_string(msg.frame.size())
+                                      + " bytes for actor of " + std::to_string(msg.actor.size())
+                                      + " bytes is too large");
+    if (!post([done, err] { if (done) done(err); }) && done)
+      done(closed_error());
+    return;
+  }
+  auto m = std::make_shared<message>(std::move(msg));
+  if (!post([this, to, m, done] {
+        auto* p = usable_peer(to, done);
+        if (!p)
+          return;
+        std::vector<std::byte> header(m->actor.size());
+        std::memcpy(header.data(), m->actor.data(), m->actor.size());
+        am_send(*p, am_message, std::move(header), std::move(m->frame), done);
+      }))
+    if (done)
+      done(closed_error());
+}
+
+ucx_core::pending_op* ucx_core::new_op(peer_id peer, completion done) {
+  auto* op = new pending_op;
+  op->self = this;
+  op->peer = peer;
+  op->done = std::move(done);
+  op->posted = clock::now();
+  ops_.push_back(op);
+  return op;
+}
+
+void ucx_core::finish_op(pending_op* op, const caf::error& err) {
+  if (!op->finished) {
+    op->finished = true;
+    if (op->done)
+      op->done(err);
+  }
+}
+
+void ucx_core::release_op(pending_op* op) {
+  if (op->outstanding > 0)
+    return;
+  std::erase(ops_, op);
+  delete op;
+}
+
+caf::error ucx_core::status_error(const pending_op* op, ucs_status_t st) {
+  auto it = peers_.find(op->peer);
+  if (it != peers_.end() && it->second.state == peer_state::failed)
+    return make_transport_error(transport_errc::peer_failed,
+                                "ucx: peer failed: " + caf::to_string(it->second.why));
+  return ucx_error(transport_errc::peer_failed, "peer " + std::to_string(op->peer), st);
+}
+
+void ucx_core::on_send_done(void* request, ucs_status_t status, void* user_data) {
+  auto* op = static_cast<pending_op*>(user_data);
+  ucp_request_free(request);
+  --op->outstanding;
+  auto* self = op->self;
+  if (status != UCS_OK) {
+    self->finish_op(op, self->status_error(op, status));
+  } else {
+    self->note_progress(op->peer);
+    self->finish_op(op, caf::error{});
+  }
+  self->release_op(op);
+}
+
+void ucx_core::am_send(peer& p, unsigned id, std::vector<std::byte> header,
+                       std::vector<std::byte> data, completion done) {
+  auto* op = new_op(p.id, std::move(done));
+  op->header = std::move(header);
+  op->data = std::move(data);
+  ucp_request_param_t rp{};
+  rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA
+                    | UCP_OP_ATTR_FIELD_FLAGS;
+  rp.flags = UCP_AM_SEND_FLAG_REPLY | UCP_AM_SEND_FLAG_EAGER;
+  rp.cb.send = &ucx_core::on_send_done;
+  rp.user_data = op;
+  auto* req = ucp_am_send_nbx(p.ep, id, op->header.data(), op->header.size(), op->data.data(),
+                              op->data.size(), &rp);
+  if (req == nullptr) {
+    finish_op(op, caf::error{});
+    release_op(op);
+  } else if (UCS_PTR_IS_ERR(req)) {
+    finish_op(op, status_error(op, UCS_PTR_STATUS(req)));
+    release_op(op);
+  } else {
+    ++op->outstanding;
+  }
+}
+
+ucs_status_t ucx_core::on_am(unsigned id, const void* header, size_t header_length, void* data,
+                             size_t length, const ucp_am_recv_param_t* param) {
+  if (!(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) || shutting_down_)
+    return UCS_OK;
+  auto* p = peer_of(param->reply_ep);
+  if (!p || p->state == peer_state::failed)
+    return UCS_OK;
+  p->last_progress = clock::now();
+  bool rndv = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
+  if (rndv && id != am_message)
+    return UCS_OK; // control payloads are small; never rendezvous
+  reader rd{static_cast<const std::byte*>(data), length};
+  switch (id) {
+    case am_hello:
+      on_hello(*p, rd);
+      break;
+    case am_hello_ack:
+      on_hello_ack(*p, rd);
+      break;
+    case am_region:
+      decode_region(*p, rd);
+      break;
+    case am_message:
+      on_message_am(*p, header, header_length, data, length, rndv);
+      break;
+    case am_batch:
+      on_batch(*p, rd);
+      break;
+    case am_bye:
+      on_bye(*p);
+      break;
+    default:
+      break;
+  }
+  return UCS_OK;
+}
+
+void ucx_core::on_message_am(peer& p, const void* header, size_t header_length, void* data,
+                             size_t length, bool rndv) {
+  std::string actor(static_cast<const char*>(header), header_length);
+  if (rndv) {
+    auto* r = new rndv_recv{this, p.id, std::move(actor), std::vector<std::byte>(length)};
+    ucp_request_param_t rp{};
+    rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    rp.cb.recv_am = &ucx_core::on_rndv_done;
+    rp.user_data = r;
+    auto* req = ucp_am_recv_data_nbx(worker_, data, r->data.data(), length, &rp);
+    if (req == nullptr) {
+      deliver(r->from, std::move(r->actor), std::move(r->data));
+      delete r;
+    } else if (UCS_PTR_IS_ERR(req)) {
+      delete r;
+    }
+    return;
+  }
+  auto* b = static_cast<const std::byte*>(data);
+  deliver(p.id, std::move(actor), std::vector<std::byte>(b, b + length));
+}
+
+void ucx_core::on_rndv_done(void* request, ucs_status_t status, size_t, void* user_data) {
+  auto* r = static_cast<rndv_recv*>(user_data);
+  ucp_request_free(request);
+  if (status == UCS_OK)
+    r->self->deliver(r->from, std::move(r->actor), std::move(r->data));
+  delete r;
+}
+
+void ucx_core::deliver(peer_id from, std::string actor, std::vector<std::byte> frame) {
+  auto it = peers_.find(from);
+  if (shutting_down_ || it == peers_.end() || it->second.state != peer_state::connected)
+    return;
+  if (auto* h = handler_.load())
+    h->on_message(from, message{std::move(actor), std::move(frame)});
+}
+
+} // namespace tessera::transport::detail

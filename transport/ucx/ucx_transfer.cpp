@@ -1,0 +1,242 @@
+// ucx_core's KV transfers: registered regions and their rkeys (announced
+// in HELLO / HELLO_ACK and in one message per later region), one-sided
+// puts, the endpoint flush that orders them before the "blocks arrived"
+// message, and that message's receipt.
+
+#include "transport/ucx/ucx_core.hpp"
+
+namespace tessera::transport::detail {
+
+caf::expected<region_id> ucx_core::register_region(std::span<std::byte> memory) {
+  if (memory.empty())
+    return make_transport_error(transport_errc::invalid_message, "ucx: empty region");
+  return call<region_id>([this, memory]() -> caf::expected<region_id> {
+    ucp_mem_map_params_t mp{};
+    mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+    mp.address = memory.data();
+    mp.length = memory.size();
+    ucp_mem_h memh = nullptr;
+    auto st = ucp_mem_map(context_, &mp, &memh);
+    if (st != UCS_OK)
+      return ucx_error(transport_errc::invalid_message, "ucp_mem_map", st);
+    void* rkey_buf = nullptr;
+    size_t rkey_len = 0;
+    st = ucp_rkey_pack(context_, memh, &rkey_buf, &rkey_len);
+    if (st != UCS_OK) {
+      ucp_mem_unmap(context_, memh);
+      return ucx_error(transport_errc::invalid_message, "ucp_rkey_pack", st);
+    }
+    local_region r;
+    r.id = next_region_++;
+    r.memory = memory;
+    r.memh = memh;
+    auto* rb = static_cast<const std::byte*>(rkey_buf);
+    r.rkey.assign(rb, rb + rkey_len);
+    ucp_rkey_buffer_release(rkey_buf);
+    regions_.emplace(r.id, r);
+    writer w;
+    encode_region(w, regions_.at(r.id));
+    for (auto& [pid, p] : peers_)
+      if (p.state != peer_state::failed)
+        am_send(p, am_region, {}, w.out, {});
+    return r.id;
+  });
+}
+
+void ucx_core::encode_region(writer& w, const local_region& r) {
+  w.put<uint32_t>(r.id);
+  w.put<uint64_t>(reinterpret_cast<uintptr_t>(r.memory.data()));
+  w.put<uint64_t>(r.memory.size());
+  w.put<uint32_t>(static_cast<uint32_t>(r.rkey.size()));
+  w.bytes(r.rkey.data(), r.rkey.size());
+}
+
+void ucx_core::encode_regions(writer& w) {
+  w.put<uint32_t>(static_cast<uint32_t>(regions_.size()));
+  for (auto& [id, r] : regions_)
+    encode_region(w, r);
+}
+
+bool ucx_core::decode_region(peer& p, reader& rd) {
+  auto id = rd.get<uint32_t>();
+  auto base = rd.get<uint64_t>();
+  auto size = rd.get<uint64_t>();
+  auto len = rd.get<uint32_t>();
+  auto* buf = rd.take(len);
+  if (!rd.ok || !p.ep)
+    return false;
+  ucp_rkey_h rkey = nullptr;
+  if (ucp_ep_rkey_unpack(p.ep, buf, &rkey) != UCS_OK)
+    return false;
+  auto old = p.regions.find(id);
+  if (old != p.regions.end())
+    ucp_rkey_destroy(old->second.rkey);
+  p.regions[id] = remote_region{base, size, rkey};
+  return true;
+}
+
+void ucx_core::decode_regions(peer& p, reader& rd) {
+  auto n = rd.get<uint32_t>();
+  for (uint32_t i = 0; i < n && rd.ok; ++i)
+    decode_region(p, rd);
+}
+
+void ucx_core::transfer(peer_id to, transfer_batch batch, completion done) {
+  auto b = std::make_shared<transfer_batch>(std::move(batch));
+  if (!post([this, to, b, done] { start_transfer(to, b, done); }))
+    if (done)
+      done(closed_error());
+}
+
+void ucx_core::on_put_done(void* request, ucs_status_t status, void* user_data) {
+  auto* op = static_cast<pending_op*>(user_data);
+  ucp_request_free(request);
+  --op->outstanding;
+  if (status != UCS_OK && op->status == UCS_OK)
+    op->status = status;
+  if (status == UCS_OK)
+    op->self->note_progress(op->peer);
+  op->self->release_op(op);
+}
+
+void ucx_core::on_flush_done(void* request, ucs_status_t status, void* user_data) {
+  auto* op = static_cast<pending_op*>(user_data);
+  ucp_request_free(request);
+  --op->outstanding;
+  if (status != UCS_OK && op->status == UCS_OK)
+    op->status = status;
+  if (status == UCS_OK)
+    op->self->note_progress(op->peer);
+  op->self->after_flush(op);
+}
+
+void ucx_core::start_transfer(peer_id to, const std::shared_ptr<transfer_batch>& b,
+                              const completion& done) {
+  auto* p = usable_peer(to, done);
+  if (!p)
+    return;
+  for (size_t i = 0; i < b->blocks.size(); ++i) {
+    const auto& blk = b->blocks[i];
+    auto bad = [&](const std::string& why) {
+      if (done)
+        done(make_transport_error(transport_errc::invalid_message,
+                                  "ucx: batch " + std::to_string(b->batch_id) + " block "
+                                    + std::to_string(i) + ": " + why));
+    };
+    auto src = regions_.find(blk.src);
+    if (src == regions_.end())
+      return bad("unknown local region " + std::to_string(blk.src));
+    auto dst = p->regions.find(blk.dst);
+    if (dst == p->regions.end())
+      return bad("unknown peer region " + std::to_string(blk.dst));
+    if (blk.size == 0)
+      return bad("empty block");
+    auto range = [&](uint64_t off) {
+      // Appended piecewise: `"[" + std::to_string(...)` trips GCC 12's
+      // -Wrestrict false positive (GCC PR 105651) once inlined here.
+      std::string r{"["};
+      r += std::to_string(off);
+      r += ", ";
+      r += std::to_string(off + blk.size);
+      r += ")";
+      return r;
+    };
+    if (blk.src_offset > src->second.memory.size()
+        || blk.size > src->second.memory.size() - blk.src_offset)
+      return bad("source range " + range(blk.src_offset) + " outside local region "
+                 + std::to_string(blk.src) + " of " + std::to_string(src->second.memory.size())
+                 + " bytes");
+    if (blk.dst_offset > dst->second.size || blk.size > dst->second.size - blk.dst_offset)
+      return bad("destination range " + range(blk.dst_offset) + " outside peer region "
+                 + std::to_string(blk.dst) + " of " + std::to_string(dst->second.size)
+                 + " bytes");
+  }
+  auto* op = new_op(to, done);
+  op->batch = b;
+  ++op->outstanding; // held until the flush is issued
+  for (const auto& blk : b->blocks) {
+    auto& src = regions_.at(blk.src);
+    auto& dst = p->regions.at(blk.dst);
+    ucp_request_param_t rp{};
+    rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA
+                      | UCP_OP_ATTR_FIELD_MEMH;
+    rp.cb.send = &ucx_core::on_put_done;
+    rp.user_data = op;
+    rp.memh = src.memh;
+    auto* req = ucp_put_nbx(p->ep, src.memory.data() + blk.src_offset, blk.size,
+                            dst.base + blk.dst_offset, dst.rkey, &rp);
+    if (UCS_PTR_IS_ERR(req)) {
+      op->status = UCS_PTR_STATUS(req);
+      break;
+    }
+    if (req != nullptr)
+      ++op->outstanding;
+  }
+  --op->outstanding;
+  if (op->status != UCS_OK) {
+    finish_op(op, status_error(op, op->status));
+    release_op(op);
+    return;
+  }
+  ucp_request_param_t rp{};
+  rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  rp.cb.send = &ucx_core::on_flush_done;
+  rp.user_data = op;
+  auto* req = ucp_ep_flush_nbx(p->ep, &rp);
+  if (UCS_PTR_IS_ERR(req)) {
+    op->status = UCS_PTR_STATUS(req);
+    after_flush(op);
+  } else if (req == nullptr) {
+    after_flush(op);
+  } else {
+    ++op->outstanding;
+  }
+}
+
+void ucx_core::after_flush(pending_op* op) {
+  if (op->finished || op->status != UCS_OK) {
+    finish_op(op, status_error(op, op->status));
+    release_op(op);
+    return;
+  }
+  auto it = peers_.find(op->peer);
+  if (it == peers_.end() || it->second.state != peer_state::connected) {
+    finish_op(op, status_error(op, UCS_ERR_CONNECTION_RESET));
+    release_op(op);
+    return;
+  }
+  writer w;
+  w.put<uint64_t>(op->batch->batch_id);
+  w.put<uint32_t>(static_cast<uint32_t>(op->batch->blocks.size()));
+  for (const auto& blk : op->batch->blocks) {
+    w.put<uint32_t>(blk.src);
+    w.put<uint64_t>(blk.src_offset);
+    w.put<uint32_t>(blk.dst);
+    w.put<uint64_t>(blk.dst_offset);
+    w.put<uint64_t>(blk.size);
+  }
+  auto done = std::move(op->done);
+  op->finished = true;
+  release_op(op);
+  am_send(it->second, am_batch, {}, std::move(w.out), std::move(done));
+}
+
+void ucx_core::on_batch(peer& p, reader& rd) {
+  transfer_batch batch;
+  batch.batch_id = rd.get<uint64_t>();
+  auto n = rd.get<uint32_t>();
+  for (uint32_t i = 0; i < n && rd.ok; ++i) {
+    block_copy c;
+    c.src = rd.get<uint32_t>();
+    c.src_offset = rd.get<uint64_t>();
+    c.dst = rd.get<uint32_t>();
+    c.dst_offset = rd.get<uint64_t>();
+    c.size = rd.get<uint64_t>();
+    batch.blocks.push_back(c);
+  }
+  if (rd.ok && p.state == peer_state::connected)
+    if (auto* h = handler_.load())
+      h->on_blocks_arrived(p.id, batch);
+}
+
+} // namespace tessera::transport::detail
