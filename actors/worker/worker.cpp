@@ -167,7 +167,12 @@ void publish_kv_events(worker_pointer self) {
 
 void on_step(worker_pointer self) {
   auto& st = self->state;
-  for (auto& out : st.eng->step()) {
+  auto outputs = st.eng->step();
+  // KV events first: a client that saw this step's tokens and asks the
+  // router again finds the router already knows what this step cached
+  // (both go through the bridge, in order).
+  publish_kv_events(self);
+  for (auto& out : outputs) {
     auto it = st.requests.find(out.id);
     if (it == st.requests.end())
       continue;
@@ -186,7 +191,6 @@ void on_step(worker_pointer self) {
       st.requests.erase(it);
     }
   }
-  publish_kv_events(self);
   st.stepping = false;
   kick(self);
 }

@@ -1,0 +1,165 @@
+// The router actor with real workers in one node: workers join and report,
+// their KV events feed the prefix index, and the kv policy sends a request
+// sharing a prefix with an earlier one to the worker that holds it (the
+// worker's prefix-cache hit shows in its output), where round-robin does not.
+
+#include "actors/router/router_actor.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <random>
+
+#include "actors/bridge/bridge_actor.hpp"
+#include "actors/common/token_sink.hpp"
+#include "actors/router/router_errc.hpp"
+#include "actors/worker/worker_actor.hpp"
+#include "common/error.hpp"
+#include "tests/support/test_model.hpp"
+#include "transport/loopback/loopback_transport.hpp"
+
+namespace tessera::actors {
+namespace {
+
+using namespace std::chrono_literals;
+namespace wire = transport::wire;
+
+class RouterTest : public ::testing::Test {
+protected:
+  RouterTest() : sys(cfg), self(sys) {}
+
+  void start(const std::string& policy) {
+    auto protocol = std::make_shared<bridge_protocol>();
+    protocol->add<worker_actor>().add<token_sink_actor>().add<router_actor>();
+    br = std::make_unique<bridge>(
+      sys, std::make_unique<transport::loopback_transport>(transport::loopback_fabric::make()),
+      bridge_config{"n", protocol, 10s, {}});
+    router_config rc;
+    rc.policy = policy;
+    auto r = spawn_router(sys, rc);
+    ASSERT_TRUE(r) << error_text(r.error());
+    router = *r;
+    caf::anon_send(br->actor(), publish_atom_v, std::string{"router"}, caf::actor_cast<caf::actor>(router));
+    caf::anon_send(br->actor(), publish_atom_v, std::string{"sink"}, caf::actor_cast<caf::actor>(self));
+    for (int i = 0; i < 2; ++i) {
+      tessera::test::test_engine_options o;
+      o.backend.num_blocks = 128;
+      o.backend.threads = 1;
+      auto eng = tessera::test::make_test_engine("nano", o);
+      auto region = br->register_region(eng->get_backend().kv_pool_memory()).value();
+      worker_config wc;
+      wc.node = "n";
+      wc.name = "w" + std::to_string(i);
+      wc.bridge = br->actor();
+      wc.pool_region = region;
+      wc.router = {"n", "router"};
+      wc.worker_id = 100 + i;
+      auto w = spawn_worker(sys, std::move(eng), wc);
+      caf::anon_send(br->actor(), publish_atom_v, wc.name, caf::actor_cast<caf::actor>(w));
+      workers[wc.name] = w;
+    }
+    // Both joined (their first report is sent at start).
+    for (int tries = 0; tries < 200; ++tries) {
+      std::vector<router_worker_view> seen;
+      self->request(router, 5s, workers_atom_v).receive([&](std::vector<router_worker_view>& v) { seen = v; }, [](caf::error&) {});
+      if (seen.size() == 2)
+        return;
+      self->receive(caf::after(10ms) >> [] {});
+    }
+    FAIL() << "workers did not join";
+  }
+
+  void TearDown() override {
+    for (auto& [name, w] : workers)
+      caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
+    if (router)
+      caf::anon_send_exit(router, caf::exit_reason::user_shutdown);
+  }
+
+  /// Routes and runs one request; returns the answer and the cached prompt
+  /// tokens the worker reported.
+  std::pair<route_answer, int32_t> run(uint64_t id, const std::vector<int32_t>& prompt) {
+    route_query q{id, prompt, "", "", 4};
+    route_answer a;
+    caf::error err;
+    self->request(router, 5s, route_atom_v, q).receive([&](route_answer& x) { a = x; }, [&](caf::error& e) { err = e; });
+    EXPECT_FALSE(err) << error_text(err);
+    wire::request_handoff h;
+    h.request.id = id;
+    h.request.prompt = prompt;
+    h.request.params.max_tokens = 4;
+    h.request.params.temperature = 0;
+    h.reply_to = {"n", "sink"};
+    self->request(workers.at(a.decode.actor), 5s, generate_atom_v, h).receive([] {}, [&](caf::error& e) { err = e; });
+    EXPECT_FALSE(err) << error_text(err);
+    int32_t cached = -1;
+    bool done = false;
+    while (!done)
+      self->receive([&](token_atom, const wire::token_chunk& c) {
+                      cached = c.cached_prompt_tokens;
+                      done = c.finish != engine::finish_reason::none;
+                    },
+                    [&](failed_atom, const wire::request_cancel& c) { ADD_FAILURE() << c.reason; done = true; },
+                    caf::after(10s) >> [&] { ADD_FAILURE() << "no tokens"; done = true; });
+    self->send(router, finished_atom_v, id);
+    return {a, cached};
+  }
+
+  std::vector<int32_t> prompt(uint64_t seed, int n) {
+    std::mt19937_64 rng{seed};
+    std::vector<int32_t> p;
+    for (int i = 0; i < n; ++i)
+      p.push_back(static_cast<int32_t>(8 + rng() % 500));
+    return p;
+  }
+
+  caf::actor_system_config cfg;
+  caf::actor_system sys;
+  caf::scoped_actor self;
+  std::unique_ptr<bridge> br;
+  router_local_actor router;
+  std::map<std::string, worker_actor> workers;
+};
+
+TEST_F(RouterTest, KvPolicySendsASharedPrefixToTheWorkerHoldingIt) {
+  start("kv");
+  auto shared = prompt(1, 64);
+  auto [first, c1] = run(1, shared);
+  EXPECT_EQ(c1, 0);
+  // Same 64-token prefix, a different tail: 4 full blocks are cached on
+  // the first request's worker.
+  auto second_prompt = shared;
+  auto tail = prompt(2, 20);
+  second_prompt.insert(second_prompt.end(), tail.begin(), tail.end());
+  for (uint64_t id = 2; id <= 4; ++id) {
+    auto [again, cached] = run(id, second_prompt);
+    EXPECT_EQ(again.decode.actor, first.decode.actor) << again.reason;
+    EXPECT_GE(again.cached_blocks, 4) << again.reason; // 5 once request 2 cached its tail
+    EXPECT_GE(cached, 64) << "the worker's prefix-cache hit";
+  }
+}
+
+TEST_F(RouterTest, RoundRobinIgnoresTheCache) {
+  start("round-robin");
+  auto shared = prompt(1, 64);
+  auto [first, c1] = run(1, shared);
+  auto [second, c2] = run(2, shared);
+  EXPECT_NE(second.decode.actor, first.decode.actor);
+  EXPECT_EQ(c2, 0) << "the other worker had nothing cached";
+}
+
+TEST_F(RouterTest, NoWorkerMeansAClearError) {
+  router_config rc;
+  auto r = spawn_router(sys, rc);
+  ASSERT_TRUE(r);
+  caf::error err;
+  self->request(*r, 5s, route_atom_v, route_query{1, {1, 2, 3}, "", "", 4})
+    .receive([](route_answer&) { FAIL(); }, [&](caf::error& e) { err = e; });
+  EXPECT_TRUE(err == router_errc::no_healthy_worker) << error_text(err);
+  EXPECT_NE(error_text(err).find("no worker has joined yet"), std::string::npos);
+  caf::anon_send_exit(*r, caf::exit_reason::user_shutdown);
+  EXPECT_FALSE(spawn_router(sys, router_config{"fastest", {}, 5s}));
+}
+
+} // namespace
+} // namespace tessera::actors
