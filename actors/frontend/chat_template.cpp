@@ -1,0 +1,391 @@
+#include "actors/frontend/chat_template.hpp"
+
+#include <array>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <system_error>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/tokenizer.hpp"
+#include "engine/utf8.hpp"
+
+namespace tessera::actors::frontend {
+
+namespace {
+
+constexpr std::array<std::string_view, 4> family_names = {"llama3", "chatml", "mistral",
+                                                          "llama2"};
+
+bool has(std::string_view s, std::string_view marker) {
+  return s.find(marker) != std::string_view::npos;
+}
+
+/// The start of `source` for an error message, JSON-quoted so control
+/// characters and invalid bytes show harmlessly.
+std::string excerpt(std::string_view source) {
+  constexpr size_t max_bytes = 80;
+  auto cut = engine::utf8_sanitize(source.substr(0, max_bytes));
+  auto quoted = nlohmann::json(cut).dump(-1, ' ', false,
+                                         nlohmann::json::error_handler_t::replace);
+  return source.size() > max_bytes ? quoted + "..." : quoted;
+}
+
+/// Decodes the code point of well-formed UTF-8 starting at s[i] and its
+/// length.
+char32_t decode_at(std::string_view s, size_t i, size_t& len) {
+  auto b = static_cast<uint8_t>(s[i]);
+  if (b < 0x80) {
+    len = 1;
+    return b;
+  }
+  int n = b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : 2;
+  char32_t cp = b & (n == 2 ? 0x1F : n == 3 ? 0x0F : 0x07);
+  for (int k = 1; k < n && i + static_cast<size_t>(k) < s.size(); ++k)
+    cp = (cp << 6) | (static_cast<uint8_t>(s[i + static_cast<size_t>(k)]) & 0x3F);
+  len = static_cast<size_t>(n);
+  return cp;
+}
+
+/// Python's str.isspace(), which Jinja's `trim` and `.strip()` use.
+bool is_py_space(char32_t c) {
+  return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0
+         || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029
+         || c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+/// Python's str.strip() on well-formed UTF-8.
+std::string_view py_strip(std::string_view s) {
+  size_t begin = 0;
+  while (begin < s.size()) {
+    size_t len = 0;
+    if (!is_py_space(decode_at(s, begin, len)))
+      break;
+    begin += len;
+  }
+  size_t end = s.size();
+  while (end > begin) {
+    size_t start = end - 1;
+    while (start > begin && (static_cast<uint8_t>(s[start]) & 0xC0) == 0x80)
+      --start;
+    size_t len = 0;
+    if (!is_py_space(decode_at(s, start, len)))
+      break;
+    end = start;
+  }
+  return s.substr(begin, end - begin);
+}
+
+/// The default system message of a ChatML template: the literal text of
+/// a `'<|im_start|>system\n...<|im_end|>'` string in it (Qwen2's "You are
+/// a helpful assistant."). Occurrences followed by an expression (Qwen2.5's
+/// tools branch) are skipped.
+std::string chatml_default_system(std::string_view source) {
+  constexpr std::string_view open = "<|im_start|>system";
+  constexpr std::string_view close = "<|im_end|>";
+  for (size_t pos = source.find(open); pos != std::string_view::npos;
+       pos = source.find(open, pos + 1)) {
+    auto rest = source.substr(pos + open.size());
+    // In tokenizer_config.json the newline is either a real one (the JSON
+    // said "\n") or a Jinja escape (the JSON said "\\n").
+    if (rest.starts_with("\n"))
+      rest.remove_prefix(1);
+    else if (rest.starts_with("\\n"))
+      rest.remove_prefix(2);
+    else
+      continue;
+    auto end = rest.find(close);
+    if (end == std::string_view::npos)
+      continue;
+    auto literal = rest.substr(0, end);
+    if (literal.empty() || literal.find_first_of("'\"{}+") != std::string_view::npos)
+      continue;
+    std::string out;
+    for (size_t i = 0; i < literal.size(); ++i) {
+      if (literal[i] == '\\' && i + 1 < literal.size() && literal[i + 1] == 'n') {
+        out += '\n';
+        ++i;
+      } else {
+        out += literal[i];
+      }
+    }
+    return out;
+  }
+  return {};
+}
+
+std::string family_list() {
+  std::string out;
+  for (auto n : family_names) {
+    if (!out.empty())
+      out += ", ";
+    out += n;
+  }
+  return out;
+}
+
+api_error role_error(size_t i, std::string_view family, std::string_view problem) {
+  return bad_request("messages[" + std::to_string(i) + "]: the " + std::string{family}
+                       + " chat format " + std::string{problem},
+                     "messages");
+}
+
+/// Splits off an optional leading system message and checks that the rest
+/// alternates user/assistant starting with user (the check the mistral and
+/// llama2 templates make with raise_exception).
+std::optional<api_error> check_alternation(std::span<const chat_message> messages,
+                                           std::string_view family, size_t& first,
+                                           const chat_message*& system) {
+  first = 0;
+  system = nullptr;
+  if (!messages.empty() && messages[0].role == "system") {
+    system = &messages[0];
+    first = 1;
+  }
+  if (first == messages.size())
+    return role_error(messages.size() - 1, family,
+                      "needs a user message after the system message");
+  for (size_t i = first; i < messages.size(); ++i) {
+    const auto& role = messages[i].role;
+    bool want_user = (i - first) % 2 == 0;
+    if (role == "system")
+      return role_error(i, family, "takes a system message only as the first message");
+    if (role != "user" && role != "assistant")
+      return role_error(i, family,
+                        "has no " + role
+                          + " messages; it takes system (first), user and assistant");
+    if ((role == "user") != want_user)
+      return role_error(i, family,
+                        "needs user and assistant messages to alternate, starting with user; got "
+                          + role);
+  }
+  return std::nullopt;
+}
+
+chat_prompt render_llama3(std::span<const chat_message> messages,
+                          const chat_special_tokens& tokens, bool add_generation_prompt) {
+  chat_prompt p;
+  p.text = tokens.bos;
+  for (const auto& m : messages) {
+    p.text += "<|start_header_id|>";
+    p.text += m.role;
+    p.text += "<|end_header_id|>\n\n";
+    p.text += py_strip(m.content);
+    p.text += "<|eot_id|>";
+  }
+  if (add_generation_prompt)
+    p.text += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+  return p;
+}
+
+chat_prompt render_chatml(const chat_template& tmpl, std::span<const chat_message> messages,
+                          const chat_special_tokens& tokens, bool add_generation_prompt) {
+  chat_prompt p;
+  if (!tmpl.default_system.empty() && messages.front().role != "system")
+    p.text += "<|im_start|>system\n" + tmpl.default_system + "<|im_end|>\n";
+  for (const auto& m : messages) {
+    p.text += "<|im_start|>";
+    p.text += m.role;
+    p.text += '\n';
+    p.text += m.content;
+    p.text += "<|im_end|>\n";
+  }
+  if (add_generation_prompt)
+    p.text += "<|im_start|>assistant\n";
+  // ChatML templates write no BOS; the tokenizer's own, if it adds one.
+  p.add_bos = tokens.tokenizer_adds_bos && !tokens.bos.empty();
+  return p;
+}
+
+api_result<chat_prompt> render_mistral(const chat_template& tmpl,
+                                       std::span<const chat_message> messages,
+                                       const chat_special_tokens& tokens) {
+  size_t first = 0;
+  const chat_message* system = nullptr;
+  if (auto err = check_alternation(messages, "mistral", first, system))
+    return std::move(*err);
+  const bool spaced = tmpl.mistral_spaced;
+  chat_prompt p;
+  p.text = tokens.bos;
+  for (size_t i = first; i < messages.size(); ++i) {
+    const auto& m = messages[i];
+    if (m.role == "user") {
+      p.text += spaced ? " [INST] " : "[INST] ";
+      // The original v0.2 template refuses a system message; the 2024 one
+      // puts it before the first user message. Both get the latter here.
+      if (i == first && system != nullptr)
+        p.text += system->content + "\n\n";
+      p.text += m.content;
+      p.text += " [/INST]";
+    } else {
+      if (spaced)
+        p.text += ' ';
+      p.text += m.content;
+      p.text += tokens.eos;
+    }
+  }
+  return p;
+}
+
+api_result<chat_prompt> render_llama2(std::span<const chat_message> messages,
+                                      const chat_special_tokens& tokens) {
+  size_t first = 0;
+  const chat_message* system = nullptr;
+  if (auto err = check_alternation(messages, "llama2", first, system))
+    return std::move(*err);
+  chat_prompt p;
+  for (size_t i = first; i < messages.size(); ++i) {
+    const auto& m = messages[i];
+    std::string content;
+    if (i == first && system != nullptr)
+      content = "<<SYS>>\n" + system->content + "\n<</SYS>>\n\n" + m.content;
+    else
+      content = m.content;
+    if (m.role == "user") {
+      p.text += tokens.bos;
+      p.text += "[INST] ";
+      p.text += py_strip(content);
+      p.text += " [/INST]";
+    } else {
+      p.text += ' ';
+      p.text += py_strip(content);
+      p.text += ' ';
+      p.text += tokens.eos;
+    }
+  }
+  return p;
+}
+
+/// Reads a whole file; nullopt if it cannot be read.
+std::optional<std::string> read_text_file(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    return std::nullopt;
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return std::nullopt;
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad())
+    return std::nullopt;
+  return std::move(ss).str();
+}
+
+} // namespace
+
+std::string_view to_string(chat_template_family f) {
+  return family_names[static_cast<size_t>(f)];
+}
+
+std::optional<chat_template_family> family_from_name(std::string_view name) {
+  for (size_t i = 0; i < family_names.size(); ++i)
+    if (family_names[i] == name)
+      return static_cast<chat_template_family>(i);
+  return std::nullopt;
+}
+
+api_result<chat_template> detect_chat_template(std::string_view source) {
+  if (py_strip(source).empty())
+    return bad_request("the model has no chat template, so it cannot serve chat completions; "
+                       "use /v1/completions or pass --chat-template ("
+                       + family_list() + ", or a template file)");
+  const bool llama3 = has(source, "<|start_header_id|>") && has(source, "<|end_header_id|>")
+                      && has(source, "<|eot_id|>");
+  const bool chatml = has(source, "<|im_start|>") && has(source, "<|im_end|>");
+  const bool inst = has(source, "[INST]") && has(source, "[/INST]");
+  std::vector<std::string_view> found;
+  if (llama3)
+    found.push_back("llama3");
+  if (chatml)
+    found.push_back("chatml");
+  if (inst)
+    found.push_back(has(source, "<<SYS>>") ? "llama2" : "mistral");
+  if (found.empty())
+    return bad_request("unknown chat template: no markers of " + family_list()
+                       + " in " + excerpt(source) + "; pass --chat-template with a family name");
+  if (found.size() > 1)
+    return bad_request("ambiguous chat template: it has the markers of both "
+                       + std::string{found[0]} + " and " + std::string{found[1]}
+                       + "; pass --chat-template with a family name");
+  chat_template t;
+  t.family = *family_from_name(found[0]);
+  if (t.family == chat_template_family::chatml)
+    t.default_system = chatml_default_system(source);
+  if (t.family == chat_template_family::mistral) {
+    for (auto newer : {"[SYSTEM_PROMPT]", "[AVAILABLE_TOOLS]"})
+      if (has(source, newer))
+        return bad_request(std::string{"chat template of a newer Mistral format (it uses "}
+                           + newer
+                           + ") that Tessera does not render; pass --chat-template mistral "
+                             "for the v0.2 format");
+    t.mistral_spaced = has(source, "' [INST] '") || has(source, "\" [INST] \"");
+  }
+  return t;
+}
+
+api_result<chat_template> resolve_chat_template(std::string_view tokenizer_template,
+                                                std::string_view override_value) {
+  if (override_value.empty())
+    return detect_chat_template(tokenizer_template);
+  if (auto family = family_from_name(override_value)) {
+    // Keep the details the model's own template gives when it is of the
+    // named family (Qwen2's default system message).
+    auto detected = detect_chat_template(tokenizer_template);
+    if (auto* t = std::get_if<chat_template>(&detected); t && t->family == *family)
+      return std::move(*t);
+    chat_template t2;
+    t2.family = *family;
+    t2.mistral_spaced = *family == chat_template_family::mistral;
+    return t2;
+  }
+  // vLLM's --chat-template also takes the template itself.
+  if (has(override_value, "{{") || has(override_value, "{%"))
+    return detect_chat_template(override_value);
+  std::string path{override_value};
+  auto text = read_text_file(path);
+  if (!text)
+    return bad_request("--chat-template '" + path + "' is neither a family name ("
+                       + family_list() + ") nor a readable file");
+  auto detected = detect_chat_template(*text);
+  if (auto* e = std::get_if<api_error>(&detected))
+    e->message = "--chat-template file '" + path + "': " + e->message;
+  return detected;
+}
+
+chat_special_tokens special_tokens_of(const engine::tokenizer& tok) {
+  const auto& s = tok.settings();
+  chat_special_tokens t;
+  if (s.bos_id)
+    t.bos = tok.id_to_token(*s.bos_id);
+  if (!s.eos_ids.empty())
+    t.eos = tok.id_to_token(s.eos_ids.front());
+  t.tokenizer_adds_bos = s.add_bos && s.bos_id.has_value();
+  return t;
+}
+
+api_result<chat_prompt> render_chat(const chat_template& tmpl,
+                                    std::span<const chat_message> messages,
+                                    const chat_special_tokens& tokens,
+                                    bool add_generation_prompt) {
+  if (messages.empty())
+    return bad_request("messages must not be empty", "messages");
+  switch (tmpl.family) {
+    case chat_template_family::llama3:
+      return render_llama3(messages, tokens, add_generation_prompt);
+    case chat_template_family::chatml:
+      return render_chatml(tmpl, messages, tokens, add_generation_prompt);
+    case chat_template_family::mistral:
+      return render_mistral(tmpl, messages, tokens);
+    case chat_template_family::llama2:
+      return render_llama2(messages, tokens);
+  }
+  return internal_error("unknown chat template family");
+}
+
+std::vector<int32_t> encode_chat_prompt(const engine::tokenizer& tok, const chat_prompt& prompt) {
+  return tok.encode(prompt.text, prompt.add_bos, /*parse_special=*/true);
+}
+
+} // namespace tessera::actors::frontend
