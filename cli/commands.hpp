@@ -19,6 +19,9 @@ struct command {
 command add_generate_command(CLI::App& app);
 /// `tessera model init`: writes a random-weight model.
 command add_model_command(CLI::App& app);
+/// `tessera serve`: the whole cluster in one process behind the HTTP API.
+command add_serve_command(CLI::App& app);
+
 /// `tessera bench engine`: engine micro-benchmarks.
 command add_bench_command(CLI::App& app);
 

@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
     ->capture_default_str();
   const std::vector<tessera::cli::command> commands{
+    tessera::cli::add_serve_command(app),
     tessera::cli::add_generate_command(app),
     tessera::cli::add_model_command(app),
     tessera::cli::add_bench_command(app),

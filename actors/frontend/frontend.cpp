@@ -1,0 +1,516 @@
+#include "actors/frontend/frontend_actor.hpp"
+
+#include <map>
+#include <random>
+#include <unordered_map>
+
+#include <spdlog/spdlog.h>
+
+#include "actors/bridge/remote_actor.hpp"
+#include "actors/frontend/api_prompt.hpp"
+#include "actors/frontend/openai_response.hpp"
+#include "actors/frontend/token_order.hpp"
+#include "actors/router/router_errc.hpp"
+#include "actors/worker/worker_actor.hpp"
+#include "common/error.hpp"
+#include "engine/engine_errc.hpp"
+
+namespace tessera::actors::frontend {
+
+namespace {
+
+namespace wire = transport::wire;
+using clock_type = std::chrono::steady_clock;
+
+/// An HTTP request handed to the actor.
+struct http_call {
+  http_request request;
+  std::shared_ptr<http_response> response;
+};
+
+} // namespace
+} // namespace tessera::actors::frontend
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tessera::actors::frontend::http_call)
+
+namespace tessera::actors::frontend {
+
+namespace {
+
+/// The frontend's interface plus what its HTTP server and its own
+/// callbacks send it.
+using frontend_impl = token_sink_actor::extend<
+  caf::reacts_to<http_atom, http_call>,
+  /// The client of job `key` went away.
+  caf::reacts_to<closed_atom, uint64_t>>;
+
+/// One choice of a completion: one engine request.
+struct job_choice {
+  uint64_t engine_id = 0;
+  route_answer route;
+  choice_output out;
+  token_order order;
+  bool admitted = false;
+  bool done = false;
+  int32_t cached_tokens = 0;
+  clock_type::time_point last_token;
+};
+
+/// One HTTP completion request in flight.
+struct job {
+  uint64_t key = 0;
+  api_request req;
+  std::shared_ptr<http_response> res;
+  response_meta meta;
+  response_options opts;
+  int32_t prompt_tokens = 0;
+  std::vector<job_choice> choices;
+  size_t admitted = 0;
+  size_t finished = 0;
+  bool streaming = false;
+  /// Stream chunks produced before the stream started (tokens can arrive
+  /// before the worker's "accepted" reply).
+  std::vector<std::string> backlog;
+  clock_type::time_point start;
+};
+
+/// The frontend's metrics.
+struct frontend_metrics {
+  explicit frontend_metrics(cluster::metrics_registry& r)
+      : registry(r),
+        in_flight(r.gauge("tessera_requests_in_flight", "Completion requests being served.")),
+        ttft(r.histogram("tessera_time_to_first_token_seconds", "Time from request to first token.",
+                         cluster::latency_buckets_seconds())),
+        itl(r.histogram("tessera_inter_token_latency_seconds", "Time between tokens of a choice.",
+                        cluster::latency_buckets_seconds())),
+        duration(r.histogram("tessera_request_duration_seconds", "Time from request to last token.",
+                             cluster::latency_buckets_seconds())),
+        prompt_tokens(r.counter("tessera_prompt_tokens_total", "Prompt tokens of served requests.")),
+        generated(r.counter("tessera_generation_tokens_total", "Tokens generated.")),
+        cached(r.counter("tessera_prefix_cache_hit_tokens_total",
+                         "Prompt tokens whose KV came from a prefix cache.")),
+        kv_used(r.gauge("tessera_kv_blocks_used", "KV blocks in use over all workers.")),
+        workers(r.gauge("tessera_workers_healthy", "Workers the router sees as healthy.")),
+        cancelled(r.counter("tessera_requests_cancelled_total",
+                            "Requests cancelled because the client went away.")) {}
+
+  void request(const std::string& endpoint) {
+    registry.counter("tessera_requests_total", "HTTP requests by endpoint.", {{"endpoint", endpoint}})
+      .inc();
+  }
+  void error(const std::string& kind) {
+    registry.counter("tessera_request_errors_total", "Failed requests by kind.", {{"kind", kind}})
+      .inc();
+  }
+
+  cluster::metrics_registry& registry;
+  cluster::metric_gauge& in_flight;
+  cluster::metric_histogram& ttft;
+  cluster::metric_histogram& itl;
+  cluster::metric_histogram& duration;
+  cluster::metric_counter& prompt_tokens;
+  cluster::metric_counter& generated;
+  cluster::metric_counter& cached;
+  cluster::metric_gauge& kv_used;
+  cluster::metric_gauge& workers;
+  cluster::metric_counter& cancelled;
+};
+
+struct frontend_state {
+  static inline const char* name = "frontend";
+  frontend_config cfg;
+  std::unique_ptr<frontend_metrics> metrics;
+  std::unordered_map<uint64_t, job> jobs;
+  /// engine request id -> (job key, choice index)
+  std::unordered_map<uint64_t, std::pair<uint64_t, size_t>> by_engine_id;
+  std::map<std::pair<std::string, std::string>, worker_actor> workers;
+  uint64_t next_key = 1;
+  uint64_t id_base = 0; // engine ids: id_base + counter, unique across frontends
+  uint64_t next_id = 0;
+  int64_t created = 0;
+};
+
+using frontend_pointer = frontend_impl::stateful_pointer<frontend_state>;
+
+const std::string json_type = "application/json";
+
+void send_error(const std::shared_ptr<http_response>& res, const api_error& e) {
+  res->send(e.status, json_type, error_body(e));
+}
+
+/// The API error for a failure the router, a worker or the bridge reported.
+api_error to_api_error(const caf::error& err) {
+  if (err == engine::engine_errc::overloaded)
+    return queue_full(error_message(err));
+  if (err == engine::engine_errc::bad_request)
+    return bad_request(error_message(err));
+  if (err == router_errc::no_healthy_worker)
+    return no_worker(error_message(err));
+  api_error e = no_worker(error_text(err));
+  return e;
+}
+
+worker_actor worker_at(frontend_pointer self, const wire::actor_address& at) {
+  auto key = std::make_pair(at.node, at.actor);
+  auto it = self->state.workers.find(key);
+  if (it == self->state.workers.end())
+    it = self->state.workers
+           .emplace(key, remote_actor<worker_actor>(self->system(), self->state.cfg.bridge, at.node,
+                                                    at.actor))
+           .first;
+  return it->second;
+}
+
+/// Stops every choice of `j` still running and forgets the job.
+void drop_job(frontend_pointer self, uint64_t key, const std::string& why) {
+  auto& st = self->state;
+  auto it = st.jobs.find(key);
+  if (it == st.jobs.end())
+    return;
+  for (auto& c : it->second.choices) {
+    st.by_engine_id.erase(c.engine_id);
+    if (c.done)
+      continue;
+    self->send(st.cfg.router, finished_atom_v, c.engine_id);
+    if (!c.admitted)
+      continue;
+    wire::request_cancel cancel{c.engine_id, why};
+    self->send(worker_at(self, c.route.prefill), cancel_atom_v, cancel);
+    if (c.route.disaggregated)
+      self->send(worker_at(self, c.route.decode), cancel_atom_v, cancel);
+  }
+  st.metrics->in_flight.add(-1);
+  st.jobs.erase(it);
+}
+
+/// Ends `j` with an error: an error status before the stream started, an
+/// error event and [DONE] after.
+void fail_job(frontend_pointer self, uint64_t key, const api_error& e) {
+  auto it = self->state.jobs.find(key);
+  if (it == self->state.jobs.end())
+    return;
+  auto& j = it->second;
+  self->state.metrics->error(e.code.empty() ? e.type : e.code);
+  if (j.streaming) {
+    j.res->write(error_event(e));
+    j.res->write(std::string{done_event()});
+    j.res->finish();
+  } else {
+    send_error(j.res, e);
+  }
+  drop_job(self, key, "the request failed");
+}
+
+std::string chunk_for(const job& j, const stream_delta& d) {
+  return j.req.kind == api_kind::chat ? chat_chunk(j.meta, d, j.opts)
+                                      : completion_chunk(j.meta, d, j.opts);
+}
+
+void stream_write(job& j, std::string chunk) {
+  if (j.streaming)
+    j.res->write(std::move(chunk));
+  else if (j.req.stream)
+    j.backlog.push_back(std::move(chunk));
+}
+
+void start_stream(job& j) {
+  j.res->start_stream(200, "text/event-stream");
+  j.streaming = true;
+  if (j.req.kind == api_kind::chat)
+    for (const auto& c : j.choices)
+      j.res->write(chat_role_chunk(j.meta, c.out.index, j.opts));
+  for (auto& chunk : j.backlog)
+    j.res->write(std::move(chunk));
+  j.backlog.clear();
+}
+
+void complete_job(frontend_pointer self, job& j) {
+  auto& m = *self->state.metrics;
+  std::vector<choice_output> outs;
+  int32_t cached = 0;
+  for (const auto& c : j.choices) {
+    outs.push_back(c.out);
+    cached = std::max(cached, c.cached_tokens);
+  }
+  auto usage = make_usage(j.prompt_tokens, outs);
+  usage.cached_tokens = cached;
+  m.duration.observe(std::chrono::duration<double>(clock_type::now() - j.start).count());
+  m.prompt_tokens.inc(j.prompt_tokens);
+  m.cached.inc(cached);
+  if (j.req.stream) {
+    if (!j.streaming)
+      start_stream(j);
+    if (j.req.include_usage)
+      j.res->write(usage_chunk(j.meta, j.req.kind, usage));
+    j.res->write(std::string{done_event()});
+    j.res->finish();
+  } else {
+    j.res->send(200, json_type,
+                j.req.kind == api_kind::chat ? chat_response(j.meta, outs, usage, j.opts)
+                                             : completion_response(j.meta, outs, usage, j.opts));
+  }
+}
+
+void on_tokens(frontend_pointer self, wire::token_chunk chunk) {
+  auto& st = self->state;
+  auto where = st.by_engine_id.find(chunk.id);
+  if (where == st.by_engine_id.end())
+    return; // cancelled or failed meanwhile
+  auto& j = st.jobs.at(where->second.first);
+  auto& c = j.choices[where->second.second];
+  const auto now = clock_type::now();
+  for (auto& out : c.order.accept(std::move(chunk))) {
+    if (!out.tokens.empty()) {
+      if (c.order.received() == static_cast<int32_t>(out.tokens.size()))
+        st.metrics->ttft.observe(std::chrono::duration<double>(now - j.start).count());
+      else
+        st.metrics->itl.observe(std::chrono::duration<double>(now - c.last_token).count());
+      c.last_token = now;
+      st.metrics->generated.inc(static_cast<double>(out.tokens.size()));
+    }
+    c.cached_tokens = std::max(c.cached_tokens, out.cached_prompt_tokens);
+    auto delta = c.out.append(out);
+    if (j.req.stream && (!delta.text.empty() || !delta.logprobs.empty() ||
+                         delta.finish != engine::finish_reason::none))
+      stream_write(j, chunk_for(j, delta));
+    if (out.finish != engine::finish_reason::none && !c.done) {
+      c.done = true;
+      ++j.finished;
+      self->send(st.cfg.router, finished_atom_v, c.engine_id);
+    }
+  }
+  if (j.finished == j.choices.size()) {
+    const auto key = j.key;
+    complete_job(self, j);
+    for (auto& ch : j.choices)
+      st.by_engine_id.erase(ch.engine_id);
+    st.metrics->in_flight.add(-1);
+    st.jobs.erase(key);
+  }
+}
+
+/// Routes choice `index` of job `key` and starts it on its worker.
+void admit(frontend_pointer self, uint64_t key, size_t index, std::vector<int32_t> prompt) {
+  auto& st = self->state;
+  auto& j = st.jobs.at(key);
+  auto& c = j.choices[index];
+  route_query q{c.engine_id, prompt, "", j.req.session_id, j.req.params.max_tokens};
+  self->request(st.cfg.router, st.cfg.admit_timeout, route_atom_v, q)
+    .then(
+      [self, key, index, prompt = std::move(prompt)](route_answer& a) mutable {
+        auto it = self->state.jobs.find(key);
+        if (it == self->state.jobs.end())
+          return;
+        auto& j = it->second;
+        auto& c = j.choices[index];
+        c.route = a;
+        wire::request_handoff h;
+        h.request.id = c.engine_id;
+        h.request.prompt = std::move(prompt);
+        h.request.params = j.req.params;
+        if (h.request.params.seed && j.req.n > 1)
+          *h.request.params.seed += index; // n different choices
+        h.reply_to = {self->state.cfg.node, self->state.cfg.name};
+        if (a.disaggregated)
+          h.decode_at = a.decode;
+        self->request(worker_at(self, a.prefill), self->state.cfg.admit_timeout, generate_atom_v, h)
+          .then(
+            [self, key, index]() {
+              auto it = self->state.jobs.find(key);
+              if (it == self->state.jobs.end())
+                return;
+              auto& j = it->second;
+              j.choices[index].admitted = true;
+              if (++j.admitted == j.choices.size() && j.req.stream && !j.streaming)
+                start_stream(j);
+            },
+            [self, key](caf::error& err) { fail_job(self, key, to_api_error(err)); });
+      },
+      [self, key](caf::error& err) { fail_job(self, key, to_api_error(err)); });
+}
+
+void start_job(frontend_pointer self, api_kind kind, http_call call) {
+  auto& st = self->state;
+  auto parsed = parse_request(kind, call.request.body, st.cfg.limits);
+  if (auto* e = std::get_if<api_error>(&parsed)) {
+    st.metrics->error(e->code.empty() ? "invalid_request" : e->code);
+    return send_error(call.response, *e);
+  }
+  auto req = std::get<api_request>(std::move(parsed));
+  if (req.model != st.cfg.model_name) {
+    st.metrics->error("model_not_found");
+    return send_error(call.response, unknown_model(req.model));
+  }
+  if (kind == api_kind::chat && !st.cfg.chat) {
+    st.metrics->error("no_chat_template");
+    return send_error(call.response, bad_request("this model has no usable chat template: " +
+                                                   st.cfg.chat_error + " (start the server with "
+                                                   "--chat-template to set one)",
+                                                 "messages"));
+  }
+  auto prompt = prepare_prompt(req, *st.cfg.tokenizer, st.cfg.chat ? &*st.cfg.chat : nullptr,
+                               st.cfg.max_model_len);
+  if (auto* e = std::get_if<api_error>(&prompt)) {
+    st.metrics->error(e->code.empty() ? "invalid_request" : e->code);
+    return send_error(call.response, *e);
+  }
+  const uint64_t key = st.next_key++;
+  job j;
+  j.key = key;
+  j.res = call.response;
+  j.start = clock_type::now();
+  j.meta = {make_response_id(kind, st.id_base + key), st.created, req.model};
+  j.opts = options_for(req, *st.cfg.tokenizer);
+  j.prompt_tokens = static_cast<int32_t>(std::get<std::vector<int32_t>>(prompt).size());
+  j.req = std::move(req);
+  for (int i = 0; i < j.req.n; ++i) {
+    job_choice c;
+    c.engine_id = st.id_base + st.next_id++;
+    c.out.index = i;
+    st.by_engine_id[c.engine_id] = {key, j.choices.size()};
+    j.choices.push_back(std::move(c));
+  }
+  const auto n = j.choices.size();
+  st.jobs.emplace(key, std::move(j));
+  st.metrics->in_flight.add(1);
+  // A client that goes away cancels the request everywhere.
+  auto handle = caf::actor_cast<frontend_impl>(self);
+  call.response->on_close([handle, key] { caf::anon_send(handle, closed_atom_v, key); });
+  const auto& tokens = std::get<std::vector<int32_t>>(prompt);
+  for (size_t i = 0; i < n; ++i)
+    admit(self, key, i, tokens);
+}
+
+/// GET /health: 200 once the router has a healthy worker.
+void health(frontend_pointer self, std::shared_ptr<http_response> res) {
+  self->request(self->state.cfg.router, std::chrono::seconds{5}, workers_atom_v)
+    .then(
+      [res](const std::vector<router_worker_view>& ws) {
+        size_t healthy = 0;
+        for (const auto& w : ws)
+          healthy += w.load.healthy ? 1 : 0;
+        if (healthy > 0)
+          res->send(200, json_type, "{\"status\":\"ok\",\"workers\":" + std::to_string(healthy) + "}");
+        else
+          res->send(503, json_type, "{\"status\":\"starting\",\"workers\":0}");
+      },
+      [res](caf::error& err) {
+        res->send(503, json_type, error_body(no_worker(error_text(err))));
+      });
+}
+
+void metrics(frontend_pointer self, std::shared_ptr<http_response> res) {
+  self->request(self->state.cfg.router, std::chrono::seconds{5}, workers_atom_v)
+    .then(
+      [self, res](const std::vector<router_worker_view>& ws) {
+        double used = 0, healthy = 0;
+        for (const auto& w : ws) {
+          used += static_cast<double>(w.load.active_decode_blocks);
+          healthy += w.load.healthy ? 1 : 0;
+        }
+        self->state.metrics->kv_used.set(used);
+        self->state.metrics->workers.set(healthy);
+        res->send(200, "text/plain; version=0.0.4", self->state.metrics->registry.render());
+      },
+      [self, res](caf::error&) {
+        res->send(200, "text/plain; version=0.0.4", self->state.metrics->registry.render());
+      });
+}
+
+void on_http(frontend_pointer self, http_call call) {
+  auto& st = self->state;
+  const auto& method = call.request.method;
+  auto path = call.request.target.substr(0, call.request.target.find('?'));
+  st.metrics->request(path.starts_with("/v1/") || path == "/health" || path == "/live" ||
+                          path == "/metrics"
+                        ? path
+                        : "other");
+  auto wrong_method = [&](const char* allowed) {
+    api_error e = bad_request("method " + method + " is not allowed on " + path + " (use " +
+                              allowed + ")");
+    e.status = 405;
+    send_error(call.response, e);
+  };
+  if (path == "/v1/completions" || path == "/v1/chat/completions") {
+    if (method != "POST")
+      return wrong_method("POST");
+    return start_job(self, path == "/v1/completions" ? api_kind::completion : api_kind::chat,
+                     std::move(call));
+  }
+  if (method != "GET" && method != "HEAD")
+    return wrong_method("GET");
+  if (path == "/live")
+    return call.response->send(200, json_type, "{\"status\":\"ok\"}");
+  if (path == "/health")
+    return health(self, call.response);
+  if (path == "/metrics")
+    return metrics(self, call.response);
+  if (path == "/v1/models") {
+    model_card card{st.cfg.model_name, st.created, "tessera", st.cfg.max_model_len};
+    return call.response->send(200, json_type, models_response(std::span{&card, 1}));
+  }
+  api_error e = bad_request("no such endpoint: " + method + " " + path);
+  e.status = 404;
+  e.type = "not_found_error";
+  send_error(call.response, e);
+}
+
+frontend_impl::behavior_type frontend_fn(frontend_pointer self, frontend_config cfg) {
+  auto& st = self->state;
+  st.cfg = std::move(cfg);
+  st.metrics = std::make_unique<frontend_metrics>(*st.cfg.metrics);
+  st.created = std::chrono::duration_cast<std::chrono::seconds>(
+                 std::chrono::system_clock::now().time_since_epoch())
+                 .count();
+  // Engine request ids must not collide with another frontend's: a random
+  // 64-bit base with room for 2^32 requests.
+  st.id_base = std::random_device{}() * (uint64_t{1} << 32);
+  return {
+    [self](http_atom, http_call& call) { on_http(self, std::move(call)); },
+    [self](token_atom, wire::token_chunk& c) { on_tokens(self, std::move(c)); },
+    [self](failed_atom, const wire::request_cancel& c) {
+      auto where = self->state.by_engine_id.find(c.request_id);
+      if (where == self->state.by_engine_id.end())
+        return;
+      auto e = no_worker(c.reason);
+      e.status = 500;
+      e.type = "server_error";
+      e.code = "worker_failed";
+      fail_job(self, where->second.first, e);
+    },
+    [self](closed_atom, uint64_t key) {
+      if (!self->state.jobs.contains(key))
+        return;
+      self->state.metrics->cancelled.inc();
+      drop_job(self, key, "the client went away");
+    },
+  };
+}
+
+} // namespace
+
+caf::expected<std::unique_ptr<frontend>> frontend::start(caf::actor_system& sys,
+                                                         frontend_config cfg) {
+  auto http = cfg.http;
+  http.max_body_bytes = std::max(http.max_body_bytes, cfg.limits.max_body_bytes);
+  std::unique_ptr<frontend> f{new frontend};
+  auto impl = sys.spawn(frontend_fn, std::move(cfg));
+  f->actor_ = caf::actor_cast<token_sink_actor>(impl);
+  auto server = http_server::start(http, [impl](http_request req, std::shared_ptr<http_response> res) {
+    caf::anon_send(impl, http_atom_v, http_call{std::move(req), std::move(res)});
+  });
+  if (!server) {
+    caf::anon_send_exit(impl, caf::exit_reason::user_shutdown);
+    return server.error();
+  }
+  f->server_ = std::move(*server);
+  return f;
+}
+
+frontend::~frontend() {
+  if (server_)
+    server_->stop();
+  caf::anon_send_exit(actor_, caf::exit_reason::user_shutdown);
+}
+
+} // namespace tessera::actors::frontend

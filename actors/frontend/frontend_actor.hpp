@@ -1,0 +1,87 @@
+#pragma once
+/// @file
+/// The frontend: the OpenAI-compatible HTTP API in front of the cluster.
+/// For each completion it parses and validates the body, applies the chat
+/// template, tokenizes, asks the router where to run each choice, starts it
+/// on the chosen worker (with the decode worker named when the router
+/// disaggregates), and streams the tokens that come back (it is the
+/// requests' token sink) as server-sent events or one JSON body. A client
+/// that goes away cancels its request on every worker.
+///
+///   HTTP --> parse --> prompt --> route (router) --> generate (worker)
+///        <-- SSE / JSON <-- token chunks (in order) <-- worker(s)
+///
+/// Endpoints: POST /v1/completions, POST /v1/chat/completions,
+/// GET /v1/models, GET /health (503 until a worker has joined and is
+/// healthy), GET /live, GET /metrics (Prometheus text).
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <caf/all.hpp>
+
+#include "actors/bridge/bridge_actor.hpp"
+#include "actors/common/token_sink.hpp"
+#include "actors/frontend/chat_template.hpp"
+#include "actors/frontend/http_server.hpp"
+#include "actors/frontend/openai_request.hpp"
+#include "actors/router/router_actor.hpp"
+#include "cluster/metrics.hpp"
+#include "engine/tokenizer.hpp"
+
+namespace tessera::actors::frontend {
+
+/// How the frontend runs.
+struct frontend_config {
+  /// This node's id and the frontend's published name: workers send the
+  /// tokens there. Required / default "frontend".
+  std::string node;
+  std::string name = "frontend";
+  bridge_actor bridge;
+  router_local_actor router;
+  /// The served model's tokenizer. Required.
+  std::shared_ptr<const engine::tokenizer> tokenizer;
+  /// Chat template (resolve_chat_template at start-up); nullopt: chat
+  /// requests get a 400 naming the problem.
+  std::optional<chat_template> chat;
+  /// Why there is no chat template (for that 400).
+  std::string chat_error;
+  /// The name clients pass as "model".
+  std::string model_name;
+  /// Longest prompt + output, in tokens.
+  int32_t max_model_len = 0;
+  api_limits limits;
+  http_server_options http;
+  /// Where the counters go (shared with the workers of this process).
+  std::shared_ptr<cluster::metrics_registry> metrics;
+  /// How long a choice may wait for the router and its worker to accept
+  /// it. Default: 30 s.
+  std::chrono::milliseconds admit_timeout{30000};
+};
+
+/// A running frontend: the actor and its HTTP server.
+class frontend {
+public:
+  /// Spawns the actor and starts listening. Errors: the HTTP server's
+  /// (e.g. the port is in use).
+  [[nodiscard]] static caf::expected<std::unique_ptr<frontend>> start(caf::actor_system& sys,
+                                                                      frontend_config cfg);
+  /// Stops the HTTP server (open streams are closed), then the actor.
+  ~frontend();
+  frontend(const frontend&) = delete;
+  frontend& operator=(const frontend&) = delete;
+
+  [[nodiscard]] std::string url() const { return server_->url(); }
+  [[nodiscard]] uint16_t port() const { return server_->port(); }
+  /// The actor (publish it on the bridge under frontend_config::name).
+  [[nodiscard]] const token_sink_actor& actor() const { return actor_; }
+
+private:
+  frontend() = default;
+  token_sink_actor actor_;
+  std::unique_ptr<http_server> server_;
+};
+
+} // namespace tessera::actors::frontend

@@ -1,0 +1,88 @@
+#pragma once
+/// @file
+/// A whole serving cluster in one process (`tessera serve`): a bridge (on
+/// the in-process loopback transport), the router, the workers and the
+/// frontend, wired exactly as they are across processes — every message
+/// between them goes through the bridge's (node, actor) addressing, so the
+/// same actors run split over nodes.
+///
+///   mode disagg: P prefill workers + D decode workers (the router decides
+///                per request whether to disaggregate)
+///   mode agg:    D workers that do both
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <caf/all.hpp>
+
+#include "actors/frontend/openai_request.hpp"
+#include "actors/router/router_actor.hpp"
+
+namespace tessera::actors {
+
+/// What `tessera serve` runs.
+struct serve_options {
+  /// A Hugging Face model folder. Required.
+  std::filesystem::path model_dir;
+  /// The name clients pass as "model". Default: the folder's name.
+  std::string model_name;
+  /// "disagg" or "agg". Default: "disagg".
+  std::string mode = "disagg";
+  /// Prefill workers (disagg only). Default: 1.
+  int prefill_workers = 1;
+  /// Decode workers (or, with agg, workers). Default: 1.
+  int decode_workers = 1;
+  /// Compute threads per worker; 0: the machine's cores shared out
+  /// (at least 1 each). Default: 0.
+  int threads_per_worker = 0;
+  /// KV pool per worker. Default: 256 MiB.
+  size_t kv_cache_bytes = size_t{256} << 20;
+  /// Longest prompt + output; 0: the model's max_position_embeddings.
+  int32_t max_model_len = 0;
+  /// The routing policy and its options.
+  router_config router;
+  /// --chat-template: a family name, a file, or a template; empty: the
+  /// model's own.
+  std::string chat_template;
+  /// HTTP listen address. Default: 127.0.0.1:8000.
+  std::string host = "127.0.0.1";
+  uint16_t port = 8000;
+  /// HTTP I/O threads. Default: 1.
+  int http_threads = 1;
+  frontend::api_limits limits;
+  /// Progress lines while loading (may be empty).
+  std::function<void(const std::string&)> progress;
+};
+
+/// A running single-process cluster.
+class serve_node {
+public:
+  /// Loads the model, starts every actor and the HTTP server; returns once
+  /// the workers have joined the router (so /health is 200). Errors name
+  /// what failed (model folder, port in use, bad option).
+  [[nodiscard]] static caf::expected<std::unique_ptr<serve_node>> start(caf::actor_system& sys,
+                                                                        serve_options opts);
+  /// Stops the HTTP server, the actors and the bridge.
+  ~serve_node();
+  serve_node(const serve_node&) = delete;
+  serve_node& operator=(const serve_node&) = delete;
+
+  /// "http://127.0.0.1:8000".
+  [[nodiscard]] std::string url() const;
+  /// The served model name.
+  [[nodiscard]] const std::string& model_name() const;
+  /// One line describing the workers, e.g. "1 prefill + 1 decode worker(s), cpu avx512 x1".
+  [[nodiscard]] const std::string& description() const;
+
+  struct impl;
+
+private:
+  explicit serve_node(std::unique_ptr<impl> p);
+  std::unique_ptr<impl> impl_;
+};
+
+} // namespace tessera::actors

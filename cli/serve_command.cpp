@@ -1,0 +1,115 @@
+// `tessera serve`: the whole cluster in one process behind the
+// OpenAI-compatible HTTP API.
+#include <csignal>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include <caf/all.hpp>
+
+#include "actors/node/serve_node.hpp"
+#include "cli/commands.hpp"
+#include "cli/demo_model.hpp"
+#include "common/error.hpp"
+
+namespace tessera::cli {
+
+namespace {
+
+struct serve_args {
+  actors::serve_options opts;
+  std::string model;
+  size_t kv_cache_mb = 256;
+  int scheduler_threads = 0;
+};
+
+int run_serve(serve_args& a) {
+  // SIGINT / SIGTERM end the server through sigwait below; block them
+  // before any thread starts so every thread inherits the mask.
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+
+  const bool demo = a.model.empty();
+  if (demo) {
+    auto dir = ensure_demo_model();
+    if (!dir) {
+      std::fprintf(stderr, "tessera serve: %s\n", error_text(dir.error()).c_str());
+      return 1;
+    }
+    a.opts.model_dir = *dir;
+    if (a.opts.model_name.empty())
+      a.opts.model_name = "tessera-demo";
+  } else {
+    a.opts.model_dir = a.model;
+  }
+  a.opts.kv_cache_bytes = a.kv_cache_mb << 20;
+  a.opts.progress = [](const std::string& line) { std::fprintf(stderr, "tessera serve: %s\n", line.c_str()); };
+
+  caf::actor_system_config cfg;
+  if (a.scheduler_threads > 0)
+    cfg.set("scheduler.max-threads", a.scheduler_threads);
+  caf::actor_system sys{cfg};
+  auto node = actors::serve_node::start(sys, a.opts);
+  if (!node) {
+    std::fprintf(stderr, "tessera serve: %s\n", error_text(node.error()).c_str());
+    return 1;
+  }
+  const auto url = (*node)->url();
+  std::printf("tessera serve: model '%s'%s\n", (*node)->model_name().c_str(),
+              demo ? " (built-in demo model: RANDOM WEIGHTS, the text is gibberish)" : "");
+  std::printf("tessera serve: %s\n", (*node)->description().c_str());
+  std::printf("tessera serve: listening on %s (Ctrl-C stops)\n", url.c_str());
+  std::printf("  curl %s/v1/completions -H 'Content-Type: application/json' \\\n"
+              "    -d '{\"model\": \"%s\", \"prompt\": \"Once upon a time\", \"max_tokens\": 32}'\n",
+              url.c_str(), (*node)->model_name().c_str());
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&stop, &sig);
+  std::printf("tessera serve: stopping\n");
+  std::fflush(stdout);
+  node->reset();
+  return 0;
+}
+
+} // namespace
+
+command add_serve_command(CLI::App& app) {
+  auto* sub = app.add_subcommand("serve", "Serve a model behind the OpenAI-compatible HTTP API "
+                                          "(the whole cluster in one process)");
+  auto a = std::make_shared<serve_args>();
+  auto& o = a->opts;
+  sub->add_option("--model", a->model, "Hugging Face model folder (default: the built-in demo model)");
+  sub->add_option("--served-model-name", o.model_name, "Name clients use as \"model\" "
+                                                       "(default: the folder's name)");
+  sub->add_option("--host", o.host, "Address to listen on")->capture_default_str();
+  sub->add_option("--port", o.port, "Port to listen on (0: any free port)")->capture_default_str();
+  sub->add_option("--mode", o.mode, "disagg (prefill and decode workers) or agg")
+    ->capture_default_str()->check(CLI::IsMember({"disagg", "agg"}));
+  sub->add_option("--prefill", o.prefill_workers, "Prefill workers (disagg)")->capture_default_str()
+    ->check(CLI::Range(1, 64));
+  sub->add_option("--decode", o.decode_workers, "Decode workers (agg: workers)")->capture_default_str()
+    ->check(CLI::Range(1, 64));
+  sub->add_option("--router-policy", o.router.policy, "kv, round-robin, random or least-loaded")
+    ->capture_default_str()->check(CLI::IsMember({"kv", "round-robin", "random", "least-loaded"}));
+  sub->add_option("--max-local-prefill", o.router.options.max_local_prefill_tokens,
+                  "Uncached prompt tokens a decode worker prefills itself (conditional disaggregation)")
+    ->capture_default_str();
+  sub->add_option("--chat-template", o.chat_template,
+                  "Chat template: llama3, chatml, mistral, llama2, or a file");
+  sub->add_option("--threads", o.threads_per_worker, "Compute threads per worker (0: cores shared out)")
+    ->capture_default_str();
+  sub->add_option("--kv-cache-mb", a->kv_cache_mb, "KV pool per worker, MiB")->capture_default_str()
+    ->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--max-model-len", o.max_model_len, "Longest prompt + output (0: the model's)")
+    ->capture_default_str();
+  sub->add_option("--http-threads", o.http_threads, "HTTP I/O threads")->capture_default_str()
+    ->check(CLI::Range(1, 64));
+  sub->add_option("--actor-threads", a->scheduler_threads, "Actor scheduler threads (0: CAF's default)")
+    ->capture_default_str();
+  return {sub, [a] { return run_serve(*a); }};
+}
+
+} // namespace tessera::cli
