@@ -45,6 +45,10 @@ set_target_properties(openblas::openblas PROPERTIES
   IMPORTED_LOCATION ${OPENBLAS_LIBRARY}
   INTERFACE_INCLUDE_DIRECTORIES ${OPENBLAS_INCLUDE_DIR})
 
+# Boost 1.74 (libboost-dev): only the header-only Beast and Asio, for the HTTP
+# server (actors/frontend). Boost::headers carries the include path.
+find_package(Boost 1.74 REQUIRED)
+
 if(TESSERA_BUILD_TESTS)
   find_package(GTest REQUIRED)
 endif()
