@@ -89,7 +89,6 @@ struct frontend_metrics {
         generated(r.counter("tessera_generation_tokens_total", "Tokens generated.")),
         cached(r.counter("tessera_prefix_cache_hit_tokens_total",
                          "Prompt tokens whose KV came from a prefix cache.")),
-        kv_used(r.gauge("tessera_kv_blocks_used", "KV blocks in use over all workers.")),
         workers(r.gauge("tessera_workers_healthy", "Workers the router sees as healthy.")),
         cancelled(r.counter("tessera_requests_cancelled_total",
                             "Requests cancelled because the client went away.")) {}
@@ -111,7 +110,6 @@ struct frontend_metrics {
   cluster::metric_counter& prompt_tokens;
   cluster::metric_counter& generated;
   cluster::metric_counter& cached;
-  cluster::metric_gauge& kv_used;
   cluster::metric_gauge& workers;
   cluster::metric_counter& cancelled;
 };
@@ -403,12 +401,9 @@ void metrics(frontend_pointer self, std::shared_ptr<http_response> res) {
   self->request(self->state.cfg.router, std::chrono::seconds{5}, workers_atom_v)
     .then(
       [self, res](const std::vector<router_worker_view>& ws) {
-        double used = 0, healthy = 0;
-        for (const auto& w : ws) {
-          used += static_cast<double>(w.load.active_decode_blocks);
+        double healthy = 0;
+        for (const auto& w : ws)
           healthy += w.load.healthy ? 1 : 0;
-        }
-        self->state.metrics->kv_used.set(used);
         self->state.metrics->workers.set(healthy);
         res->send(200, "text/plain; version=0.0.4", self->state.metrics->registry.render());
       },

@@ -134,6 +134,7 @@ caf::expected<std::unique_ptr<serve_node>> serve_node::start(caf::actor_system& 
     wc.pool_region = *region;
     wc.router = {node_id, "router"};
     wc.worker_id = id_base + static_cast<uint64_t>(i);
+    wc.metrics = metrics;
     if (disagg)
       wc.roles = {prefill ? wire::node_role::prefill : wire::node_role::decode};
     auto w = spawn_worker(sys, std::move(eng), wc);

@@ -44,6 +44,26 @@ struct granted {
   wire::actor_address reply_to;
 };
 
+/// The worker's series in the process's metrics registry.
+struct worker_metrics {
+  worker_metrics(cluster::metrics_registry& r, const std::string& worker)
+      : kv_used(r.gauge("tessera_kv_blocks_used", "KV blocks held by requests, per worker.",
+                        {{"worker", worker}})),
+        aborted(r.counter("tessera_requests_aborted_total",
+                          "Requests stopped before they finished (cancelled), per worker.",
+                          {{"worker", worker}})),
+        transfer_bytes(r.counter("tessera_kv_transfer_bytes_total",
+                                 "KV bytes this worker put into other workers' pools.",
+                                 {{"worker", worker}})),
+        transfer_seconds(r.counter("tessera_kv_transfer_seconds_total",
+                                   "Seconds from the start of a KV transfer to its completion.",
+                                   {{"worker", worker}})) {}
+  cluster::metric_gauge& kv_used;
+  cluster::metric_counter& aborted;
+  cluster::metric_counter& transfer_bytes;
+  cluster::metric_counter& transfer_seconds;
+};
+
 struct worker_state {
   static inline const char* name = "worker";
 
@@ -52,12 +72,20 @@ struct worker_state {
   std::unordered_map<uint64_t, tracked> requests;
   std::unordered_map<uint64_t, granted> grants;
   std::map<std::pair<std::string, std::string>, worker_actor> peers;
+  std::unique_ptr<worker_metrics> metrics;
   bool stepping = false;
   uint64_t next_batch = 1;
   uint64_t next_event = 0; // the router expects a worker's first event to be 0
 };
 
 using worker_pointer = worker_impl::stateful_pointer<worker_state>;
+
+void update_kv_gauge(worker_pointer self) {
+  if (!self->state.metrics)
+    return;
+  auto stats = self->state.eng->stats();
+  self->state.metrics->kv_used.set(static_cast<double>(stats.num_blocks - stats.free_blocks));
+}
 
 void kick(worker_pointer self) {
   if (!self->state.stepping && self->state.eng->has_unfinished()) {
@@ -128,9 +156,18 @@ void start_handoff(worker_pointer self, uint64_t id) {
         auto puts = plan_puts(*st.eng, src, st.cfg.pool_region, grant, st.next_batch++);
         if (!puts)
           return drop_handoff(self, id, puts.error());
+        uint64_t bytes = 0;
+        for (const auto& b : puts->batch.blocks)
+          bytes += b.size;
+        const auto started = std::chrono::steady_clock::now();
         self->request(st.cfg.bridge, timeout, transfer_atom_v, it->second.decode_at.node, puts->batch)
           .then(
-            [self, id, d, timeout, descriptor = std::move(puts->descriptor)]() {
+            [self, id, d, timeout, bytes, started, descriptor = std::move(puts->descriptor)]() {
+              if (auto* m = self->state.metrics.get()) {
+                m->transfer_bytes.inc(static_cast<double>(bytes));
+                m->transfer_seconds.inc(
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+              }
               (void) self->state.eng->release_request(id);
               self->request(d, timeout, commit_atom_v, descriptor)
                 .then([self, id]() { self->state.requests.erase(id); },
@@ -191,6 +228,7 @@ void on_step(worker_pointer self) {
       st.requests.erase(it);
     }
   }
+  update_kv_gauge(self);
   st.stepping = false;
   kick(self);
 }
@@ -232,6 +270,9 @@ worker_impl::behavior_type worker_fn(worker_pointer self, std::shared_ptr<engine
   self->state.eng = std::move(eng);
   self->state.cfg = std::move(cfg);
   self->state.eng->record_kv_events(!self->state.cfg.router.empty());
+  if (self->state.cfg.metrics)
+    self->state.metrics =
+      std::make_unique<worker_metrics>(*self->state.cfg.metrics, self->state.cfg.name);
   report_to_router(self);
   return {
     [self](heartbeat_atom) { report_to_router(self); },
@@ -292,8 +333,11 @@ worker_impl::behavior_type worker_fn(worker_pointer self, std::shared_ptr<engine
       if (auto t = st.requests.find(c.request_id); t != st.requests.end()) {
         if (!st.eng->abort(c.request_id))
           (void) st.eng->release_request(c.request_id); // held for a hand-off
+        else if (st.metrics)
+          st.metrics->aborted.inc();
         st.requests.erase(t);
       }
+      update_kv_gauge(self);
     },
     [self](load_atom) { return load_of(self); },
     [self](step_atom) { on_step(self); },

@@ -37,6 +37,7 @@
 
 #include "actors/actor_types.hpp"
 #include "actors/bridge/bridge_actor.hpp"
+#include "cluster/metrics.hpp"
 #include "engine/engine.hpp"
 
 namespace tessera::actors {
@@ -88,6 +89,9 @@ struct worker_config {
                                                 transport::wire::node_role::decode};
   /// How often it sends the router its join and load. Default: 1 s.
   std::chrono::milliseconds heartbeat_interval{1000};
+  /// The process's metrics (KV blocks used, requests aborted, KV bytes and
+  /// seconds transferred, each labelled worker="<name>"); null: none.
+  std::shared_ptr<cluster::metrics_registry> metrics;
 };
 
 /// Spawns a worker owning `eng` on its own thread.

@@ -1,0 +1,322 @@
+// The whole single-process cluster (serve_node) behind its HTTP API, driven
+// with curl: aggregated == disaggregated == one engine alone (greedy and
+// seeded, streamed and not), 64 concurrent streams, a client disconnect
+// freeing its KV blocks, and bad input answered with the right status while
+// the server keeps serving.
+
+#include "actors/node/serve_node.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+
+#include "common/child_process.hpp"
+#include "common/error.hpp"
+#include "tests/support/temp_dir.hpp"
+#include "tests/support/test_model.hpp"
+
+namespace tessera::actors {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+struct http_result {
+  int status = 0;
+  std::string body;
+};
+
+/// POSTs `body` (from a file, so any size works) with curl.
+http_result post(const std::string& url, const std::string& body) {
+  static int n = 0;
+  static tessera::test::temp_dir dir;
+  auto file = dir.path() / ("body-" + std::to_string(n++) + ".json");
+  std::ofstream(file, std::ios::binary) << body;
+  auto child = child_process::spawn(
+    "/usr/bin/curl", {"-s", "-S", "-w", "\n%{http_code}\n", "-H", "Content-Type: application/json",
+                      "--data-binary", "@" + file.string(), url});
+  http_result r;
+  if (!child)
+    return r;
+  std::string all;
+  for (;;) {
+    auto line = child->read_line(30s);
+    if (!line)
+      break;
+    all += *line + "\n";
+  }
+  (void) child->wait(10s);
+  all.pop_back();
+  auto nl = all.rfind('\n');
+  r.status = std::atoi(all.substr(nl + 1).c_str());
+  r.body = all.substr(0, nl);
+  return r;
+}
+
+http_result get(const std::string& url) {
+  auto child = child_process::spawn("/usr/bin/curl", {"-s", "-w", "\n%{http_code}\n", url});
+  http_result r;
+  std::string all;
+  for (;;) {
+    auto line = child->read_line(30s);
+    if (!line)
+      break;
+    all += *line + "\n";
+  }
+  (void) child->wait(10s);
+  all.pop_back();
+  auto nl = all.rfind('\n');
+  r.status = std::atoi(all.substr(nl + 1).c_str());
+  r.body = all.substr(0, nl);
+  return r;
+}
+
+/// A request's text and token logprobs, however it was served.
+struct served {
+  std::string text;
+  /// As floats: the server writes each float logprob in its shortest
+  /// decimal form, which reads back as the same float.
+  std::vector<float> logprobs;
+  std::string finish;
+  bool operator==(const served&) const = default;
+};
+
+void PrintTo(const served& s, std::ostream* os) {
+  *os << "{text \"" << s.text << "\", " << s.logprobs.size() << " logprobs [";
+  for (auto lp : s.logprobs)
+    *os << lp << " ";
+  *os << "], finish " << s.finish << "}";
+}
+
+std::vector<int32_t> prompt_ids(uint64_t seed, int n) {
+  std::mt19937_64 rng{seed};
+  std::vector<int32_t> p;
+  for (int i = 0; i < n; ++i)
+    p.push_back(static_cast<int32_t>(8 + rng() % 500));
+  return p;
+}
+
+json completion_body(const std::vector<int32_t>& prompt, float temperature, bool stream) {
+  json b = {{"model", "nano"},     {"prompt", prompt}, {"max_tokens", 12},
+            {"temperature", temperature}, {"seed", 7},   {"ignore_eos", true},
+            {"logprobs", 0},       {"stream", stream}};
+  return b;
+}
+
+served from_response(const http_result& r) {
+  served s;
+  auto j = json::parse(r.body);
+  const auto& c = j["choices"][0];
+  s.text = c["text"];
+  for (const auto& lp : c["logprobs"]["token_logprobs"])
+    s.logprobs.push_back(static_cast<float>(lp.get<double>()));
+  s.finish = c["finish_reason"];
+  return s;
+}
+
+served from_stream(const http_result& r) {
+  served s;
+  size_t pos = 0;
+  bool done = false;
+  while ((pos = r.body.find("data: ", pos)) != std::string::npos) {
+    auto end = r.body.find("\n\n", pos);
+    auto data = r.body.substr(pos + 6, end - pos - 6);
+    pos = end;
+    if (data == "[DONE]") {
+      done = true;
+      break;
+    }
+    auto j = json::parse(data);
+    if (j["choices"].empty())
+      continue;
+    const auto& c = j["choices"][0];
+    s.text += c["text"].get<std::string>();
+    if (c["logprobs"].is_object())
+      for (const auto& lp : c["logprobs"]["token_logprobs"])
+        s.logprobs.push_back(static_cast<float>(lp.get<double>()));
+    if (!c["finish_reason"].is_null())
+      s.finish = c["finish_reason"];
+  }
+  EXPECT_TRUE(done) << "the stream ends with data: [DONE]";
+  return s;
+}
+
+served alone(const std::vector<int32_t>& prompt, float temperature) {
+  tessera::test::test_engine_options o;
+  o.with_tokenizer = true;
+  o.backend.threads = 1;
+  auto eng = tessera::test::make_test_engine("nano", o);
+  engine::request r;
+  r.id = 1;
+  r.prompt = prompt;
+  r.params.max_tokens = 12;
+  r.params.temperature = temperature;
+  r.params.seed = 7;
+  r.params.ignore_eos = true;
+  r.params.logprobs = 0;
+  EXPECT_FALSE(eng->add_request(r));
+  served s;
+  while (eng->has_unfinished())
+    for (const auto& out : eng->step()) {
+      s.text += out.text;
+      for (const auto& lp : out.logprobs)
+        s.logprobs.push_back(lp.logprob);
+      if (out.finish != engine::finish_reason::none)
+        s.finish = std::string{engine::to_string(out.finish)};
+    }
+  return s;
+}
+
+class ServeTest : public ::testing::Test {
+protected:
+  ServeTest() : sys(cfg) {}
+
+  std::unique_ptr<serve_node> start(const std::string& mode, int32_t max_local_prefill = 1000) {
+    serve_options o;
+    o.model_dir = tessera::test::test_model_dir("nano");
+    o.model_name = "nano";
+    o.mode = mode;
+    o.port = 0;
+    o.threads_per_worker = 1;
+    o.kv_cache_bytes = size_t{8} << 20;
+    o.router.options.max_local_prefill_tokens = max_local_prefill;
+    auto n = serve_node::start(sys, o);
+    EXPECT_TRUE(n) << error_text(n.error());
+    return n ? std::move(*n) : nullptr;
+  }
+
+  caf::actor_system_config cfg;
+  caf::actor_system sys;
+};
+
+TEST_F(ServeTest, DisaggregatedEqualsAggregatedEqualsOneEngine) {
+  auto agg = start("agg");
+  auto disagg = start("disagg", 0); // every prompt prefills remotely
+  ASSERT_TRUE(agg && disagg);
+  for (float temperature : {0.0f, 0.8f})
+    for (int len : {5, 16, 40}) {
+      auto prompt = prompt_ids(static_cast<uint64_t>(len), len);
+      auto want = alone(prompt, temperature);
+      ASSERT_EQ(want.logprobs.size(), 12u);
+      for (auto* node : {agg.get(), disagg.get()}) {
+        const auto url = node->url() + "/v1/completions";
+        auto whole = post(url, completion_body(prompt, temperature, false).dump());
+        ASSERT_EQ(whole.status, 200) << whole.body;
+        EXPECT_EQ(from_response(whole), want) << node->description() << ", t=" << temperature;
+        auto streamed = post(url, completion_body(prompt, temperature, true).dump());
+        ASSERT_EQ(streamed.status, 200) << streamed.body;
+        EXPECT_EQ(from_stream(streamed), want) << node->description() << " streamed";
+      }
+    }
+  auto m = get(disagg->url() + "/metrics");
+  EXPECT_NE(m.body.find("tessera_generation_tokens_total 144"), std::string::npos) << m.body;
+}
+
+TEST_F(ServeTest, SixtyFourConcurrentStreamsAllComplete) {
+  auto node = start("agg");
+  ASSERT_TRUE(node);
+  tessera::test::temp_dir dir;
+  std::vector<child_process> clients;
+  for (int i = 0; i < 64; ++i) {
+    auto file = dir.path() / std::to_string(i);
+    json b = {{"model", "nano"},      {"prompt", prompt_ids(static_cast<uint64_t>(i), 10 + i % 7)},
+              {"max_tokens", 16},     {"ignore_eos", true},
+              {"stream", true},       {"stream_options", {{"include_usage", true}}}};
+    std::ofstream(file) << b.dump();
+    auto c = child_process::spawn("/usr/bin/curl", {"-sN", "-H", "Content-Type: application/json",
+                                                    "--data-binary", "@" + file.string(),
+                                                    node->url() + "/v1/completions"});
+    ASSERT_TRUE(c);
+    clients.push_back(std::move(*c));
+  }
+  int complete = 0;
+  for (auto& c : clients) {
+    std::string all;
+    for (;;) {
+      auto line = c.read_line(60s);
+      if (!line)
+        break;
+      all += *line + "\n";
+    }
+    (void) c.wait(10s);
+    auto usage = all.find("\"completion_tokens\":16");
+    if (usage != std::string::npos && all.find("data: [DONE]") != std::string::npos)
+      ++complete;
+  }
+  EXPECT_EQ(complete, 64);
+}
+
+TEST_F(ServeTest, AClientThatGoesAwayFreesItsBlocks) {
+  auto node = start("agg");
+  ASSERT_TRUE(node);
+  // 480 tokens take the worker tens of milliseconds; the disconnect after
+  // the first chunk reaches it long before that.
+  json b = {{"model", "nano"}, {"prompt", prompt_ids(3, 30)}, {"max_tokens", 480},
+            {"ignore_eos", true}, {"stream", true}};
+  tessera::test::temp_dir dir;
+  std::ofstream(dir.path() / "b") << b.dump();
+  auto c = child_process::spawn("/usr/bin/curl", {"-sN", "-H", "Content-Type: application/json",
+                                                  "--data-binary", "@" + (dir.path() / "b").string(),
+                                                  node->url() + "/v1/completions"});
+  ASSERT_TRUE(c);
+  auto first = c->read_line(30s);
+  ASSERT_TRUE(first) << "no first chunk";
+  c->kill(SIGKILL);
+  (void) c->wait(5s);
+  const std::string worker = "{worker=\"worker-0\"}";
+  bool freed = false;
+  std::string m;
+  for (int i = 0; i < 100 && !freed; ++i) {
+    m = get(node->url() + "/metrics").body;
+    freed = m.find("tessera_requests_cancelled_total 1") != std::string::npos &&
+            m.find("tessera_requests_aborted_total" + worker + " 1") != std::string::npos &&
+            m.find("tessera_kv_blocks_used" + worker + " 0\n") != std::string::npos &&
+            m.find("tessera_requests_in_flight 0") != std::string::npos;
+    if (!freed)
+      std::this_thread::sleep_for(50ms); // polling the server's own metrics
+  }
+  EXPECT_TRUE(freed) << m;
+}
+
+TEST_F(ServeTest, BadInputGetsTheRightStatusAndTheServerKeepsServing) {
+  auto node = start("agg");
+  ASSERT_TRUE(node);
+  const auto url = node->url() + "/v1/completions";
+  struct bad_case {
+    std::string body;
+    int status;
+    std::string says;
+  };
+  std::string huge(10 << 20, 'a');
+  std::vector<bad_case> cases = {
+    {"{\"model\": \"nano\", \"prompt\": ", 400, "not valid JSON"},
+    {R"({"model": "nano", "prompt": "hi", "max_tokens": "ten"})", 400, "max_tokens"},
+    {R"({"model": "nano"})", 400, "prompt"},
+    {R"({"prompt": "hi"})", 400, "model"},
+    {R"({"model": "nano", "prompt": "hi", "max_tokens": -3})", 400, "max_tokens must be an integer >= 1"},
+    {R"({"model": "nano", "prompt": "hi", "max_tokens": 100000000})", 400, "max_tokens"},
+    {R"({"model": "nano", "prompt": "hi", "max_tokens": 600})", 400, "context"},
+    {"{\"model\": \"nano\", \"prompt\": \"\xff\xfe\"}", 400, "UTF-8"},
+    {R"({"model": "gpt-9", "prompt": "hi"})", 404, "gpt-9"},
+    {"{\"model\": \"nano\", \"prompt\": \"" + huge + "\"}", 413, "larger than"},
+  };
+  for (const auto& c : cases) {
+    auto r = post(url, c.body);
+    EXPECT_EQ(r.status, c.status) << c.body.substr(0, 80) << " -> " << r.body;
+    EXPECT_NE(r.body.find(c.says), std::string::npos) << c.body.substr(0, 80) << " -> " << r.body;
+    auto j = json::parse(r.body, nullptr, false);
+    EXPECT_TRUE(j.is_object() && j.contains("error")) << r.body;
+  }
+  // Unknown fields are ignored; the server still serves.
+  auto ok = post(url, R"({"model": "nano", "prompt": "hi", "max_tokens": 3, "frobnicate": true})");
+  EXPECT_EQ(ok.status, 200) << ok.body;
+  EXPECT_EQ(get(node->url() + "/v1/nothing").status, 404);
+  EXPECT_EQ(get(node->url() + "/health").status, 200);
+}
+
+} // namespace
+} // namespace tessera::actors
