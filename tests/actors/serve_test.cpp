@@ -175,9 +175,10 @@ class ServeTest : public ::testing::Test {
 protected:
   ServeTest() : sys(cfg) {}
 
-  std::unique_ptr<serve_node> start(const std::string& mode, int32_t max_local_prefill = 1000) {
+  std::unique_ptr<serve_node> start(const std::string& mode, int32_t max_local_prefill = 1000,
+                                    const std::string& shape = "nano") {
     serve_options o;
-    o.model_dir = tessera::test::test_model_dir("nano");
+    o.model_dir = tessera::test::test_model_dir(shape);
     o.model_name = "nano";
     o.mode = mode;
     o.port = 0;
@@ -251,10 +252,11 @@ TEST_F(ServeTest, SixtyFourConcurrentStreamsAllComplete) {
 }
 
 TEST_F(ServeTest, AClientThatGoesAwayFreesItsBlocks) {
-  auto node = start("agg");
+  // The `small` shape (124M parameters): 480 tokens take one thread
+  // seconds, and the disconnect after the first chunk reaches the worker
+  // in milliseconds, so the request is surely still running when it does.
+  auto node = start("agg", 1000, "small");
   ASSERT_TRUE(node);
-  // 480 tokens take the worker tens of milliseconds; the disconnect after
-  // the first chunk reaches it long before that.
   json b = {{"model", "nano"}, {"prompt", prompt_ids(3, 30)}, {"max_tokens", 480},
             {"ignore_eos", true}, {"stream", true}};
   tessera::test::temp_dir dir;
