@@ -35,6 +35,7 @@ set_target_properties(xxhash::xxhash PROPERTIES
 
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)
+pkg_check_modules(TOMLPLUSPLUS REQUIRED IMPORTED_TARGET tomlplusplus)
 find_library(SENTENCEPIECE_TRAIN_LIBRARY sentencepiece_train REQUIRED)
 
 # OpenBLAS (pthread flavour) for the GEMM comparison in the engine benchmark.

@@ -1,0 +1,157 @@
+#include "cluster/cluster_config.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <caf/sec.hpp>
+#include <toml++/toml.h>
+
+namespace tessera::cluster {
+
+namespace {
+
+caf::error bad(const std::string& name, const std::string& what) {
+  return caf::make_error(caf::sec::invalid_argument, name + ": " + what);
+}
+
+const std::set<std::string> known_roles{"frontend", "router", "prefill", "decode", "worker"};
+
+} // namespace
+
+bool node_spec::has(const std::string& role) const {
+  return std::find(roles.begin(), roles.end(), role) != roles.end();
+}
+
+const node_spec* cluster_config::node(const std::string& id) const {
+  for (const auto& n : nodes)
+    if (n.id == id)
+      return &n;
+  return nullptr;
+}
+
+const node_spec& cluster_config::router_node() const {
+  for (const auto& n : nodes)
+    if (n.has("router"))
+      return n;
+  return nodes.front(); // unreachable for a checked config
+}
+
+caf::expected<cluster_config> parse_cluster_config(std::string_view text, const std::string& name) {
+  toml::table t;
+  try {
+    t = toml::parse(text, name);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream os;
+    os << e.description() << " (line " << e.source().begin.line << ")";
+    return bad(name, os.str());
+  }
+  cluster_config c;
+  // Each optional key must have the right type when present.
+  std::string err;
+  auto str = [&](const toml::node_view<toml::node>& v, const std::string& key, std::string& out) {
+    if (!v)
+      return;
+    if (auto s = v.value<std::string>())
+      out = *s;
+    else if (err.empty())
+      err = "'" + key + "' must be a string";
+  };
+  auto num = [&](const toml::node_view<toml::node>& v, const std::string& key, int64_t lo, int64_t hi,
+                 auto& out) {
+    if (!v)
+      return;
+    auto x = v.value<int64_t>();
+    if (!x || *x < lo || *x > hi) {
+      if (err.empty())
+        err = "'" + key + "' must be an integer in [" + std::to_string(lo) + ", " +
+              std::to_string(hi) + "]";
+      return;
+    }
+    out = static_cast<std::remove_reference_t<decltype(out)>>(*x);
+  };
+  str(t["model"], "model", c.model);
+  str(t["served_model_name"], "served_model_name", c.served_model_name);
+  str(t["router_policy"], "router_policy", c.router_policy);
+  num(t["max_local_prefill_tokens"], "max_local_prefill_tokens", 0, 1 << 24, c.max_local_prefill_tokens);
+  str(t["transport"], "transport", c.transport);
+  str(t["ucx_tls"], "ucx_tls", c.ucx_tls);
+  num(t["threads_per_worker"], "threads_per_worker", 0, 1024, c.threads_per_worker);
+  num(t["kv_cache_mb"], "kv_cache_mb", 1, 1 << 20, c.kv_cache_mb);
+  num(t["max_model_len"], "max_model_len", 0, 1 << 24, c.max_model_len);
+  if (!err.empty())
+    return bad(name, err);
+  if (c.transport != "ucx" && c.transport != "loopback")
+    return bad(name, "'transport' must be ucx or loopback, got '" + c.transport + "'");
+  auto* nodes = t["node"].as_array();
+  if (nodes == nullptr || nodes->empty())
+    return bad(name, "no [[node]] tables");
+  std::set<std::string> ids, addresses;
+  for (size_t i = 0; i < nodes->size(); ++i) {
+    auto* nt = (*nodes)[i].as_table();
+    const std::string at = "node[" + std::to_string(i) + "]";
+    if (nt == nullptr)
+      return bad(name, at + " is not a table");
+    toml::node_view<toml::node> v{*nt};
+    node_spec n;
+    str(v["id"], at + ".id", n.id);
+    str(v["address"], at + ".address", n.address);
+    num(v["workers"], at + ".workers", 1, 64, n.workers);
+    std::string http;
+    str(v["http"], at + ".http", http);
+    if (!err.empty())
+      return bad(name, err);
+    if (n.id.empty())
+      return bad(name, at + ".id is missing");
+    if (n.address.empty() || n.address.rfind(':') == std::string::npos)
+      return bad(name, at + ".address must be host:port");
+    if (!ids.insert(n.id).second)
+      return bad(name, at + ".id '" + n.id + "' is used twice");
+    if (!addresses.insert(n.address).second)
+      return bad(name, at + ".address '" + n.address + "' is used twice");
+    auto* roles = v["roles"].as_array();
+    if (roles == nullptr || roles->empty())
+      return bad(name, at + ".roles must be a non-empty array");
+    for (const auto& r : *roles) {
+      auto role = r.value<std::string>();
+      if (!role || !known_roles.contains(*role))
+        return bad(name, at + ".roles: unknown role (use frontend, router, prefill, decode, worker)");
+      n.roles.push_back(*role);
+    }
+    if (!http.empty()) {
+      auto colon = http.rfind(':');
+      if (colon == std::string::npos)
+        return bad(name, at + ".http must be host:port");
+      n.http_host = http.substr(0, colon);
+      try {
+        int port = std::stoi(http.substr(colon + 1));
+        if (port < 0 || port > 65535)
+          throw std::out_of_range("port");
+        n.http_port = static_cast<uint16_t>(port);
+      } catch (const std::exception&) {
+        return bad(name, at + ".http has a bad port: '" + http + "'");
+      }
+    }
+    c.nodes.push_back(std::move(n));
+  }
+  const auto routers = std::count_if(c.nodes.begin(), c.nodes.end(),
+                                     [](const node_spec& n) { return n.has("router"); });
+  if (routers != 1)
+    return bad(name, "exactly one node must have the role router, found " + std::to_string(routers));
+  for (const auto& n : c.nodes)
+    if (n.has("frontend") && !n.has("router"))
+      return bad(name, "node '" + n.id + "': the frontend runs on the router's node");
+  return c;
+}
+
+caf::expected<cluster_config> load_cluster_config(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in)
+    return bad(file.string(), "cannot read the file");
+  std::stringstream buf;
+  buf << in.rdbuf();
+  return parse_cluster_config(buf.str(), file.string());
+}
+
+} // namespace tessera::cluster

@@ -1,0 +1,85 @@
+#pragma once
+/// @file
+/// A cluster's layout from a TOML file (configs/*.toml): the model, the
+/// router and transport settings, and every node with its transport
+/// address and roles. Every node of a cluster reads the same file and
+/// starts the part whose id it was given.
+///
+///   model = ""                      # a model folder; "" = the demo model
+///   served_model_name = "tessera-demo"
+///   router_policy = "kv"            # kv, round-robin, random, least-loaded
+///   transport = "ucx"               # ucx (tls below) or loopback (one process)
+///   ucx_tls = "tcp"
+///   [[node]]
+///   id = "front"
+///   address = "127.0.0.1:14000"     # where its transport listens
+///   roles = ["frontend", "router"]
+///   http = "127.0.0.1:8000"
+///   [[node]]
+///   id = "decode-a"
+///   address = "127.0.0.1:14002"
+///   roles = ["decode"]              # or "prefill", or "worker" (both)
+///   workers = 1
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <caf/expected.hpp>
+
+namespace tessera::cluster {
+
+/// One node of the cluster.
+struct node_spec {
+  /// Unique, non-empty.
+  std::string id;
+  /// host:port its transport listens on (unique).
+  std::string address;
+  /// Some of: frontend, router, prefill, decode, worker (prefill+decode).
+  std::vector<std::string> roles;
+  /// Workers of its worker role. Default: 1.
+  int workers = 1;
+  /// frontend: host and port of the HTTP API. Default: 127.0.0.1:8000.
+  std::string http_host = "127.0.0.1";
+  uint16_t http_port = 8000;
+
+  [[nodiscard]] bool has(const std::string& role) const;
+};
+
+/// The whole cluster.
+struct cluster_config {
+  /// Model folder ("" = the built-in demo model).
+  std::string model;
+  /// The name clients pass as "model" ("" = the folder's name).
+  std::string served_model_name;
+  std::string router_policy = "kv";
+  /// Uncached prompt tokens a decode worker prefills itself. Default: 1000.
+  int32_t max_local_prefill_tokens = 1000;
+  /// "ucx" or "loopback". Default: ucx.
+  std::string transport = "ucx";
+  /// UCX_TLS for this cluster's transports. Default: "tcp".
+  std::string ucx_tls = "tcp";
+  /// Per worker. Defaults: 0 (cores shared out), 256 MiB, 0 (the model's).
+  int threads_per_worker = 0;
+  uint64_t kv_cache_mb = 256;
+  int32_t max_model_len = 0;
+  std::vector<node_spec> nodes;
+
+  /// The node `id`, or null.
+  [[nodiscard]] const node_spec* node(const std::string& id) const;
+  /// The node that runs the router (and the frontend).
+  [[nodiscard]] const node_spec& router_node() const;
+};
+
+/// Reads and checks `file`. Errors (caf::sec::invalid_argument) name the
+/// file and the key at fault: a TOML syntax error (with line), an unknown
+/// role or key type, no or two router nodes, a frontend not on the
+/// router's node, duplicate ids or addresses, workers < 1.
+[[nodiscard]] caf::expected<cluster_config> load_cluster_config(const std::filesystem::path& file);
+
+/// As load_cluster_config, from TOML text (`name` for messages).
+[[nodiscard]] caf::expected<cluster_config> parse_cluster_config(std::string_view text,
+                                                                 const std::string& name);
+
+} // namespace tessera::cluster

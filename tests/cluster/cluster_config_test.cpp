@@ -1,0 +1,70 @@
+#include "cluster/cluster_config.hpp"
+
+#include <gtest/gtest.h>
+
+#include "common/error.hpp"
+
+namespace {
+
+using namespace tessera::cluster;
+
+const char* three_nodes = R"(
+model = "/models/m"
+router_policy = "round-robin"
+ucx_tls = "sm,self,tcp"
+[[node]]
+id = "front"
+address = "127.0.0.1:14000"
+roles = ["frontend", "router"]
+http = "0.0.0.0:9000"
+[[node]]
+id = "p"
+address = "127.0.0.1:14001"
+roles = ["prefill"]
+workers = 2
+[[node]]
+id = "d"
+address = "127.0.0.1:14002"
+roles = ["decode"]
+)";
+
+TEST(ClusterConfigTest, ReadsNodesRolesAndSettings) {
+  auto c = parse_cluster_config(three_nodes, "c.toml");
+  ASSERT_TRUE(c) << tessera::error_text(c.error());
+  EXPECT_EQ(c->model, "/models/m");
+  EXPECT_EQ(c->router_policy, "round-robin");
+  EXPECT_EQ(c->ucx_tls, "sm,self,tcp");
+  ASSERT_EQ(c->nodes.size(), 3u);
+  EXPECT_EQ(c->router_node().id, "front");
+  EXPECT_EQ(c->nodes[0].http_host, "0.0.0.0");
+  EXPECT_EQ(c->nodes[0].http_port, 9000);
+  EXPECT_EQ(c->node("p")->workers, 2);
+  EXPECT_TRUE(c->node("d")->has("decode"));
+  EXPECT_EQ(c->node("zz"), nullptr);
+}
+
+TEST(ClusterConfigTest, BadConfigsAreErrorsNamingTheFileAndTheKey) {
+  struct bad_case {
+    std::string text;
+    std::string says;
+  };
+  std::vector<bad_case> cases = {
+    {"model = ", "c.toml: "},
+    {"transport = \"carrier-pigeon\"\n[[node]]\nid=\"a\"\naddress=\"h:1\"\nroles=[\"router\"]", "'transport' must be ucx or loopback"},
+    {"kv_cache_mb = \"lots\"\n[[node]]\nid=\"a\"\naddress=\"h:1\"\nroles=[\"router\"]", "'kv_cache_mb' must be an integer"},
+    {"", "no [[node]] tables"},
+    {"[[node]]\nid=\"a\"\naddress=\"h:1\"\nroles=[\"chef\"]", "unknown role"},
+    {"[[node]]\nid=\"a\"\naddress=\"h:1\"\nroles=[\"decode\"]", "exactly one node must have the role router, found 0"},
+    {"[[node]]\nid=\"a\"\naddress=\"h:1\"\nroles=[\"router\"]\n[[node]]\nid=\"a\"\naddress=\"h:2\"\nroles=[\"decode\"]", "node[1].id 'a' is used twice"},
+    {"[[node]]\nid=\"a\"\naddress=\"h:1\"\nroles=[\"router\"]\n[[node]]\nid=\"b\"\naddress=\"h:2\"\nroles=[\"frontend\"]", "the frontend runs on the router's node"},
+    {"[[node]]\nid=\"a\"\naddress=\"h:1\"\nroles=[\"router\"]\nworkers = 0", "'node[0].workers' must be an integer in [1, 64]"},
+  };
+  for (const auto& c : cases) {
+    auto r = parse_cluster_config(c.text, "c.toml");
+    ASSERT_FALSE(r) << c.text;
+    EXPECT_NE(tessera::error_text(r.error()).find(c.says), std::string::npos)
+      << tessera::error_text(r.error());
+  }
+}
+
+} // namespace
