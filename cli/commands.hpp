@@ -22,6 +22,9 @@ command add_model_command(CLI::App& app);
 /// `tessera serve`: the whole cluster in one process behind the HTTP API.
 command add_serve_command(CLI::App& app);
 
+/// `tessera node`: one node of a multi-process cluster.
+command add_node_command(CLI::App& app);
+
 /// `tessera bench engine`: engine micro-benchmarks.
 command add_bench_command(CLI::App& app);
 

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
     ->capture_default_str();
   const std::vector<tessera::cli::command> commands{
     tessera::cli::add_serve_command(app),
+    tessera::cli::add_node_command(app),
     tessera::cli::add_generate_command(app),
     tessera::cli::add_model_command(app),
     tessera::cli::add_bench_command(app),

@@ -49,10 +49,12 @@ struct bridge_state {
     std::string node;
   };
   std::unordered_map<uint64_t, pending_connect> connects;
-  std::vector<std::thread> connect_threads;
+  /// Connect attempts in flight (transport::connect blocks), by id; each
+  /// is joined when its result arrives (its last act is sending it).
+  std::unordered_map<uint64_t, std::thread> connect_threads;
 
   ~bridge_state() {
-    for (auto& t : connect_threads)
+    for (auto& [id, t] : connect_threads)
       t.join();
   }
 
@@ -299,14 +301,18 @@ caf::behavior bridge_fn(bridge_pointer self, transport::transport* tr,
       const uint64_t id = st.next_id++;
       st.connects.emplace(id, bridge_state::pending_connect{rp, node});
       auto handle = caf::actor_cast<bridge_actor>(self);
-      st.connect_threads.emplace_back([tr = st.tr, handle, id, address] {
+      st.connect_threads.emplace(id, std::thread{[tr = st.tr, handle, id, address] {
         auto peer = tr->connect(address);
         caf::anon_send(handle, connected_atom_v, id, peer ? *peer : peer_id{0},
                        peer ? caf::error{} : peer.error());
-      });
+      }});
       return rp;
     },
     [self](connected_atom, uint64_t id, peer_id peer, caf::error err) {
+      if (auto t = self->state.connect_threads.find(id); t != self->state.connect_threads.end()) {
+        t->second.join();
+        self->state.connect_threads.erase(t);
+      }
       auto it = self->state.connects.find(id);
       if (it == self->state.connects.end())
         return;

@@ -1,17 +1,10 @@
 #include "actors/node/serve_node.hpp"
 
-#include <random>
 #include <thread>
 
-#include "actors/bridge/bridge_actor.hpp"
-#include "actors/frontend/frontend_actor.hpp"
-#include "actors/worker/worker_actor.hpp"
-#include "cluster/metrics.hpp"
+#include "actors/node/node_parts.hpp"
 #include "common/error.hpp"
-#include "engine/cpu/cpu_backend.hpp"
 #include "engine/engine_errc.hpp"
-#include "engine/tokenizer.hpp"
-#include "engine/weights.hpp"
 #include "transport/loopback/loopback_transport.hpp"
 
 namespace tessera::actors {
@@ -77,22 +70,15 @@ caf::expected<std::unique_ptr<serve_node>> serve_node::start(caf::actor_system& 
   const int n_workers = opts.decode_workers + (disagg ? opts.prefill_workers : 0);
 
   say("loading " + opts.model_dir.string());
-  auto loaded = engine::load_model_weights(opts.model_dir);
-  if (!loaded)
-    return loaded.error();
-  std::shared_ptr<const engine::model_weights> weights = std::move(*loaded);
-  auto tok = engine::load_tokenizer(opts.model_dir, weights->config);
-  if (!tok)
-    return tok.error();
-  std::shared_ptr<const engine::tokenizer> tokenizer = std::move(*tok);
+  auto model = detail::load_model(opts.model_dir);
+  if (!model)
+    return model.error();
 
   auto p = std::make_unique<impl>(sys);
   p->model_name = opts.model_name.empty() ? opts.model_dir.filename().string() : opts.model_name;
-  auto protocol = std::make_shared<bridge_protocol>();
-  protocol->add<worker_actor>().add<token_sink_actor>().add<router_actor>();
   p->br = std::make_unique<bridge>(
     sys, std::make_unique<transport::loopback_transport>(transport::loopback_fabric::make()),
-    bridge_config{node_id, protocol, std::chrono::seconds{30}, {}});
+    bridge_config{node_id, detail::node_protocol(), std::chrono::seconds{30}, {}});
   auto router = spawn_router(sys, opts.router);
   if (!router)
     return router.error();
@@ -102,75 +88,50 @@ caf::expected<std::unique_ptr<serve_node>> serve_node::start(caf::actor_system& 
 
   auto metrics = std::make_shared<cluster::metrics_registry>();
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int threads = opts.threads_per_worker > 0 ? opts.threads_per_worker
-                                                  : std::max(1, cores / n_workers);
-  const uint64_t id_base = std::random_device{}() * (uint64_t{1} << 32);
+  const uint64_t id_base = detail::random_id_base();
   std::string backend_name;
-  int32_t max_model_len = 0;
   for (int i = 0; i < n_workers; ++i) {
     const bool prefill = disagg && i < opts.prefill_workers;
-    const std::string name = disagg ? (prefill ? "prefill-" + std::to_string(i)
-                                               : "decode-" + std::to_string(i - opts.prefill_workers))
-                                    : "worker-" + std::to_string(i);
-    say("starting " + name);
-    engine::cpu::cpu_backend_options bo;
-    bo.threads = threads;
-    bo.kv_cache_bytes = opts.kv_cache_bytes;
-    auto be = engine::cpu::make_cpu_backend(weights, bo);
-    if (!be)
-      return be.error();
-    backend_name = (*be)->description();
-    engine::engine_config ec;
-    ec.max_model_len = opts.max_model_len;
-    auto eng = std::make_unique<engine::engine>(std::move(*be), ec, tokenizer);
-    max_model_len = eng->max_model_len();
-    auto region = p->br->register_region(eng->get_backend().kv_pool_memory());
-    if (!region)
-      return region.error();
-    worker_config wc;
-    wc.node = node_id;
-    wc.name = name;
-    wc.bridge = p->br->actor();
-    wc.pool_region = *region;
-    wc.router = {node_id, "router"};
-    wc.worker_id = id_base + static_cast<uint64_t>(i);
-    wc.metrics = metrics;
+    detail::worker_spec spec;
+    spec.node = node_id;
+    spec.name = disagg ? (prefill ? "prefill-" + std::to_string(i)
+                                  : "decode-" + std::to_string(i - opts.prefill_workers))
+                       : "worker-" + std::to_string(i);
+    spec.roles = {wire::node_role::prefill, wire::node_role::decode};
     if (disagg)
-      wc.roles = {prefill ? wire::node_role::prefill : wire::node_role::decode};
-    auto w = spawn_worker(sys, std::move(eng), wc);
-    caf::anon_send(p->br->actor(), publish_atom_v, name, caf::actor_cast<caf::actor>(w));
-    p->workers.push_back(w);
+      spec.roles = {prefill ? wire::node_role::prefill : wire::node_role::decode};
+    spec.threads = opts.threads_per_worker > 0 ? opts.threads_per_worker : std::max(1, cores / n_workers);
+    spec.kv_cache_bytes = opts.kv_cache_bytes;
+    spec.max_model_len = opts.max_model_len;
+    spec.worker_id = id_base + static_cast<uint64_t>(i);
+    spec.router = {node_id, "router"};
+    spec.metrics = metrics;
+    say("starting " + spec.name);
+    auto w = detail::start_worker(sys, *p->br, *model, spec);
+    if (!w)
+      return w.error();
+    backend_name = w->backend;
+    p->workers.push_back(w->actor);
   }
   p->description = disagg ? std::to_string(opts.prefill_workers) + " prefill + " +
                               std::to_string(opts.decode_workers) + " decode worker(s)"
                           : std::to_string(opts.decode_workers) + " worker(s)";
   p->description += ", " + backend_name + " each, router " + opts.router.policy;
 
-  frontend::frontend_config fc;
-  fc.node = node_id;
-  fc.bridge = p->br->actor();
-  fc.router = p->router;
-  fc.tokenizer = tokenizer;
-  auto chat = frontend::resolve_chat_template(tokenizer->settings().chat_template, opts.chat_template);
-  if (auto* e = std::get_if<frontend::api_error>(&chat)) {
-    if (!opts.chat_template.empty())
-      return bad_option("--chat-template: " + e->message);
-    fc.chat_error = e->message;
-  } else {
-    fc.chat = std::get<frontend::chat_template>(std::move(chat));
-  }
-  fc.model_name = p->model_name;
-  fc.max_model_len = max_model_len;
-  fc.limits = opts.limits;
-  fc.http.host = opts.host;
-  fc.http.port = opts.port;
-  fc.http.threads = opts.http_threads;
-  fc.metrics = metrics;
-  auto front = frontend::frontend::start(sys, fc);
+  detail::frontend_spec fs;
+  fs.node = node_id;
+  fs.model_name = p->model_name;
+  fs.max_model_len = detail::model_len(*model, opts.max_model_len);
+  fs.chat_template = opts.chat_template;
+  fs.host = opts.host;
+  fs.port = opts.port;
+  fs.http_threads = opts.http_threads;
+  fs.limits = opts.limits;
+  fs.metrics = metrics;
+  auto front = detail::start_frontend(sys, *p->br, p->router, *model, fs);
   if (!front)
     return front.error();
   p->front = std::move(*front);
-  caf::anon_send(p->br->actor(), publish_atom_v, fc.name, caf::actor_cast<caf::actor>(p->front->actor()));
   if (auto err = await_workers(sys, p->router, static_cast<size_t>(n_workers)))
     return err;
   return std::unique_ptr<serve_node>(new serve_node(std::move(p)));

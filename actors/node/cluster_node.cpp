@@ -1,0 +1,186 @@
+#include "actors/node/cluster_node.hpp"
+
+#include <atomic>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "actors/node/node_parts.hpp"
+#include "common/error.hpp"
+#include "engine/engine_errc.hpp"
+#include "transport/ucx/ucx_transport.hpp"
+
+namespace tessera::actors {
+
+namespace wire = transport::wire;
+
+struct cluster_node::impl {
+  caf::actor_system& sys;
+  std::unique_ptr<bridge> br;
+  router_local_actor router;
+  std::vector<worker_actor> workers;
+  std::unique_ptr<frontend::frontend> front;
+  std::atomic<bool> stopping{false};
+  std::thread connector;
+
+  explicit impl(caf::actor_system& s) : sys(s) {}
+  ~impl() {
+    stopping = true;
+    if (connector.joinable())
+      connector.join();
+    front.reset();
+    for (auto& w : workers)
+      caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
+    if (router)
+      caf::anon_send_exit(router, caf::exit_reason::user_shutdown);
+    br.reset();
+  }
+};
+
+namespace {
+
+caf::error bad_option(const std::string& what) {
+  return engine::make_engine_error(engine::engine_errc::bad_request, what);
+}
+
+/// Connects `br` to each node in `targets` (id, address), retrying every
+/// 200 ms until it answers or `stopping` is set.
+void connect_all(caf::actor_system& sys, const bridge_actor& br,
+                 std::vector<std::pair<std::string, std::string>> targets,
+                 const std::atomic<bool>& stopping) {
+  caf::scoped_actor self{sys};
+  for (const auto& [id, address] : targets) {
+    bool logged = false;
+    while (!stopping) {
+      caf::error err;
+      self->request(br, std::chrono::seconds{30}, connect_atom_v, id, address)
+        .receive([] {}, [&](caf::error& e) { err = e; });
+      if (!err) {
+        spdlog::info("node: connected to node '{}' at {}", id, address);
+        break;
+      }
+      if (!logged)
+        spdlog::info("node: waiting for node '{}' at {} ({})", id, address, error_text(err));
+      logged = true;
+      self->receive(caf::after(std::chrono::milliseconds{200}) >> [] {});
+    }
+  }
+}
+
+} // namespace
+
+caf::expected<std::unique_ptr<cluster_node>>
+cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
+                    const std::string& node_id, const std::filesystem::path& model_dir,
+                    std::function<void(const std::string&)> progress) {
+  auto say = [&](const std::string& line) {
+    if (progress)
+      progress(line);
+  };
+  const auto* me = cfg.node(node_id);
+  if (me == nullptr)
+    return bad_option("the config has no node '" + node_id + "'");
+  if (cfg.transport != "ucx")
+    return bad_option("a multi-process cluster needs transport = \"ucx\" (loopback is in-process: "
+                      "use tessera serve)");
+  say("loading " + model_dir.string());
+  auto model = detail::load_model(model_dir);
+  if (!model)
+    return model.error();
+
+  transport::transport_options to;
+  transport::ucx_options uo;
+  uo.tls = cfg.ucx_tls;
+  // UCX 1.13 keeps peer error handling to tcp lanes only (FACTS.md): with
+  // shared memory selected it is off, so a dead peer is noticed later.
+  uo.peer_error_handling = cfg.ucx_tls.find("sm") == std::string::npos;
+  auto tr = transport::ucx_transport::make(to, uo);
+  if (!tr)
+    return tr.error();
+  auto p = std::make_unique<impl>(sys);
+  p->br = std::make_unique<bridge>(sys, std::move(*tr),
+                                   bridge_config{node_id, detail::node_protocol(),
+                                                 std::chrono::seconds{30}, {}});
+  auto bound = p->br->transport().listen(me->address);
+  if (!bound)
+    return bound.error();
+  say("node '" + node_id + "' listening on " + *bound + " (ucx " + cfg.ucx_tls + ")");
+
+  const auto& router_node = cfg.router_node();
+  const wire::actor_address router_at{router_node.id, "router"};
+  auto metrics = std::make_shared<cluster::metrics_registry>();
+  if (me->has("router")) {
+    router_config rc;
+    rc.policy = cfg.router_policy;
+    rc.options.max_local_prefill_tokens = cfg.max_local_prefill_tokens;
+    auto router = spawn_router(sys, rc);
+    if (!router)
+      return router.error();
+    p->router = *router;
+    caf::anon_send(p->br->actor(), publish_atom_v, std::string{"router"},
+                   caf::actor_cast<caf::actor>(p->router));
+  }
+  std::vector<wire::node_role> roles;
+  if (me->has("prefill") || me->has("worker"))
+    roles.push_back(wire::node_role::prefill);
+  if (me->has("decode") || me->has("worker"))
+    roles.push_back(wire::node_role::decode);
+  if (!roles.empty()) {
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    const uint64_t id_base = detail::random_id_base();
+    const std::string kind = roles.size() == 2 ? "worker" : me->has("prefill") ? "prefill" : "decode";
+    for (int i = 0; i < me->workers; ++i) {
+      detail::worker_spec spec;
+      spec.node = node_id;
+      spec.name = kind + "-" + std::to_string(i);
+      spec.roles = roles;
+      spec.threads = cfg.threads_per_worker > 0 ? cfg.threads_per_worker
+                                                : std::max(1, cores / me->workers);
+      spec.kv_cache_bytes = cfg.kv_cache_mb << 20;
+      spec.max_model_len = cfg.max_model_len;
+      spec.worker_id = id_base + static_cast<uint64_t>(i);
+      spec.router = router_at;
+      spec.metrics = metrics;
+      say("starting " + spec.name);
+      auto w = detail::start_worker(sys, *p->br, *model, spec);
+      if (!w)
+        return w.error();
+      p->workers.push_back(w->actor);
+    }
+  }
+  if (me->has("frontend")) {
+    detail::frontend_spec fs;
+    fs.node = node_id;
+    fs.model_name = cfg.served_model_name.empty() ? model_dir.filename().string()
+                                                  : cfg.served_model_name;
+    fs.max_model_len = detail::model_len(*model, cfg.max_model_len);
+    fs.host = me->http_host;
+    fs.port = me->http_port;
+    fs.metrics = metrics;
+    auto front = detail::start_frontend(sys, *p->br, p->router, *model, fs);
+    if (!front)
+      return front.error();
+    p->front = std::move(*front);
+  }
+  // One connection per pair of nodes: each node dials those before it.
+  std::vector<std::pair<std::string, std::string>> targets;
+  for (const auto& n : cfg.nodes) {
+    if (n.id == node_id)
+      break;
+    targets.emplace_back(n.id, n.address);
+  }
+  auto* raw = p.get();
+  p->connector = std::thread{[raw, targets = std::move(targets)] {
+    connect_all(raw->sys, raw->br->actor(), targets, raw->stopping);
+  }};
+  return std::unique_ptr<cluster_node>(new cluster_node(std::move(p)));
+}
+
+cluster_node::cluster_node(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
+cluster_node::~cluster_node() = default;
+
+std::string cluster_node::url() const {
+  return impl_->front ? impl_->front->url() : std::string{};
+}
+
+} // namespace tessera::actors

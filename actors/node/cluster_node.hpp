@@ -1,0 +1,47 @@
+#pragma once
+/// @file
+/// One node of a multi-process cluster (`tessera node --config F --node ID`):
+/// the roles the config gives it (frontend + router, prefill, decode,
+/// worker), on a UCX transport listening at its configured address, with
+/// its bridge connected to every node listed before it in the config (so
+/// every pair of nodes has one connection, whichever starts first: a node
+/// keeps retrying until the earlier ones are up).
+
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <caf/all.hpp>
+
+#include "cluster/cluster_config.hpp"
+
+namespace tessera::actors {
+
+/// A running node of a cluster.
+class cluster_node {
+public:
+  /// Starts node `node_id` of `cfg` with the model in `model_dir` (the
+  /// config's model, or the demo model the caller resolved). `progress`
+  /// gets one line per step (may be empty). Errors: unknown node id, the
+  /// model, the transport (address in use), the HTTP port.
+  [[nodiscard]] static caf::expected<std::unique_ptr<cluster_node>>
+  start(caf::actor_system& sys, const cluster::cluster_config& cfg, const std::string& node_id,
+        const std::filesystem::path& model_dir, std::function<void(const std::string&)> progress);
+
+  /// Stops connecting, the frontend, the actors, the bridge and transport.
+  ~cluster_node();
+  cluster_node(const cluster_node&) = delete;
+  cluster_node& operator=(const cluster_node&) = delete;
+
+  /// The HTTP API's URL if this node runs the frontend, else empty.
+  [[nodiscard]] std::string url() const;
+
+  struct impl;
+
+private:
+  explicit cluster_node(std::unique_ptr<impl> p);
+  std::unique_ptr<impl> impl_;
+};
+
+} // namespace tessera::actors

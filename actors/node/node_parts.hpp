@@ -1,0 +1,88 @@
+#pragma once
+/// @file
+/// The building blocks a node is assembled from (internal to actors/node):
+/// the loaded model, a worker on it, the frontend, and the protocol every
+/// node's bridge speaks. serve_node (one process) and cluster_node (one
+/// node of many) both use them, so the two run the same actors the same way.
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include "actors/bridge/bridge_actor.hpp"
+#include "actors/frontend/frontend_actor.hpp"
+#include "actors/router/router_actor.hpp"
+#include "actors/worker/worker_actor.hpp"
+#include "cluster/metrics.hpp"
+#include "engine/tokenizer.hpp"
+#include "engine/weights.hpp"
+
+namespace tessera::actors::detail {
+
+/// Weights and tokenizer, shared by every worker of the process.
+struct loaded_model {
+  std::shared_ptr<const engine::model_weights> weights;
+  std::shared_ptr<const engine::tokenizer> tokenizer;
+};
+
+[[nodiscard]] caf::expected<loaded_model> load_model(const std::filesystem::path& dir);
+
+/// The operations other nodes may call on this node's actors.
+[[nodiscard]] std::shared_ptr<const bridge_protocol> node_protocol();
+
+/// One worker to start.
+struct worker_spec {
+  std::string node;
+  std::string name;
+  std::vector<transport::wire::node_role> roles;
+  int threads = 1;
+  size_t kv_cache_bytes = size_t{256} << 20;
+  int32_t max_model_len = 0;
+  uint64_t worker_id = 0;
+  transport::wire::actor_address router;
+  std::shared_ptr<cluster::metrics_registry> metrics;
+};
+
+struct started_worker {
+  worker_actor actor;
+  int32_t max_model_len = 0;
+  std::string backend;
+};
+
+/// Builds the worker's engine, registers its KV pool with `br`, spawns the
+/// worker and publishes it under spec.name.
+[[nodiscard]] caf::expected<started_worker> start_worker(caf::actor_system& sys, bridge& br,
+                                                         const loaded_model& model,
+                                                         const worker_spec& spec);
+
+/// The frontend's settings that differ per node.
+struct frontend_spec {
+  std::string node;
+  std::string model_name;
+  int32_t max_model_len = 0;
+  std::string chat_template;
+  std::string host = "127.0.0.1";
+  uint16_t port = 8000;
+  int http_threads = 1;
+  frontend::api_limits limits;
+  std::shared_ptr<cluster::metrics_registry> metrics;
+};
+
+/// Starts the frontend (HTTP listening) and publishes it on `br`. Errors: a
+/// bad --chat-template, the port in use.
+[[nodiscard]] caf::expected<std::unique_ptr<frontend::frontend>>
+start_frontend(caf::actor_system& sys, bridge& br, const router_local_actor& router,
+               const loaded_model& model, const frontend_spec& spec);
+
+/// The longest prompt + output the model allows with `max_model_len`
+/// (0: the model's max_position_embeddings).
+[[nodiscard]] int32_t model_len(const loaded_model& model, int32_t max_model_len);
+
+/// A random 64-bit base for ids that must not collide across processes.
+[[nodiscard]] uint64_t random_id_base();
+
+} // namespace tessera::actors::detail

@@ -1,0 +1,99 @@
+// `tessera node`: one node of a multi-process cluster, from a TOML config
+// (configs/*.toml) shared by all of its nodes.
+#include <csignal>
+#include <cstdlib>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include <caf/all.hpp>
+
+#include "actors/node/cluster_node.hpp"
+#include "cli/commands.hpp"
+#include "cli/demo_model.hpp"
+#include "cluster/cluster_config.hpp"
+#include "common/error.hpp"
+
+namespace tessera::cli {
+
+namespace {
+
+struct node_args {
+  std::string config;
+  std::string node;
+  std::string role;
+};
+
+int fail(const std::string& what) {
+  std::fprintf(stderr, "tessera node: %s\n", what.c_str());
+  return 1;
+}
+
+int run_node(const node_args& a) {
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+
+  // A node binds a fixed port; like any server, it must be able to bind it
+  // again right after a restart (UCX's listener otherwise fails while the
+  // old connections sit in TIME_WAIT).
+  setenv("UCX_TCP_CM_REUSEADDR", "y", 0);
+  auto cfg = cluster::load_cluster_config(a.config);
+  if (!cfg)
+    return fail(error_text(cfg.error()));
+  std::string id = a.node;
+  if (id.empty()) {
+    for (const auto& n : cfg->nodes)
+      if (n.has(a.role)) {
+        id = n.id;
+        break;
+      }
+    if (id.empty())
+      return fail("no node in " + a.config + " has the role '" + a.role + "'");
+  }
+  std::filesystem::path model = cfg->model;
+  if (model.empty()) {
+    auto demo = ensure_demo_model();
+    if (!demo)
+      return fail(error_text(demo.error()));
+    model = *demo;
+    if (cfg->served_model_name.empty())
+      cfg->served_model_name = "tessera-demo";
+  }
+  caf::actor_system_config caf_cfg;
+  caf::actor_system sys{caf_cfg};
+  auto node = actors::cluster_node::start(sys, *cfg, id, model, [&](const std::string& line) {
+    std::fprintf(stderr, "tessera node %s: %s\n", id.c_str(), line.c_str());
+  });
+  if (!node)
+    return fail(error_text(node.error()));
+  std::printf("tessera node %s: ready\n", id.c_str());
+  if (auto url = (*node)->url(); !url.empty())
+    std::printf("tessera node %s: listening on %s\n", id.c_str(), url.c_str());
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&stop, &sig);
+  node->reset();
+  return 0;
+}
+
+} // namespace
+
+command add_node_command(CLI::App& app) {
+  auto* sub = app.add_subcommand("node", "Run one node of a multi-process cluster (configs/*.toml)");
+  auto a = std::make_shared<node_args>();
+  sub->add_option("--config", a->config, "The cluster's TOML config")->required();
+  auto* node = sub->add_option("--node", a->node, "This node's id in the config");
+  sub->add_option("--role", a->role, "Or: run the first node with this role "
+                                     "(frontend, router, prefill, decode, worker)")
+    ->excludes(node);
+  return {sub, [a] {
+            if (a->node.empty() && a->role.empty())
+              return fail("give --node ID or --role ROLE");
+            return run_node(*a);
+          }};
+}
+
+} // namespace tessera::cli

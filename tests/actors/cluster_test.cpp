@@ -1,0 +1,155 @@
+// Three `tessera node` processes (frontend + router, prefill, decode) from
+// one config, talking over UCX on loopback: every prompt prefills on the
+// prefill node, its KV goes to the decode node by RMA, and the tokens come
+// back to the frontend; the output equals one engine alone, token for
+// token (greedy and seeded).
+
+#include <gtest/gtest.h>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+
+#include "common/child_process.hpp"
+#include "common/error.hpp"
+#include "tests/support/temp_dir.hpp"
+#include "tests/support/test_model.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using namespace tessera;
+using nlohmann::json;
+
+/// A TCP port free right now (bound to port 0, then released).
+uint16_t free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+std::string curl(std::vector<std::string> args) {
+  args.insert(args.begin(), {"-w", "\n"}); // read_line needs the last line ended
+  auto c = child_process::spawn("/usr/bin/curl", args);
+  std::string all;
+  if (!c)
+    return all;
+  for (;;) {
+    auto line = c->read_line(60s);
+    if (!line)
+      break;
+    all += *line + "\n";
+  }
+  (void) c->wait(10s);
+  return all;
+}
+
+struct served {
+  std::vector<float> logprobs;
+  std::string text;
+  bool operator==(const served&) const = default;
+};
+
+served alone(const std::vector<int32_t>& prompt, float temperature) {
+  tessera::test::test_engine_options o;
+  o.with_tokenizer = true;
+  o.backend.threads = 1;
+  auto eng = tessera::test::make_test_engine("nano", o);
+  engine::request r;
+  r.id = 1;
+  r.prompt = prompt;
+  r.params.max_tokens = 10;
+  r.params.temperature = temperature;
+  r.params.seed = 5;
+  r.params.ignore_eos = true;
+  r.params.logprobs = 0;
+  EXPECT_FALSE(eng->add_request(r));
+  served s;
+  while (eng->has_unfinished())
+    for (const auto& out : eng->step()) {
+      s.text += out.text;
+      for (const auto& lp : out.logprobs)
+        s.logprobs.push_back(lp.logprob);
+    }
+  return s;
+}
+
+TEST(ClusterTest, ThreeProcessesOverUcxEqualOneEngine) {
+  const std::string bin = std::string{getenv("TESSERA_BINARY_DIR")} + "/cli/tessera";
+  tessera::test::temp_dir dir;
+  const auto http = free_port();
+  std::ofstream(dir.path() / "c.toml")
+    << "model = \"" << tessera::test::test_model_dir("nano").string() << "\"\n"
+    << "served_model_name = \"nano\"\nmax_local_prefill_tokens = 0\nthreads_per_worker = 1\n"
+    << "kv_cache_mb = 8\nucx_tls = \"tcp\"\n"
+    << "[[node]]\nid = \"front\"\naddress = \"127.0.0.1:" << free_port()
+    << "\"\nroles = [\"frontend\", \"router\"]\nhttp = \"127.0.0.1:" << http << "\"\n"
+    << "[[node]]\nid = \"prefill\"\naddress = \"127.0.0.1:" << free_port()
+    << "\"\nroles = [\"prefill\"]\n"
+    << "[[node]]\nid = \"decode\"\naddress = \"127.0.0.1:" << free_port()
+    << "\"\nroles = [\"decode\"]\n";
+  std::vector<child_process> nodes;
+  for (const char* id : {"decode", "prefill", "front"}) {
+    auto n = child_process::spawn(bin, {"node", "--config", (dir.path() / "c.toml").string(),
+                                        "--node", id});
+    ASSERT_TRUE(n) << error_text(n.error());
+    nodes.push_back(std::move(*n));
+  }
+  for (auto& n : nodes) {
+    auto ready = n.read_line(60s);
+    ASSERT_TRUE(ready) << error_text(ready.error());
+    EXPECT_NE(ready->find("ready"), std::string::npos) << *ready;
+  }
+  const std::string url = "http://127.0.0.1:" + std::to_string(http);
+  bool healthy = false;
+  for (int i = 0; i < 300 && !healthy; ++i) {
+    healthy = curl({"-s", url + "/health"}).find("\"workers\":2") != std::string::npos;
+    if (!healthy)
+      std::this_thread::sleep_for(50ms); // the nodes connect and join in the background
+  }
+  ASSERT_TRUE(healthy) << "the cluster did not come up";
+  for (float temperature : {0.0f, 0.8f})
+    for (int len : {7, 33}) {
+      std::mt19937_64 rng{static_cast<uint64_t>(len)};
+      std::vector<int32_t> prompt;
+      for (int i = 0; i < len; ++i)
+        prompt.push_back(static_cast<int32_t>(8 + rng() % 500));
+      json body = {{"model", "nano"}, {"prompt", prompt}, {"max_tokens", 10},
+                   {"temperature", temperature}, {"seed", 5}, {"ignore_eos", true}, {"logprobs", 0}};
+      auto out = curl({"-s", "-H", "Content-Type: application/json", "-d", body.dump(),
+                       url + "/v1/completions"});
+      auto j = json::parse(out, nullptr, false);
+      ASSERT_TRUE(j.is_object() && j.contains("choices")) << out;
+      served got;
+      got.text = j["choices"][0]["text"];
+      for (const auto& lp : j["choices"][0]["logprobs"]["token_logprobs"])
+        got.logprobs.push_back(static_cast<float>(lp.get<double>()));
+      auto want = alone(prompt, temperature);
+      EXPECT_EQ(got.text, want.text) << len << " tokens, t=" << temperature;
+      EXPECT_EQ(got.logprobs, want.logprobs) << len << " tokens, t=" << temperature;
+    }
+  // Every token of the four requests came back through the frontend.
+  auto metrics = curl({"-s", url + "/metrics"});
+  EXPECT_NE(metrics.find("tessera_generation_tokens_total 40"), std::string::npos) << metrics;
+  for (auto& n : nodes)
+    n.kill(SIGTERM);
+  for (auto& n : nodes) {
+    auto code = n.wait(30s);
+    ASSERT_TRUE(code) << error_text(code.error());
+    EXPECT_EQ(*code, 0) << "a node did not stop cleanly";
+  }
+}
+
+} // namespace
