@@ -361,7 +361,10 @@ void start_job(frontend_pointer self, api_kind kind, http_call call) {
   j.key = key;
   j.res = call.response;
   j.start = clock_type::now();
-  j.meta = {make_response_id(kind, st.id_base + key), st.created, req.model};
+  const auto now_s = std::chrono::duration_cast<std::chrono::seconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  j.meta = {make_response_id(kind, st.id_base + key), now_s, req.model};
   j.opts = options_for(req, *st.cfg.tokenizer);
   j.prompt_tokens = static_cast<int32_t>(std::get<std::vector<int32_t>>(prompt).size());
   j.req = std::move(req);
