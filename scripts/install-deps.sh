@@ -25,6 +25,12 @@ for p in "${packages[@]}"; do
     missing+=("$p")
   fi
 done
+# Tools the tests run (tests/openai: node, npm, curl), looked for as
+# commands: a Node.js from elsewhere (NodeSource's nodejs bundles npm and
+# conflicts with Debian's npm package) satisfies them as well.
+for tool in nodejs:node npm:npm curl:curl; do
+  command -v "${tool#*:}" >/dev/null 2>&1 || missing+=("${tool%%:*}")
+done
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 sudo=""
