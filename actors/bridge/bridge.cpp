@@ -49,6 +49,7 @@ struct bridge_state {
     std::string node;
   };
   std::unordered_map<uint64_t, pending_connect> connects;
+  std::vector<caf::actor> watchers;
   /// Connect attempts in flight (transport::connect blocks), by id; each
   /// is joined when its result arrives (its last act is sending it).
   std::unordered_map<uint64_t, std::thread> connect_threads;
@@ -271,8 +272,11 @@ void on_peer_down(bridge_pointer self, peer_id peer, const caf::error& why) {
   auto& st = self->state;
   const auto who = st.node_of(peer);
   if (auto it = st.peer_node.find(peer); it != st.peer_node.end()) {
-    if (auto np = st.node_peer.find(it->second); np != st.node_peer.end() && np->second == peer)
+    if (auto np = st.node_peer.find(it->second); np != st.node_peer.end() && np->second == peer) {
       st.node_peer.erase(np);
+      for (const auto& w : st.watchers)
+        self->send(w, node_down_atom_v, it->second);
+    }
     st.peer_node.erase(it);
   }
   std::vector<uint64_t> failed;
@@ -412,6 +416,7 @@ caf::behavior bridge_fn(bridge_pointer self, transport::transport* tr,
       std::sort(out.begin(), out.end());
       return out;
     },
+    [self](watch_atom, caf::actor watcher) { self->state.watchers.push_back(std::move(watcher)); },
     [self](inbound_atom, peer_id peer, const std::string& to, const std::vector<std::byte>& frame) {
       on_inbound(self, peer, to, frame);
     },

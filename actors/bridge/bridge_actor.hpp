@@ -56,6 +56,10 @@ using bridge_actor = caf::typed_actor<
   caf::replies_to<transfer_atom, std::string, transport::transfer_batch>::with<void>,
   /// The names of the connected nodes, sorted.
   caf::replies_to<peers_atom>::with<std::vector<std::string>>,
+  /// `watcher` gets (node_down_atom, node id) whenever a connected node
+  /// fails or disconnects (the router stops routing there, the frontend
+  /// fails the requests that were on it).
+  caf::reacts_to<watch_atom, caf::actor>,
   // -- from the transport's progress thread (bridge_link) -------------------
   /// A frame from `peer` for local actor `name`.
   caf::reacts_to<inbound_atom, transport::peer_id, std::string, std::vector<std::byte>>,

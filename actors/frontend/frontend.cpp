@@ -42,7 +42,9 @@ namespace {
 using frontend_impl = token_sink_actor::extend<
   caf::reacts_to<http_atom, http_call>,
   /// The client of job `key` went away.
-  caf::reacts_to<closed_atom, uint64_t>>;
+  caf::reacts_to<closed_atom, uint64_t>,
+  /// Node `node` failed (from the bridge): its requests fail now.
+  caf::reacts_to<node_down_atom, std::string>>;
 
 /// One choice of a completion: one engine request.
 struct job_choice {
@@ -296,7 +298,9 @@ void admit(frontend_pointer self, uint64_t key, size_t index, std::vector<int32_
   auto& st = self->state;
   auto& j = st.jobs.at(key);
   auto& c = j.choices[index];
-  route_query q{c.engine_id, prompt, "", j.req.session_id, j.req.params.max_tokens};
+  // A conversation sticks to its workers by session_id, else by user.
+  route_query q{c.engine_id, prompt, "", j.req.session_id.empty() ? j.req.user : j.req.session_id,
+                j.req.params.max_tokens};
   self->request(st.cfg.router, st.cfg.admit_timeout, route_atom_v, q)
     .then(
       [self, key, index, prompt = std::move(prompt)](route_answer& a) mutable {
@@ -479,6 +483,20 @@ frontend_impl::behavior_type frontend_fn(frontend_pointer self, frontend_config 
       e.type = "server_error";
       e.code = "worker_failed";
       fail_job(self, where->second.first, e);
+    },
+    [self](node_down_atom, const std::string& node) {
+      std::vector<uint64_t> lost;
+      for (const auto& [key, j] : self->state.jobs)
+        for (const auto& c : j.choices)
+          if (!c.done && (c.route.prefill.node == node || c.route.decode.node == node)) {
+            lost.push_back(key);
+            break;
+          }
+      for (auto key : lost) {
+        auto e = no_worker("node '" + node + "' failed while serving this request");
+        e.code = "worker_failed";
+        fail_job(self, key, e);
+      }
     },
     [self](closed_atom, uint64_t key) {
       if (!self->state.jobs.contains(key))

@@ -119,6 +119,7 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
     p->router = *router;
     caf::anon_send(p->br->actor(), publish_atom_v, std::string{"router"},
                    caf::actor_cast<caf::actor>(p->router));
+    caf::anon_send(p->br->actor(), watch_atom_v, caf::actor_cast<caf::actor>(p->router));
   }
   std::vector<wire::node_role> roles;
   if (me->has("prefill") || me->has("worker"))
@@ -161,6 +162,7 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
     if (!front)
       return front.error();
     p->front = std::move(*front);
+    caf::anon_send(p->br->actor(), watch_atom_v, caf::actor_cast<caf::actor>(p->front->actor()));
   }
   // One connection per pair of nodes: each node dials those before it.
   std::vector<std::pair<std::string, std::string>> targets;

@@ -173,6 +173,14 @@ router_local_actor::behavior_type router_fn(router_pointer self, std::shared_ptr
       return std::move(*a);
     },
     [self](finished_atom, uint64_t id) { on_finished(self, id); },
+    [self](node_down_atom, const std::string& node) {
+      for (auto& [id, w] : self->state.workers)
+        if (w.join.at.node == node) {
+          w.last_seen = clock_type::time_point{}; // unhealthy until it reports again
+          self->state.index.remove_worker(id);
+          spdlog::warn("router: worker {} ({} on node '{}') is down", id, w.join.at.actor, node);
+        }
+    },
     [self](workers_atom) {
       std::vector<router_worker_view> out;
       for (const auto& [id, w] : self->state.workers)

@@ -77,7 +77,10 @@ using router_local_actor = router_actor::extend<
   /// The request ended (finished, failed or cancelled).
   caf::reacts_to<finished_atom, uint64_t>,
   /// The workers and their load estimates.
-  caf::replies_to<workers_atom>::with<std::vector<router_worker_view>>>;
+  caf::replies_to<workers_atom>::with<std::vector<router_worker_view>>,
+  /// Node `node` failed (from the bridge): its workers are unhealthy until
+  /// they report again.
+  caf::reacts_to<node_down_atom, std::string>>;
 
 /// How the router runs.
 struct router_config {

@@ -143,6 +143,24 @@ TEST(ClusterTest, ThreeProcessesOverUcxEqualOneEngine) {
   // Every token of the four requests came back through the frontend.
   auto metrics = curl({"-s", url + "/metrics"});
   EXPECT_NE(metrics.find("tessera_generation_tokens_total 40"), std::string::npos) << metrics;
+  // The decode node dies without a word: the frontend's node notices (its
+  // bridge's peer fails), the router stops sending there, and a new
+  // request gets a clear 503 instead of hanging.
+  nodes[0].kill(SIGKILL);
+  (void) nodes[0].wait(10s);
+  std::string answer;
+  const auto killed = std::chrono::steady_clock::now();
+  for (int i = 0; i < 200; ++i) {
+    answer = curl({"-s", "-w", "\n%{http_code}\n", "-H", "Content-Type: application/json", "-d",
+                   R"({"model": "nano", "prompt": "hi", "max_tokens": 4})", url + "/v1/completions"});
+    if (answer.find("503") != std::string::npos)
+      break;
+    std::this_thread::sleep_for(50ms); // until the failure is noticed (bounded by the peer timeout)
+  }
+  EXPECT_NE(answer.find("no healthy worker can decode"), std::string::npos) << answer;
+  EXPECT_NE(answer.find("503"), std::string::npos) << answer;
+  EXPECT_LT(std::chrono::steady_clock::now() - killed, 10s);
+  nodes.erase(nodes.begin());
   for (auto& n : nodes)
     n.kill(SIGTERM);
   for (auto& n : nodes) {
