@@ -50,7 +50,7 @@ std::string curl(std::vector<std::string> args) {
     auto line = c->read_line(60s);
     if (!line)
       break;
-    all += *line + "\n";
+    all.append(*line).push_back('\n');
   }
   (void) c->wait(10s);
   return all;

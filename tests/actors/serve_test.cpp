@@ -38,7 +38,7 @@ http_result post(const std::string& url, const std::string& body) {
   std::ofstream(file, std::ios::binary) << body;
   auto child = child_process::spawn(
     "/usr/bin/curl", {"-s", "-S", "-w", "\n%{http_code}\n", "-H", "Content-Type: application/json",
-                      "--data-binary", "@" + file.string(), url});
+                      "--data-binary", std::string{"@"}.append(file.string()), url});
   http_result r;
   if (!child)
     return r;
@@ -47,7 +47,7 @@ http_result post(const std::string& url, const std::string& body) {
     auto line = child->read_line(30s);
     if (!line)
       break;
-    all += *line + "\n";
+    all.append(*line).push_back('\n');
   }
   (void) child->wait(10s);
   all.pop_back();
@@ -65,7 +65,7 @@ http_result get(const std::string& url) {
     auto line = child->read_line(30s);
     if (!line)
       break;
-    all += *line + "\n";
+    all.append(*line).push_back('\n');
   }
   (void) child->wait(10s);
   all.pop_back();
@@ -229,7 +229,7 @@ TEST_F(ServeTest, SixtyFourConcurrentStreamsAllComplete) {
               {"stream", true},       {"stream_options", {{"include_usage", true}}}};
     std::ofstream(file) << b.dump();
     auto c = child_process::spawn("/usr/bin/curl", {"-sN", "-H", "Content-Type: application/json",
-                                                    "--data-binary", "@" + file.string(),
+                                                    "--data-binary", std::string{"@"}.append(file.string()),
                                                     node->url() + "/v1/completions"});
     ASSERT_TRUE(c);
     clients.push_back(std::move(*c));
@@ -241,7 +241,7 @@ TEST_F(ServeTest, SixtyFourConcurrentStreamsAllComplete) {
       auto line = c.read_line(60s);
       if (!line)
         break;
-      all += *line + "\n";
+      all.append(*line).push_back('\n');
     }
     (void) c.wait(10s);
     auto usage = all.find("\"completion_tokens\":16");
