@@ -14,34 +14,19 @@ namespace tessera::actors {
 
 namespace wire = transport::wire;
 
-struct cluster_node::impl {
-  caf::actor_system& sys;
-  std::unique_ptr<bridge> br;
-  router_local_actor router;
-  std::vector<worker_actor> workers;
-  std::unique_ptr<frontend::frontend> front;
+struct cluster_node::impl : detail::node_actors {
+  using node_actors::node_actors;
   std::atomic<bool> stopping{false};
   std::thread connector;
 
-  explicit impl(caf::actor_system& s) : sys(s) {}
   ~impl() {
     stopping = true;
     if (connector.joinable())
       connector.join();
-    front.reset();
-    for (auto& w : workers)
-      caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
-    if (router)
-      caf::anon_send_exit(router, caf::exit_reason::user_shutdown);
-    br.reset();
   }
 };
 
 namespace {
-
-caf::error bad_option(const std::string& what) {
-  return engine::make_engine_error(engine::engine_errc::bad_request, what);
-}
 
 /// Connects `br` to each node in `targets` (id, address), retrying every
 /// 200 ms until it answers or `stopping` is set.
@@ -79,9 +64,9 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
   };
   const auto* me = cfg.node(node_id);
   if (me == nullptr)
-    return bad_option("the config has no node '" + node_id + "'");
+    return detail::bad_option("the config has no node '" + node_id + "'");
   if (cfg.transport != "ucx")
-    return bad_option("a multi-process cluster needs transport = \"ucx\" (loopback is in-process: "
+    return detail::bad_option("a multi-process cluster needs transport = \"ucx\" (loopback is in-process: "
                       "use tessera serve)");
   say("loading " + model_dir.string());
   auto model = detail::load_model(model_dir);

@@ -8,6 +8,19 @@
 
 namespace tessera::actors::detail {
 
+node_actors::~node_actors() {
+  front.reset();
+  for (auto& w : workers)
+    caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
+  if (router)
+    caf::anon_send_exit(router, caf::exit_reason::user_shutdown);
+  br.reset();
+}
+
+caf::error bad_option(const std::string& what) {
+  return engine::make_engine_error(engine::engine_errc::bad_request, what);
+}
+
 caf::expected<loaded_model> load_model(const std::filesystem::path& dir) {
   auto weights = engine::load_model_weights(dir);
   if (!weights)

@@ -23,6 +23,25 @@
 
 namespace tessera::actors::detail {
 
+/// The actors a node runs and its bridge, stopped in order: the frontend
+/// first (no new requests; open streams closed), then the workers and the
+/// router, then the bridge with its transport.
+struct node_actors {
+  explicit node_actors(caf::actor_system& s) : sys(s) {}
+  ~node_actors();
+  node_actors(const node_actors&) = delete;
+  node_actors& operator=(const node_actors&) = delete;
+
+  caf::actor_system& sys;
+  std::unique_ptr<bridge> br;
+  router_local_actor router;
+  std::vector<worker_actor> workers;
+  std::unique_ptr<frontend::frontend> front;
+};
+
+/// A bad option or setting, as an error naming it.
+[[nodiscard]] caf::error bad_option(const std::string& what);
+
 /// Weights and tokenizer, shared by every worker of the process.
 struct loaded_model {
   std::shared_ptr<const engine::model_weights> weights;

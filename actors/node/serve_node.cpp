@@ -11,33 +11,15 @@ namespace tessera::actors {
 
 namespace wire = transport::wire;
 
-struct serve_node::impl {
-  caf::actor_system& sys;
+struct serve_node::impl : detail::node_actors {
+  using node_actors::node_actors;
   std::string model_name;
   std::string description;
-  std::unique_ptr<bridge> br;
-  router_local_actor router;
-  std::vector<worker_actor> workers;
-  std::unique_ptr<frontend::frontend> front;
-
-  explicit impl(caf::actor_system& s) : sys(s) {}
-  ~impl() {
-    front.reset(); // no new requests, open streams closed
-    for (auto& w : workers)
-      caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
-    if (router)
-      caf::anon_send_exit(router, caf::exit_reason::user_shutdown);
-    br.reset();
-  }
 };
 
 namespace {
 
 constexpr const char* node_id = "local";
-
-caf::error bad_option(const std::string& what) {
-  return engine::make_engine_error(engine::engine_errc::bad_request, what);
-}
 
 /// Waits (bounded) until the router knows `n` workers.
 caf::error await_workers(caf::actor_system& sys, const router_local_actor& router, size_t n) {
@@ -51,7 +33,7 @@ caf::error await_workers(caf::actor_system& sys, const router_local_actor& route
       return {};
     self->receive(caf::after(std::chrono::milliseconds{10}) >> [] {});
   }
-  return bad_option("the workers did not join the router within 5 s");
+  return detail::bad_option("the workers did not join the router within 5 s");
 }
 
 } // namespace
@@ -64,9 +46,9 @@ caf::expected<std::unique_ptr<serve_node>> serve_node::start(caf::actor_system& 
   };
   const bool disagg = opts.mode == "disagg";
   if (!disagg && opts.mode != "agg")
-    return bad_option("--mode must be disagg or agg, got '" + opts.mode + "'");
+    return detail::bad_option("--mode must be disagg or agg, got '" + opts.mode + "'");
   if (opts.decode_workers < 1 || (disagg && opts.prefill_workers < 1))
-    return bad_option("--decode (and with disagg --prefill) must be at least 1");
+    return detail::bad_option("--decode (and with disagg --prefill) must be at least 1");
   const int n_workers = opts.decode_workers + (disagg ? opts.prefill_workers : 0);
 
   say("loading " + opts.model_dir.string());

@@ -18,6 +18,7 @@
 
 #include "common/child_process.hpp"
 #include "common/error.hpp"
+#include "tests/support/curl.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/test_model.hpp"
 
@@ -38,22 +39,6 @@ uint16_t free_port() {
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
   ::close(fd);
   return ntohs(a.sin_port);
-}
-
-std::string curl(std::vector<std::string> args) {
-  args.insert(args.begin(), {"-w", "\n"}); // read_line needs the last line ended
-  auto c = child_process::spawn("/usr/bin/curl", args);
-  std::string all;
-  if (!c)
-    return all;
-  for (;;) {
-    auto line = c->read_line(60s);
-    if (!line)
-      break;
-    all.append(*line).push_back('\n');
-  }
-  (void) c->wait(10s);
-  return all;
 }
 
 struct served {
@@ -115,7 +100,7 @@ TEST(ClusterTest, ThreeProcessesOverUcxEqualOneEngine) {
   const std::string url = "http://127.0.0.1:" + std::to_string(http);
   bool healthy = false;
   for (int i = 0; i < 300 && !healthy; ++i) {
-    healthy = curl({"-s", url + "/health"}).find("\"workers\":2") != std::string::npos;
+    healthy = tessera::test::http_get(url + "/health").body.find("\"workers\":2") != std::string::npos;
     if (!healthy)
       std::this_thread::sleep_for(50ms); // the nodes connect and join in the background
   }
@@ -128,8 +113,7 @@ TEST(ClusterTest, ThreeProcessesOverUcxEqualOneEngine) {
         prompt.push_back(static_cast<int32_t>(8 + rng() % 500));
       json body = {{"model", "nano"}, {"prompt", prompt}, {"max_tokens", 10},
                    {"temperature", temperature}, {"seed", 5}, {"ignore_eos", true}, {"logprobs", 0}};
-      auto out = curl({"-s", "-H", "Content-Type: application/json", "-d", body.dump(),
-                       url + "/v1/completions"});
+      auto out = tessera::test::http_post_json(url + "/v1/completions", body.dump()).body;
       auto j = json::parse(out, nullptr, false);
       ASSERT_TRUE(j.is_object() && j.contains("choices")) << out;
       served got;
@@ -141,24 +125,24 @@ TEST(ClusterTest, ThreeProcessesOverUcxEqualOneEngine) {
       EXPECT_EQ(got.logprobs, want.logprobs) << len << " tokens, t=" << temperature;
     }
   // Every token of the four requests came back through the frontend.
-  auto metrics = curl({"-s", url + "/metrics"});
+  auto metrics = tessera::test::http_get(url + "/metrics").body;
   EXPECT_NE(metrics.find("tessera_generation_tokens_total 40"), std::string::npos) << metrics;
   // The decode node dies without a word: the frontend's node notices (its
   // bridge's peer fails), the router stops sending there, and a new
   // request gets a clear 503 instead of hanging.
   nodes[0].kill(SIGKILL);
   (void) nodes[0].wait(10s);
-  std::string answer;
+  tessera::test::http_reply answer;
   const auto killed = std::chrono::steady_clock::now();
   for (int i = 0; i < 200; ++i) {
-    answer = curl({"-s", "-w", "\n%{http_code}\n", "-H", "Content-Type: application/json", "-d",
-                   R"({"model": "nano", "prompt": "hi", "max_tokens": 4})", url + "/v1/completions"});
-    if (answer.find("503") != std::string::npos)
+    answer = tessera::test::http_post_json(url + "/v1/completions",
+                                           R"({"model": "nano", "prompt": "hi", "max_tokens": 4})");
+    if (answer.status == 503)
       break;
     std::this_thread::sleep_for(50ms); // until the failure is noticed (bounded by the peer timeout)
   }
-  EXPECT_NE(answer.find("no healthy worker can decode"), std::string::npos) << answer;
-  EXPECT_NE(answer.find("503"), std::string::npos) << answer;
+  EXPECT_EQ(answer.status, 503) << answer.body;
+  EXPECT_NE(answer.body.find("no healthy worker can decode"), std::string::npos) << answer.body;
   EXPECT_LT(std::chrono::steady_clock::now() - killed, 10s);
   nodes.erase(nodes.begin());
   for (auto& n : nodes)

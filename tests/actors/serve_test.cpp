@@ -16,6 +16,7 @@
 
 #include "common/child_process.hpp"
 #include "common/error.hpp"
+#include "tests/support/curl.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/test_model.hpp"
 
@@ -25,54 +26,16 @@ namespace {
 using namespace std::chrono_literals;
 using nlohmann::json;
 
-struct http_result {
-  int status = 0;
-  std::string body;
-};
+using tessera::test::http_get;
+using tessera::test::http_post_json;
+using http_result = tessera::test::http_reply;
 
-/// POSTs `body` (from a file, so any size works) with curl.
 http_result post(const std::string& url, const std::string& body) {
-  static int n = 0;
-  static tessera::test::temp_dir dir;
-  auto file = dir.path() / ("body-" + std::to_string(n++) + ".json");
-  std::ofstream(file, std::ios::binary) << body;
-  auto child = child_process::spawn(
-    "/usr/bin/curl", {"-s", "-S", "-w", "\n%{http_code}\n", "-H", "Content-Type: application/json",
-                      "--data-binary", std::string{"@"}.append(file.string()), url});
-  http_result r;
-  if (!child)
-    return r;
-  std::string all;
-  for (;;) {
-    auto line = child->read_line(30s);
-    if (!line)
-      break;
-    all.append(*line).push_back('\n');
-  }
-  (void) child->wait(10s);
-  all.pop_back();
-  auto nl = all.rfind('\n');
-  r.status = std::atoi(all.substr(nl + 1).c_str());
-  r.body = all.substr(0, nl);
-  return r;
+  return http_post_json(url, body);
 }
 
 http_result get(const std::string& url) {
-  auto child = child_process::spawn("/usr/bin/curl", {"-s", "-w", "\n%{http_code}\n", url});
-  http_result r;
-  std::string all;
-  for (;;) {
-    auto line = child->read_line(30s);
-    if (!line)
-      break;
-    all.append(*line).push_back('\n');
-  }
-  (void) child->wait(10s);
-  all.pop_back();
-  auto nl = all.rfind('\n');
-  r.status = std::atoi(all.substr(nl + 1).c_str());
-  r.body = all.substr(0, nl);
-  return r;
+  return http_get(url);
 }
 
 /// A request's text and token logprobs, however it was served.
