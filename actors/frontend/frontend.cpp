@@ -123,7 +123,7 @@ struct frontend_state {
   std::unordered_map<uint64_t, job> jobs;
   /// engine request id -> (job key, choice index)
   std::unordered_map<uint64_t, std::pair<uint64_t, size_t>> by_engine_id;
-  std::map<std::pair<std::string, std::string>, worker_actor> workers;
+  remote_actor_cache<worker_actor> workers;
   uint64_t next_key = 1;
   uint64_t id_base = 0; // engine ids: id_base + counter, unique across frontends
   uint64_t next_id = 0;
@@ -151,14 +151,7 @@ api_error to_api_error(const caf::error& err) {
 }
 
 worker_actor worker_at(frontend_pointer self, const wire::actor_address& at) {
-  auto key = std::make_pair(at.node, at.actor);
-  auto it = self->state.workers.find(key);
-  if (it == self->state.workers.end())
-    it = self->state.workers
-           .emplace(key, remote_actor<worker_actor>(self->system(), self->state.cfg.bridge, at.node,
-                                                    at.actor))
-           .first;
-  return it->second;
+  return self->state.workers.get(self->system(), self->state.cfg.bridge, at.node, at.actor);
 }
 
 /// Stops every choice of `j` still running and forgets the job.
@@ -321,10 +314,18 @@ void admit(frontend_pointer self, uint64_t key, size_t index, std::vector<int32_
           h.decode_at = a.decode;
         self->request(worker_at(self, a.prefill), self->state.cfg.admit_timeout, generate_atom_v, h)
           .then(
-            [self, key, index]() {
+            [self, key, index, a, id = h.request.id]() {
               auto it = self->state.jobs.find(key);
-              if (it == self->state.jobs.end())
+              if (it == self->state.jobs.end()) {
+                // The job ended (client gone, another choice failed) while
+                // this choice was being admitted: stop it again.
+                wire::request_cancel cancel{id, "the request ended before it started"};
+                self->send(worker_at(self, a.prefill), cancel_atom_v, cancel);
+                if (a.disaggregated)
+                  self->send(worker_at(self, a.decode), cancel_atom_v, cancel);
+                self->send(self->state.cfg.router, finished_atom_v, id);
                 return;
+              }
               auto& j = it->second;
               j.choices[index].admitted = true;
               if (++j.admitted == j.choices.size() && j.req.stream && !j.streaming)

@@ -71,7 +71,7 @@ struct worker_state {
   worker_config cfg;
   std::unordered_map<uint64_t, tracked> requests;
   std::unordered_map<uint64_t, granted> grants;
-  std::map<std::pair<std::string, std::string>, worker_actor> peers;
+  remote_actor_cache<worker_actor> peers;
   std::unique_ptr<worker_metrics> metrics;
   bool stepping = false;
   uint64_t next_batch = 1;
@@ -108,14 +108,7 @@ void fail(worker_pointer self, const wire::actor_address& to, uint64_t id, const
 }
 
 worker_actor peer(worker_pointer self, const wire::actor_address& at) {
-  auto key = std::make_pair(at.node, at.actor);
-  auto it = self->state.peers.find(key);
-  if (it == self->state.peers.end())
-    it = self->state.peers
-           .emplace(key, remote_actor<worker_actor>(self->system(), self->state.cfg.bridge, at.node,
-                                                    at.actor))
-           .first;
-  return it->second;
+  return self->state.peers.get(self->system(), self->state.cfg.bridge, at.node, at.actor);
 }
 
 /// Ends a hand-off this worker prefilled: frees the held blocks and tells
