@@ -120,4 +120,77 @@ std::string render_svg(const chart& c) {
   return s;
 }
 
+std::string render_svg(const bar_chart& c) {
+  const double left = 70, right = 190, top = 50, bottom = 90, ph = 300;
+  const size_t ng = c.groups.size(), ns = c.series.size();
+  const double bar_w = 14, group_gap = 18;
+  const double group_w = static_cast<double>(ns) * bar_w + group_gap;
+  const double pw = std::max(200.0, static_cast<double>(ng) * group_w);
+  const double w = left + pw + right, h = top + ph + bottom;
+  auto value = [&](size_t s, size_t g) {
+    return s < c.values.size() && g < c.values[s].size() ? c.values[s][g] : -1.0;
+  };
+  double y_max = 0, y_min_pos = 1e300;
+  for (size_t s = 0; s < ns; ++s)
+    for (size_t g = 0; g < ng; ++g)
+      if (const double v = value(s, g); std::isfinite(v) && v > 0) {
+        y_max = std::max(y_max, v);
+        y_min_pos = std::min(y_min_pos, v);
+      }
+  // Log axis: whole decades around the data; linear: a nice ceiling.
+  const bool log_y = c.log_y && y_max > 0;
+  const double d0 = log_y ? std::floor(std::log10(y_min_pos)) : 0;
+  const double d1 = log_y ? std::max(std::ceil(std::log10(y_max)), d0 + 1) : 0;
+  y_max = log_y ? std::pow(10.0, d1) : nice_ceiling(y_max * 1.05);
+  const double y_base = log_y ? std::pow(10.0, d0) : 0;
+  auto py = [&](double y) {
+    if (log_y)
+      return top + ph - (std::log10(std::max(y, y_base)) - d0) / (d1 - d0) * ph;
+    return top + ph - y / y_max * ph;
+  };
+  static const char* colors[] = {"#1f77b4", "#aec7e8", "#d62728", "#ff9896", "#2ca02c", "#9467bd"};
+
+  std::string s = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(w) + "\" height=\"" +
+                  num(h) + "\" font-family=\"sans-serif\" font-size=\"12\">\n";
+  s += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  s += "<text x=\"" + num(w / 2) + "\" y=\"24\" text-anchor=\"middle\" font-size=\"15\">" +
+       escape(c.title) + "</text>\n";
+  const int n_ticks = log_y ? static_cast<int>(d1 - d0) : 5;
+  for (int i = 0; i <= n_ticks; ++i) {
+    const double y = log_y ? std::pow(10.0, d0 + i) : y_max * i / 5;
+    s += "<line x1=\"" + num(left) + "\" y1=\"" + num(py(y)) + "\" x2=\"" + num(left + pw) +
+         "\" y2=\"" + num(py(y)) + "\" stroke=\"#ddd\"/>\n";
+    s += "<text x=\"" + num(left - 6) + "\" y=\"" + num(py(y) + 4) + "\" text-anchor=\"end\">" +
+         tick(y) + "</text>\n";
+  }
+  s += "<text transform=\"translate(20," + num(top + ph / 2) + ") rotate(-90)\" text-anchor=\"middle\">" +
+       escape(c.y_label + (log_y ? " (log scale)" : "")) + "</text>\n";
+  for (size_t g = 0; g < ng; ++g) {
+    const double gx = left + static_cast<double>(g) * group_w + group_gap / 2;
+    for (size_t si = 0; si < ns; ++si) {
+      const double v = value(si, g);
+      if (!std::isfinite(v) || v < 0 || (log_y && v <= 0))
+        continue;
+      s += "<rect x=\"" + num(gx + static_cast<double>(si) * bar_w) + "\" y=\"" + num(py(v)) +
+           "\" width=\"" + num(bar_w - 2) + "\" height=\"" + num(top + ph - py(v)) + "\" fill=\"" +
+           colors[si % 6] + "\"/>\n";
+    }
+    // Group labels slanted so long ones do not overlap.
+    const double lx = gx + static_cast<double>(ns) * bar_w / 2, ly = top + ph + 14;
+    s += "<text x=\"" + num(lx) + "\" y=\"" + num(ly) + "\" text-anchor=\"end\" transform=\"rotate(-35 " +
+         num(lx) + " " + num(ly) + ")\">" + escape(c.groups[g]) + "</text>\n";
+  }
+  s += "<rect x=\"" + num(left) + "\" y=\"" + num(top) + "\" width=\"" + num(pw) + "\" height=\"" +
+       num(ph) + "\" fill=\"none\" stroke=\"#333\"/>\n";
+  for (size_t si = 0; si < ns; ++si) {
+    const double ly = top + 10 + static_cast<double>(si) * 20;
+    s += "<rect x=\"" + num(left + pw + 10) + "\" y=\"" + num(ly) + "\" width=\"12\" height=\"12\" fill=\"" +
+         colors[si % 6] + "\"/>\n";
+    s += "<text x=\"" + num(left + pw + 28) + "\" y=\"" + num(ly + 10) + "\">" + escape(c.series[si]) +
+         "</text>\n";
+  }
+  s += "</svg>\n";
+  return s;
+}
+
 } // namespace tessera::bench

@@ -1,7 +1,8 @@
 #pragma once
 /// @file
-/// A dependency-free SVG line chart for benchmark results (series of
-/// (x, y) points on a log2 x axis), so a run leaves a picture beside its JSON.
+/// Dependency-free SVG charts for benchmark results, so a run leaves a
+/// picture beside its JSON: a line chart (series of (x, y) points on a log2
+/// x axis) and a grouped bar chart (one bar per series in each group).
 
 #include <string>
 #include <utility>
@@ -27,5 +28,22 @@ struct chart {
 
 /// Renders `c` as a standalone SVG document (x on a log2 scale).
 std::string render_svg(const chart& c);
+
+/// A grouped bar chart: for each group (an x-axis category), one bar per
+/// series.
+struct bar_chart {
+  std::string title;
+  std::string y_label;
+  std::vector<std::string> groups;
+  std::vector<std::string> series;
+  /// [series][group]; a negative or non-finite value draws no bar.
+  std::vector<std::vector<double>> values;
+  /// A log10 y axis (for values spanning decades); zeros draw no bar.
+  /// Default: false.
+  bool log_y = false;
+};
+
+/// Renders `c` as a standalone SVG document.
+std::string render_svg(const bar_chart& c);
 
 } // namespace tessera::bench

@@ -1,11 +1,13 @@
 // `tessera bench ...`: load generators and micro-benchmarks.
 #include "bench/engine_bench.hpp"
+#include "bench/transport_bench.hpp"
+#include "bench/transport_peer.hpp"
 #include "cli/commands.hpp"
 
 namespace tessera::cli {
 
 command add_bench_command(CLI::App& app) {
-  auto* bench = app.add_subcommand("bench", "Benchmarks: engine");
+  auto* bench = app.add_subcommand("bench", "Benchmarks: engine, transport");
   bench->require_subcommand(1);
   auto* eng = bench->add_subcommand("engine", "Prefill/decode throughput of one CPU engine, "
                                               "with the memory-bandwidth roofline");
@@ -21,7 +23,34 @@ command add_bench_command(CLI::App& app) {
   eng->add_option("--decode-tokens", o->decode_tokens, "Tokens generated per decode sequence")
     ->capture_default_str()->check(CLI::Range(2, 1 << 20));
   eng->add_option("--concurrency", o->concurrency, "Decode concurrencies")->capture_default_str();
-  return {bench, [o] { return bench::run_engine_bench(*o); }};
+
+  auto* tr = bench->add_subcommand("transport", "UCX transport between two processes on loopback "
+                                                "(round trips, messages/s, KV block GB/s) beside "
+                                                "ucx_perftest");
+  auto t = std::make_shared<bench::transport_bench_options>();
+  tr->add_option("--json", t->json_path, "Write results as JSON to this file");
+  tr->add_option("--svg", t->svg_path, "Write a chart of block bandwidth as SVG to this file");
+  tr->add_flag("--quick", t->quick, "Short smoke run (small iteration counts)");
+  tr->add_flag("!--no-perftest", t->perftest, "Do not run ucx_perftest beside it");
+  tr->add_option("--block-bytes", t->block_bytes, "KV block size inside a batch")
+    ->capture_default_str()->check(CLI::Range(uint64_t{1}, uint64_t{16} << 20));
+  tr->add_option("--window", t->window, "KV batches in flight")->capture_default_str()
+    ->check(CLI::Range(1, 64));
+  // The peer process the benchmark starts (this binary again); not for users.
+  auto p = std::make_shared<bench::transport_peer_options>();
+  auto peer = std::make_shared<bool>(false);
+  tr->add_flag("--peer", *peer)->group("");
+  tr->add_option("--peer-tls", p->tls)->group("");
+  tr->add_option("--peer-error-handling", p->peer_error_handling)->group("");
+  tr->add_option("--peer-pool-bytes", p->pool_bytes)->group("");
+
+  return {bench, [o, eng, t, p, peer] {
+            if (eng->parsed())
+              return bench::run_engine_bench(*o);
+            if (*peer)
+              return bench::run_transport_peer(*p);
+            return bench::run_transport_bench(*t);
+          }};
 }
 
 } // namespace tessera::cli

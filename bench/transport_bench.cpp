@@ -1,0 +1,186 @@
+#include "bench/transport_bench.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <set>
+
+#include <caf/sec.hpp>
+
+#include "bench/transport_report.hpp"
+#include "common/child_process.hpp"
+#include "common/error.hpp"
+
+namespace tessera::bench {
+
+namespace {
+
+double load_average() {
+  double l[1] = {0};
+  return ::getloadavg(l, 1) == 1 ? l[0] : 0;
+}
+
+void progress(const std::string& what, const std::string& line) {
+  std::fprintf(stderr, "bench transport: %s: %s\n", what.c_str(), line.c_str());
+}
+
+// Spawns the peer for `sel`, probes it, and waits for it to exit.
+caf::expected<transport_probe_result> probe_selection(const std::string& self,
+                                                      const transport_selection& sel,
+                                                      const transport_probe_options& o) {
+  using namespace std::chrono_literals;
+  uint64_t pool = 1;
+  for (auto b : o.batch_bytes)
+    pool = std::max(pool, b);
+  auto peer = child_process::spawn(self, {"bench", "transport", "--peer", "--peer-tls", sel.tls,
+                                          "--peer-error-handling",
+                                          sel.peer_error_handling ? "true" : "false",
+                                          "--peer-pool-bytes", std::to_string(pool)});
+  if (!peer)
+    return peer.error();
+  auto line = peer->read_line(30s);
+  if (!line)
+    return caf::make_error(caf::sec::runtime_error,
+                           "bench: the peer did not start: " + error_text(line.error()));
+  auto info = parse_peer_announcement(*line);
+  if (!info)
+    return info.error();
+  progress(sel.label, "peer pid " + std::to_string(peer->pid()) + " at " + info->address);
+  auto r = run_transport_probe(sel, *info, o, [&](const std::string& l) { progress(sel.label, l); });
+  // The probe's transport is gone (it said BYE); the peer exits on its own.
+  auto code = peer->wait(10s);
+  if (!code) {
+    peer->kill();
+    if (r)
+      return caf::make_error(caf::sec::runtime_error, "bench: the peer did not exit after the probe");
+  } else if (*code != 0 && r) {
+    return caf::make_error(caf::sec::runtime_error,
+                           "bench: the peer exited with code " + std::to_string(*code));
+  }
+  return r;
+}
+
+// ucx_perftest with `tls`: tag_lat and tag_bw at the control frame's size,
+// then tag_bw and ucp_put_bw at every batch size, counts as our probe's.
+perftest_figures run_perftests(const std::string& program, const std::string& key,
+                               const std::string& tls, const transport_probe_options& o,
+                               uint64_t frame_bytes) {
+  perftest_figures f;
+  f.tls = tls;
+  auto run = [&](const std::string& test, uint64_t size, int n, int warmup) -> std::optional<perftest_result> {
+    perftest_spec spec;
+    spec.test = test;
+    spec.size_bytes = size;
+    spec.iterations = static_cast<uint64_t>(n);
+    spec.warmup = static_cast<uint64_t>(warmup);
+    spec.tls = tls;
+    spec.timeout = o.phase_timeout;
+    f.commands.push_back(perftest_client_command(spec, 0));
+    auto r = run_perftest(program, spec);
+    if (!r) {
+      f.errors.push_back(error_text(r.error()));
+      progress("ucx_perftest " + key, test + " " + std::to_string(size) + " B failed: "
+                                        + error_text(r.error()));
+      return std::nullopt;
+    }
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%s %llu B: p50 %.2f us, %.2f GB/s, %.0f msgs/s", test.c_str(),
+                  static_cast<unsigned long long>(size), r->latency_us_p50, r->bandwidth_gb_s(),
+                  r->msgs_per_s);
+    progress("ucx_perftest " + key, buf);
+    return *r;
+  };
+  f.tag_lat = run("tag_lat", frame_bytes, o.rtt_iterations, o.rtt_warmup);
+  f.tag_rate = run("tag_bw", frame_bytes, o.msgs, o.msgs_warmup);
+  for (auto b : o.batch_bytes) {
+    const int count = static_cast<int>(std::clamp<uint64_t>(o.target_bytes / b,
+                                                            static_cast<uint64_t>(o.min_batches),
+                                                            static_cast<uint64_t>(o.max_batches)));
+    if (auto r = run("ucp_put_bw", b, count, o.warmup_batches))
+      f.put_bw[b] = *r;
+    if (auto r = run("tag_bw", b, count, o.warmup_batches))
+      f.tag_bw[b] = *r;
+  }
+  return f;
+}
+
+bool write_file(const std::string& path, const std::string& text) {
+  std::ofstream f{path};
+  f << text;
+  if (!f)
+    std::fprintf(stderr, "bench transport: cannot write %s\n", path.c_str());
+  return static_cast<bool>(f);
+}
+
+} // namespace
+
+transport_probe_options transport_probe_defaults(bool quick) {
+  transport_probe_options o;
+  if (quick) {
+    o.rtt_warmup = 100;
+    o.rtt_iterations = 1000;
+    o.msgs_warmup = 1000;
+    o.msgs = 5000;
+    o.target_bytes = uint64_t{64} << 20;
+    o.min_batches = 4;
+    o.max_batches = 200;
+    o.warmup_batches = 2;
+    o.phase_timeout = std::chrono::milliseconds{20000};
+  }
+  return o;
+}
+
+int run_transport_bench(const transport_bench_options& opts) {
+  transport_bench_results r;
+  r.quick = opts.quick;
+  r.window = opts.window;
+  r.probe = transport_probe_defaults(opts.quick);
+  r.probe.block_bytes = opts.block_bytes;
+  r.probe.window = opts.window;
+  r.selections = default_transport_selections();
+  r.load_before = load_average();
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) {
+    std::fprintf(stderr, "bench transport: cannot find this program: %s\n", ec.message().c_str());
+    return 1;
+  }
+  std::string perftest;
+  if (!opts.perftest)
+    r.perftest_note = "not run (--no-perftest)";
+  else if ((perftest = find_ucx_perftest()).empty())
+    r.perftest_note = "not found in PATH (Debian package ucx-utils); its columns are empty";
+  std::fprintf(stderr, "bench transport: %s run, load average %.2f, ucx_perftest: %s\n",
+               opts.quick ? "quick" : "full", r.load_before,
+               perftest.empty() ? r.perftest_note.c_str() : perftest.c_str());
+  const uint64_t frame_bytes = control_frame(0).size();
+  std::set<std::string> perftest_done;
+  for (const auto& sel : r.selections) {
+    auto res = probe_selection(self.string(), sel, r.probe);
+    if (res) {
+      r.tessera[sel.key] = *res;
+    } else {
+      r.errors[sel.key] = error_text(res.error());
+      progress(sel.label, "failed: " + r.errors[sel.key]);
+    }
+    // ucx_perftest right after our first run on the same UCX_TLS, so both
+    // see the machine in the same state.
+    if (!perftest.empty() && perftest_done.insert(sel.perftest_key).second)
+      r.perftest[sel.perftest_key] = run_perftests(perftest, sel.perftest_key, sel.tls, r.probe,
+                                                   frame_bytes);
+  }
+  r.load_after = load_average();
+  std::printf("%s", transport_table(r).c_str());
+  std::printf("load average (1 min): %.2f before, %.2f after\n", r.load_before, r.load_after);
+  bool ok = r.errors.empty();
+  if (!opts.json_path.empty())
+    ok = write_file(opts.json_path, transport_json(r)) && ok;
+  if (!opts.svg_path.empty())
+    ok = write_file(opts.svg_path, render_svg(transport_chart(r))) && ok;
+  return ok ? 0 : 1;
+}
+
+} // namespace tessera::bench

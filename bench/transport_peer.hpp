@@ -1,0 +1,96 @@
+#pragma once
+/// @file
+/// The far side of `tessera bench transport`: a second process (the same
+/// binary, `tessera bench transport --peer ...`) that listens on loopback
+/// with one UCX transport selection and answers the benchmark's probes.
+/// Also the little protocol both sides speak.
+///
+/// Protocol (control messages are real wire frames: a wire::heartbeat whose
+/// `sequence` carries the number below, encoded and decoded on both sides):
+///
+///   probe                                  peer
+///   "echo"(n)       ---------------->      decode, encode, send back
+///                   <----------------      "pong"(n)
+///   "sink"(i) x M   ---------------->      decode, count
+///   "sink_end"(M)   ---------------->      decode
+///                   <----------------      "sink_ack"(messages counted), count = 0
+///   transfer(batch k) -------------->      on_blocks_arrived(k)
+///                   <----------------      "blocks_ack"(k)
+///
+/// Start-up: the peer registers one receive region, listens on
+/// 127.0.0.1:0 and prints one line `LISTENING <host:port> REGION <id> <bytes>`;
+/// it exits (code 0) when the probe disconnects, or (code 1) when no probe
+/// came within its idle timeout or its parent process died.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <caf/expected.hpp>
+
+namespace tessera::bench {
+
+/// One UCX transport selection the benchmark measures.
+struct transport_selection {
+  /// JSON key: "tcp", "shm", "shm_err_peer".
+  std::string key;
+  /// Table label: "tcp", "shm (err none)", "shm (err peer)".
+  std::string label;
+  /// ucx_options::tls.
+  std::string tls;
+  /// ucx_options::peer_error_handling.
+  bool peer_error_handling = true;
+  /// Key of the ucx_perftest run (same UCX_TLS) it is compared with.
+  std::string perftest_key;
+};
+
+/// tcp (tls "tcp", peer error handling on, the transport's default mode);
+/// shm with error handling off (tls "sm,self,tcp": UCX picks shared memory);
+/// shm with it on (same tls, but UCX 1.13 then uses tcp lanes only).
+[[nodiscard]] std::vector<transport_selection> default_transport_selections();
+
+/// Actor names of the protocol above.
+inline constexpr std::string_view echo_actor = "echo";
+inline constexpr std::string_view pong_actor = "pong";
+inline constexpr std::string_view sink_actor = "sink";
+inline constexpr std::string_view sink_end_actor = "sink_end";
+inline constexpr std::string_view sink_ack_actor = "sink_ack";
+inline constexpr std::string_view blocks_ack_actor = "blocks_ack";
+
+/// The control message with `sequence`: an encoded wire::heartbeat of a
+/// typical size (node id, load, queue depth, one tier's usage).
+[[nodiscard]] std::vector<std::byte> control_frame(uint64_t sequence);
+
+/// Decodes a control_frame (full wire checks) and returns its sequence.
+[[nodiscard]] caf::expected<uint64_t> control_sequence(std::span<const std::byte> frame);
+
+/// Settings of the peer process.
+struct transport_peer_options {
+  /// ucx_options::tls. Default: "tcp".
+  std::string tls = "tcp";
+  /// ucx_options::peer_error_handling. Default: true.
+  bool peer_error_handling = true;
+  /// Size of the receive region, bytes (the largest batch). Default: 16 MiB.
+  uint64_t pool_bytes = uint64_t{16} << 20;
+  /// Exit when no probe connected for this long. Default: 60 s.
+  std::chrono::milliseconds idle_timeout{60000};
+};
+
+/// Runs the peer until the probe disconnects; returns the exit code.
+int run_transport_peer(const transport_peer_options& opts);
+
+/// The peer's start-up line, parsed.
+struct peer_announcement {
+  std::string address;
+  uint32_t region = 0;
+  uint64_t region_bytes = 0;
+};
+
+/// Parses `LISTENING <host:port> REGION <id> <bytes>`.
+[[nodiscard]] caf::expected<peer_announcement> parse_peer_announcement(std::string_view line);
+
+} // namespace tessera::bench

@@ -1,0 +1,91 @@
+#pragma once
+/// @file
+/// The measuring side of `tessera bench transport`: connects a
+/// ucx_transport to a transport_peer and measures control round trips,
+/// one-way message rate and KV block batch bandwidth (protocol in
+/// transport_peer.hpp).
+///
+/// What each figure times (steady_clock, in this process):
+///  - round trip: from just before encoding "echo"(n) to the "pong"(n)
+///    frame decoded in our on_message. The next ping is sent from that
+///    callback (on the transport's progress thread), as a reply from an
+///    actor would be; frames are encoded and decoded on both sides.
+///  - messages/s: M "sink" frames sent from the calling thread (at most
+///    `stream_window` not yet completed), then "sink_end"; M over the time
+///    from the first send to the "sink_ack" decoded here.
+///  - block GB/s: `window` batches in flight; each batch is timed from
+///    transfer() to the peer's "blocks_ack" (so it includes the puts, the
+///    flush, the "blocks arrived" notification, the peer's handler and the
+///    ack back). The next batch is issued from the ack's callback. GB/s is
+///    bytes of the measured batches over the time from the last warm-up
+///    ack to the last ack.
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <caf/expected.hpp>
+
+#include "bench/transport_peer.hpp"
+
+namespace tessera::bench {
+
+/// Iteration counts and shapes of one probe.
+struct transport_probe_options {
+  /// Round trips: warm-up, then measured. Defaults: 2000, 20000.
+  int rtt_warmup = 2000;
+  int rtt_iterations = 20000;
+  /// One-way messages: warm-up, then measured. Defaults: 20000, 200000.
+  int msgs_warmup = 20000;
+  int msgs = 200000;
+  /// Most sends not yet completed in the message-rate run. Default: 1024.
+  int stream_window = 1024;
+  /// Batch sizes, bytes. Default: 64 KiB, 1 MiB, 16 MiB.
+  std::vector<uint64_t> batch_bytes = {uint64_t{64} << 10, uint64_t{1} << 20, uint64_t{16} << 20};
+  /// Block size within a batch, bytes (a batch of S bytes is S / block
+  /// blocks, placed back to back). Default: 64 KiB.
+  uint64_t block_bytes = uint64_t{64} << 10;
+  /// Also measure batches that are one block of the whole batch size.
+  /// Default: true.
+  bool one_block_batches = true;
+  /// Bytes moved per (batch size, layout) measurement; the batch count is
+  /// this over the batch size, clamped to [min_batches, max_batches].
+  /// Defaults: 2 GiB, 50, 20000.
+  uint64_t target_bytes = uint64_t{2} << 30;
+  int min_batches = 50;
+  int max_batches = 20000;
+  /// Warm-up batches per measurement. Default: 10.
+  int warmup_batches = 10;
+  /// Batches in flight. Default: 1 (each batch waits for the previous ack).
+  int window = 1;
+  /// Bound on each measurement phase. Default: 120 s.
+  std::chrono::milliseconds phase_timeout{120000};
+};
+
+/// One probe's figures.
+struct transport_probe_result {
+  double rtt_us_p50 = 0;
+  double rtt_us_p99 = 0;
+  double msgs_per_s = 0;
+  /// Batch bytes -> GB/s (10^9 B/s), batches of block_bytes blocks.
+  std::map<uint64_t, double> block_gb_s;
+  /// Batch bytes -> median microseconds from transfer() to the ack.
+  std::map<uint64_t, double> batch_us_p50;
+  /// Batch bytes -> GB/s with one block per batch (if measured).
+  std::map<uint64_t, double> one_block_gb_s;
+  /// Bytes of one encoded control frame.
+  uint64_t control_frame_bytes = 0;
+};
+
+/// Connects to the peer at `peer.address` with `sel`'s UCX settings and
+/// runs every measurement; `progress` gets one line per finished step.
+/// Errors: the transport's (connect, transfer) or a phase that timed out.
+[[nodiscard]] caf::expected<transport_probe_result>
+run_transport_probe(const transport_selection& sel, const peer_announcement& peer,
+                    const transport_probe_options& opts,
+                    const std::function<void(const std::string&)>& progress);
+
+} // namespace tessera::bench

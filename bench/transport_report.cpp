@@ -1,0 +1,242 @@
+#include "bench/transport_report.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+namespace tessera::bench {
+
+namespace {
+
+using json = nlohmann::json;
+
+std::string size_label(uint64_t bytes) {
+  if (bytes >= (uint64_t{1} << 20) && bytes % (uint64_t{1} << 20) == 0)
+    return std::to_string(bytes >> 20) + " MiB";
+  if (bytes >= 1024 && bytes % 1024 == 0)
+    return std::to_string(bytes >> 10) + " KiB";
+  return std::to_string(bytes) + " B";
+}
+
+// "%.Nf" of v, or "-" where v is missing (NaN).
+std::string cell(double v, int decimals) {
+  if (!std::isfinite(v))
+    return "-";
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+std::string pad(const std::string& s, size_t width, bool left_align = false) {
+  if (s.size() >= width)
+    return s + " ";
+  const std::string fill(width - s.size(), ' ');
+  return left_align ? s + fill : fill + s;
+}
+
+constexpr double missing = std::numeric_limits<double>::quiet_NaN();
+
+template <class Map>
+double lookup(const Map& m, uint64_t k) {
+  auto it = m.find(k);
+  return it == m.end() ? missing : it->second;
+}
+
+double perftest_gb_s(const std::map<uint64_t, perftest_result>& m, uint64_t k) {
+  auto it = m.find(k);
+  return it == m.end() ? missing : it->second.bandwidth_gb_s();
+}
+
+const perftest_figures* perftest_of(const transport_bench_results& r, const transport_selection& s) {
+  auto it = r.perftest.find(s.perftest_key);
+  return it == r.perftest.end() ? nullptr : &it->second;
+}
+
+// ucx_perftest's round trip: tag_lat prints half of it.
+double perftest_rtt_us(const perftest_figures* p) {
+  return p && p->tag_lat ? 2 * p->tag_lat->latency_us_p50 : missing;
+}
+
+json number_or_null(double v) {
+  return std::isfinite(v) ? json(v) : json(nullptr);
+}
+
+json by_size(const std::map<uint64_t, double>& m, const std::vector<uint64_t>& sizes) {
+  json j = json::object();
+  for (auto b : sizes)
+    j[std::to_string(b)] = number_or_null(lookup(m, b));
+  return j;
+}
+
+std::map<uint64_t, double> gb_s_map(const std::map<uint64_t, perftest_result>& m) {
+  std::map<uint64_t, double> out;
+  for (const auto& [k, v] : m)
+    out[k] = v.bandwidth_gb_s();
+  return out;
+}
+
+std::map<uint64_t, double> ratio_map(const std::map<uint64_t, double>& num,
+                                     const std::map<uint64_t, double>& den) {
+  std::map<uint64_t, double> out;
+  for (const auto& [k, v] : num)
+    if (auto d = lookup(den, k); std::isfinite(d) && d > 0)
+      out[k] = v / d;
+  return out;
+}
+
+} // namespace
+
+std::string transport_table(const transport_bench_results& r) {
+  const auto& sizes = r.probe.batch_bytes;
+  uint64_t frame_bytes = 0;
+  for (const auto& [k, v] : r.tessera)
+    frame_bytes = v.control_frame_bytes;
+  std::string s;
+  s += "Control messages (wire heartbeat frames of " + std::to_string(frame_bytes)
+       + " bytes); perftest = ucx_perftest tag_lat x 2 (a round trip) and tag_bw msg rate\n";
+  s += pad("transport", 16, true) + pad("rtt p50 us", 11) + pad("rtt p99 us", 11)
+       + pad("perftest rtt", 13) + pad("ratio", 7) + pad("msgs/s", 10) + pad("perftest msgs/s", 16)
+       + "\n";
+  for (const auto& sel : r.selections) {
+    auto it = r.tessera.find(sel.key);
+    const auto* p = perftest_of(r, sel);
+    const double ours = it == r.tessera.end() ? missing : it->second.rtt_us_p50;
+    const double theirs = perftest_rtt_us(p);
+    s += pad(sel.label, 16, true) + pad(cell(ours, 1), 11)
+         + pad(cell(it == r.tessera.end() ? missing : it->second.rtt_us_p99, 1), 11)
+         + pad(cell(theirs, 1), 13) + pad(cell(ours / theirs, 2), 7)
+         + pad(cell(it == r.tessera.end() ? missing : it->second.msgs_per_s, 0), 10)
+         + pad(cell(p && p->tag_rate ? p->tag_rate->msgs_per_s : missing, 0), 16) + "\n";
+  }
+  s += "\nKV block batches, GB/s (1e9 B/s): tessera = batches of "
+       + size_label(r.probe.block_bytes) + " blocks, timed transfer() -> peer's ack, "
+       + std::to_string(r.window) + " in flight\n";
+  s += pad("transport", 16, true) + pad("batch", 8) + pad("tessera", 9) + pad("1-block", 9)
+       + pad("batch us", 10) + pad("put_bw", 8) + pad("tag_bw", 8) + pad("/put_bw", 9)
+       + pad("/tag_bw", 9) + "\n";
+  for (const auto& sel : r.selections) {
+    auto it = r.tessera.find(sel.key);
+    const auto* p = perftest_of(r, sel);
+    for (auto b : sizes) {
+      const double ours = it == r.tessera.end() ? missing : lookup(it->second.block_gb_s, b);
+      const double one = it == r.tessera.end() ? missing : lookup(it->second.one_block_gb_s, b);
+      const double us = it == r.tessera.end() ? missing : lookup(it->second.batch_us_p50, b);
+      const double put = p ? perftest_gb_s(p->put_bw, b) : missing;
+      const double tag = p ? perftest_gb_s(p->tag_bw, b) : missing;
+      s += pad(sel.label, 16, true) + pad(size_label(b), 8) + pad(cell(ours, 2), 9)
+           + pad(cell(one, 2), 9) + pad(cell(us, 0), 10) + pad(cell(put, 2), 8)
+           + pad(cell(tag, 2), 8) + pad(cell(ours / put, 2), 9) + pad(cell(ours / tag, 2), 9)
+           + "\n";
+    }
+  }
+  for (const auto& [key, err] : r.errors)
+    s += "\n" + key + " failed: " + err + "\n";
+  if (!r.perftest_note.empty())
+    s += "\nucx_perftest: " + r.perftest_note + "\n";
+  for (const auto& [key, p] : r.perftest)
+    for (const auto& e : p.errors)
+      s += "ucx_perftest (" + key + "): " + e + "\n";
+  return s;
+}
+
+std::string transport_json(const transport_bench_results& r) {
+  const auto& sizes = r.probe.batch_bytes;
+  json j;
+  j["benchmark"] = "transport";
+  j["quick"] = r.quick;
+  for (const char* k : {"rtt_us_p50", "rtt_us_p99", "msgs_per_s", "rtt_vs_perftest"})
+    j[k] = json::object();
+  for (const char* k : {"block_gb_s", "block_gb_s_one_block", "batch_us_p50", "block_vs_put_bw",
+                        "block_vs_tag_bw"})
+    j[k] = json::object();
+  j["transports"] = json::object();
+  for (const auto& sel : r.selections) {
+    j["transports"][sel.key] = {{"label", sel.label},
+                                {"ucx_tls", sel.tls},
+                                {"peer_error_handling", sel.peer_error_handling},
+                                {"perftest", sel.perftest_key}};
+    auto it = r.tessera.find(sel.key);
+    const transport_probe_result empty;
+    const auto& t = it == r.tessera.end() ? empty : it->second;
+    const bool have = it != r.tessera.end();
+    j["rtt_us_p50"][sel.key] = number_or_null(have ? t.rtt_us_p50 : missing);
+    j["rtt_us_p99"][sel.key] = number_or_null(have ? t.rtt_us_p99 : missing);
+    j["msgs_per_s"][sel.key] = number_or_null(have ? t.msgs_per_s : missing);
+    j["block_gb_s"][sel.key] = by_size(t.block_gb_s, sizes);
+    j["block_gb_s_one_block"][sel.key] = by_size(t.one_block_gb_s, sizes);
+    j["batch_us_p50"][sel.key] = by_size(t.batch_us_p50, sizes);
+    const auto* p = perftest_of(r, sel);
+    j["rtt_vs_perftest"][sel.key] = number_or_null(have ? t.rtt_us_p50 / perftest_rtt_us(p) : missing);
+    j["block_vs_put_bw"][sel.key] = by_size(p ? ratio_map(t.block_gb_s, gb_s_map(p->put_bw)) : std::map<uint64_t, double>{}, sizes);
+    j["block_vs_tag_bw"][sel.key] = by_size(p ? ratio_map(t.block_gb_s, gb_s_map(p->tag_bw)) : std::map<uint64_t, double>{}, sizes);
+  }
+  json pt;
+  pt["available"] = r.perftest_note.empty();
+  pt["note"] = r.perftest_note;
+  for (const char* k : {"rtt_us_p50", "tag_lat_us", "msgs_per_s", "tag_bw_gb_s", "ucp_put_bw_gb_s", "ucx_tls"})
+    pt[k] = json::object();
+  pt["commands"] = json::array();
+  pt["errors"] = json::array();
+  for (const auto& [key, p] : r.perftest) {
+    pt["ucx_tls"][key] = p.tls;
+    pt["rtt_us_p50"][key] = number_or_null(perftest_rtt_us(&p));
+    pt["tag_lat_us"][key] = number_or_null(p.tag_lat ? p.tag_lat->latency_us_p50 : missing);
+    pt["msgs_per_s"][key] = number_or_null(p.tag_rate ? p.tag_rate->msgs_per_s : missing);
+    pt["tag_bw_gb_s"][key] = by_size(gb_s_map(p.tag_bw), sizes);
+    pt["ucp_put_bw_gb_s"][key] = by_size(gb_s_map(p.put_bw), sizes);
+    for (const auto& c : p.commands)
+      pt["commands"].push_back(c);
+    for (const auto& e : p.errors)
+      pt["errors"].push_back(key + ": " + e);
+  }
+  j["ucx_perftest"] = pt;
+  json errors = json::object();
+  for (const auto& [k, e] : r.errors)
+    errors[k] = e;
+  j["errors"] = errors;
+  const auto& o = r.probe;
+  j["config"] = {{"batch_bytes", sizes},
+                 {"block_bytes", o.block_bytes},
+                 {"window", r.window},
+                 {"rtt_warmup", o.rtt_warmup},
+                 {"rtt_iterations", o.rtt_iterations},
+                 {"msgs_warmup", o.msgs_warmup},
+                 {"msgs", o.msgs},
+                 {"stream_window", o.stream_window},
+                 {"target_bytes_per_size", o.target_bytes},
+                 {"min_batches", o.min_batches},
+                 {"max_batches", o.max_batches},
+                 {"warmup_batches", o.warmup_batches},
+                 {"units", "GB/s = 1e9 bytes/s; ucx_perftest prints MiB/s, converted"}};
+  j["machine"] = {{"cores", std::thread::hardware_concurrency()},
+                  {"load_avg_1min_before", r.load_before},
+                  {"load_avg_1min_after", r.load_after}};
+  return j.dump(2) + "\n";
+}
+
+bar_chart transport_chart(const transport_bench_results& r) {
+  bar_chart c;
+  c.title = "KV block batches between two processes: Tessera vs ucx_perftest";
+  c.y_label = "GB/s";
+  c.log_y = true; // shm put_bw from cache reaches ~100 GB/s, tcp ~1
+  c.series = {"tessera (" + size_label(r.probe.block_bytes) + " blocks)", "tessera (1 block)",
+              "ucx_perftest ucp_put_bw", "ucx_perftest tag_bw"};
+  c.values.assign(c.series.size(), {});
+  for (const auto& sel : r.selections) {
+    auto it = r.tessera.find(sel.key);
+    const auto* p = perftest_of(r, sel);
+    for (auto b : r.probe.batch_bytes) {
+      c.groups.push_back(sel.label + " " + size_label(b));
+      c.values[0].push_back(it == r.tessera.end() ? missing : lookup(it->second.block_gb_s, b));
+      c.values[1].push_back(it == r.tessera.end() ? missing : lookup(it->second.one_block_gb_s, b));
+      c.values[2].push_back(p ? perftest_gb_s(p->put_bw, b) : missing);
+      c.values[3].push_back(p ? perftest_gb_s(p->tag_bw, b) : missing);
+    }
+  }
+  return c;
+}
+
+} // namespace tessera::bench

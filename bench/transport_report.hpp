@@ -1,0 +1,39 @@
+#pragma once
+/// @file
+/// The transport benchmark's outputs: the table, the JSON document and the
+/// chart, each a pure function of the results.
+///
+/// JSON shape (numbers are null where a measurement is missing):
+///
+///   rtt_us_p50, rtt_us_p99, msgs_per_s:   {selection: number}
+///   block_gb_s, block_gb_s_one_block,
+///   batch_us_p50:                         {selection: {"<batch bytes>": number}}
+///   ucx_perftest: {
+///     rtt_us_p50 (2 x tag_lat, a round trip), tag_lat_us (one-way),
+///     msgs_per_s (tag_bw at the control frame size): {perftest key: number}
+///     tag_bw_gb_s, ucp_put_bw_gb_s:       {perftest key: {"<bytes>": number}}
+///     commands: [..], errors: [..], note: ".." }
+///   block_vs_put_bw, block_vs_tag_bw:     {selection: {"<bytes>": ratio}}
+///   rtt_vs_perftest:                      {selection: ratio of round trips}
+///   transports: {selection: {label, ucx_tls, peer_error_handling, perftest}}
+///   config: iteration counts and sizes; machine: cores, load average.
+///
+/// Selections: "tcp", "shm", "shm_err_peer"; perftest keys: "tcp", "shm".
+
+#include <string>
+
+#include "bench/svg_chart.hpp"
+#include "bench/transport_bench.hpp"
+
+namespace tessera::bench {
+
+/// The result tables, as printed to stdout.
+[[nodiscard]] std::string transport_table(const transport_bench_results& r);
+
+/// The JSON document (shape above), indented.
+[[nodiscard]] std::string transport_json(const transport_bench_results& r);
+
+/// Block bandwidth per (selection, batch size): ours beside ucx_perftest's.
+[[nodiscard]] bar_chart transport_chart(const transport_bench_results& r);
+
+} // namespace tessera::bench

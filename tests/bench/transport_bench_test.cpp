@@ -1,0 +1,83 @@
+// `tessera bench transport --quick` end to end: two processes, every JSON
+// key present with positive numbers. Never asserts on speed (STYLE.md).
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+
+#include "bench/ucx_perftest_runner.hpp"
+#include "tests/support/temp_dir.hpp"
+
+namespace {
+
+struct run_result {
+  int exit_code = -1;
+  std::string out; // stdout and stderr together
+};
+
+run_result run_tessera(const std::string& args) {
+  const char* dir = std::getenv("TESSERA_BINARY_DIR");
+  std::string cmd = std::string{dir ? dir : "."} + "/cli/tessera " + args + " 2>&1";
+  run_result r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr)
+    return r;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0)
+    r.out.append(buf.data(), n);
+  int status = ::pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+bool positive(const nlohmann::json& v) {
+  return v.is_number() && v.get<double>() > 0;
+}
+
+TEST(TransportBenchTest, QuickRunReportsEveryTransportAndSize) {
+  tessera::test::temp_dir dir{"tessera-bench-transport"};
+  const auto json_path = (dir.path() / "transport.json").string();
+  const auto svg_path = (dir.path() / "transport.svg").string();
+  auto r = run_tessera("bench transport --quick --json " + json_path + " --svg " + svg_path);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("KV block batches"), std::string::npos) << r.out;
+  auto j = nlohmann::json::parse(std::ifstream{json_path});
+  for (const char* t : {"tcp", "shm", "shm_err_peer"}) {
+    EXPECT_TRUE(positive(j["rtt_us_p50"][t])) << t;
+    EXPECT_TRUE(positive(j["rtt_us_p99"][t])) << t;
+    EXPECT_GE(j["rtt_us_p99"][t].get<double>(), j["rtt_us_p50"][t].get<double>()) << t;
+    EXPECT_TRUE(positive(j["msgs_per_s"][t])) << t;
+    for (const char* size : {"65536", "1048576", "16777216"}) {
+      EXPECT_TRUE(positive(j["block_gb_s"][t][size])) << t << " " << size;
+      EXPECT_TRUE(positive(j["block_gb_s_one_block"][t][size])) << t << " " << size;
+    }
+  }
+  // ucx_perftest's columns: numbers where it ran, or a reason where not.
+  const auto& pt = j["ucx_perftest"];
+  const bool installed = !tessera::bench::find_ucx_perftest().empty();
+  EXPECT_EQ(pt["available"].get<bool>(), installed);
+  if (installed && pt["errors"].empty()) {
+    for (const char* key : {"tcp", "shm"}) {
+      EXPECT_TRUE(positive(pt["rtt_us_p50"][key])) << key;
+      EXPECT_TRUE(positive(pt["msgs_per_s"][key])) << key;
+      for (const char* size : {"65536", "1048576", "16777216"}) {
+        EXPECT_TRUE(positive(pt["tag_bw_gb_s"][key][size])) << key << " " << size;
+        EXPECT_TRUE(positive(pt["ucp_put_bw_gb_s"][key][size])) << key << " " << size;
+      }
+    }
+  } else if (!installed) {
+    EXPECT_NE(pt["note"].get<std::string>().find("not found"), std::string::npos);
+  }
+  std::ifstream svg{svg_path};
+  std::string first;
+  std::getline(svg, first);
+  EXPECT_EQ(first.rfind("<svg", 0), 0u);
+}
+
+} // namespace

@@ -1,0 +1,39 @@
+// The benchmark's peer protocol: control frames are real wire frames, and
+// the peer's start-up line is read strictly.
+#include <gtest/gtest.h>
+
+#include "bench/transport_peer.hpp"
+#include "common/error.hpp"
+
+namespace {
+
+using namespace tessera::bench;
+
+TEST(TransportPeerTest, ControlFrameCarriesItsSequence) {
+  auto frame = control_frame(123456789);
+  auto seq = control_sequence(frame);
+  ASSERT_TRUE(seq) << tessera::error_text(seq.error());
+  EXPECT_EQ(*seq, 123456789u);
+}
+
+TEST(TransportPeerTest, CorruptControlFrameIsRejected) {
+  auto frame = control_frame(7);
+  frame.back() ^= std::byte{0xff};
+  EXPECT_FALSE(control_sequence(frame));
+}
+
+TEST(TransportPeerTest, ReadsTheAnnouncement) {
+  auto a = parse_peer_announcement("LISTENING 127.0.0.1:41234 REGION 1 16777216");
+  ASSERT_TRUE(a) << tessera::error_text(a.error());
+  EXPECT_EQ(a->address, "127.0.0.1:41234");
+  EXPECT_EQ(a->region, 1u);
+  EXPECT_EQ(a->region_bytes, 16777216u);
+}
+
+TEST(TransportPeerTest, RejectsAnythingElse) {
+  auto a = parse_peer_announcement("peer: ucx: ucp_init: No such device");
+  ASSERT_FALSE(a);
+  EXPECT_NE(tessera::error_text(a.error()).find("No such device"), std::string::npos);
+}
+
+} // namespace

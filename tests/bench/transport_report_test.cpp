@@ -1,0 +1,89 @@
+// The transport benchmark's JSON, table and chart from hand-made results:
+// every documented key is there, keyed by transport and batch size, with
+// null (not 0) where a measurement is missing.
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "bench/transport_report.hpp"
+
+namespace {
+
+using namespace tessera::bench;
+
+transport_bench_results sample_results() {
+  transport_bench_results r;
+  r.probe = transport_probe_defaults(true);
+  r.selections = default_transport_selections();
+  transport_probe_result tcp;
+  tcp.rtt_us_p50 = 20;
+  tcp.rtt_us_p99 = 40;
+  tcp.msgs_per_s = 300000;
+  tcp.control_frame_bytes = 128;
+  tcp.block_gb_s = {{65536, 0.5}, {1048576, 1.8}, {16777216, 2.7}};
+  tcp.one_block_gb_s = {{65536, 0.5}, {1048576, 1.9}, {16777216, 2.8}};
+  r.tessera["tcp"] = tcp;
+  r.errors["shm"] = "bench: round trips: no answer within 20000 ms";
+  perftest_figures p;
+  p.tls = "tcp";
+  perftest_result lat;
+  lat.latency_us_p50 = 5; // one-way
+  p.tag_lat = lat;
+  perftest_result bw;
+  bw.bandwidth_mib_s = 2861.02; // 3.0 GB/s
+  p.tag_bw[1048576] = bw;
+  p.put_bw[1048576] = bw;
+  r.perftest["tcp"] = p;
+  return r;
+}
+
+TEST(TransportReportTest, JsonHasEveryKeyByTransportAndSize) {
+  auto j = nlohmann::json::parse(transport_json(sample_results()));
+  for (const char* k : {"rtt_us_p50", "rtt_us_p99", "msgs_per_s"})
+    for (const char* t : {"tcp", "shm", "shm_err_peer"})
+      EXPECT_TRUE(j[k].contains(t)) << k << "." << t;
+  EXPECT_DOUBLE_EQ(j["rtt_us_p50"]["tcp"].get<double>(), 20);
+  EXPECT_DOUBLE_EQ(j["msgs_per_s"]["tcp"].get<double>(), 300000);
+  EXPECT_DOUBLE_EQ(j["block_gb_s"]["tcp"]["1048576"].get<double>(), 1.8);
+  EXPECT_DOUBLE_EQ(j["block_gb_s_one_block"]["tcp"]["16777216"].get<double>(), 2.8);
+  for (const char* size : {"65536", "1048576", "16777216"})
+    EXPECT_TRUE(j["block_gb_s"]["shm"][size].is_null()) << "a failed transport is null, not 0";
+  EXPECT_EQ(j["errors"]["shm"], "bench: round trips: no answer within 20000 ms");
+  EXPECT_EQ(j["transports"]["shm_err_peer"]["ucx_tls"], "sm,self,tcp");
+  EXPECT_EQ(j["transports"]["shm_err_peer"]["peer_error_handling"], true);
+}
+
+TEST(TransportReportTest, PerftestIsInTheSameShapeWithRoundTripsDoubled) {
+  auto j = nlohmann::json::parse(transport_json(sample_results()));
+  const auto& pt = j["ucx_perftest"];
+  EXPECT_DOUBLE_EQ(pt["tag_lat_us"]["tcp"].get<double>(), 5);
+  EXPECT_DOUBLE_EQ(pt["rtt_us_p50"]["tcp"].get<double>(), 10);
+  EXPECT_NEAR(pt["tag_bw_gb_s"]["tcp"]["1048576"].get<double>(), 3.0, 1e-3);
+  EXPECT_NEAR(pt["ucp_put_bw_gb_s"]["tcp"]["1048576"].get<double>(), 3.0, 1e-3);
+  EXPECT_TRUE(pt["tag_bw_gb_s"]["tcp"]["65536"].is_null());
+  // Ours over theirs: 20 us vs a 10 us round trip; 1.8 vs 3.0 GB/s.
+  EXPECT_DOUBLE_EQ(j["rtt_vs_perftest"]["tcp"].get<double>(), 2.0);
+  EXPECT_NEAR(j["block_vs_put_bw"]["tcp"]["1048576"].get<double>(), 0.6, 1e-3);
+}
+
+TEST(TransportReportTest, TableHasARowPerTransportAndSize) {
+  auto t = transport_table(sample_results());
+  EXPECT_NE(t.find("shm (err peer)"), std::string::npos);
+  EXPECT_NE(t.find("16 MiB"), std::string::npos);
+  EXPECT_NE(t.find("shm failed: bench: round trips"), std::string::npos);
+  EXPECT_NE(t.find(" 0.60 "), std::string::npos) << t; // tcp 1 MiB over put_bw
+}
+
+TEST(TransportReportTest, ChartHasAGroupPerTransportAndSize) {
+  auto c = transport_chart(sample_results());
+  EXPECT_EQ(c.groups.size(), 9u);
+  ASSERT_EQ(c.values.size(), c.series.size());
+  for (const auto& v : c.values)
+    EXPECT_EQ(v.size(), c.groups.size());
+  auto svg = render_svg(c);
+  EXPECT_NE(svg.find("tcp 1 MiB"), std::string::npos);
+  EXPECT_NE(svg.find("ucx_perftest ucp_put_bw"), std::string::npos);
+}
+
+} // namespace

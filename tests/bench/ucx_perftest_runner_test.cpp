@@ -1,0 +1,63 @@
+// Reading ucx_perftest's output: the final row's numbers, and clear errors
+// when there is none.
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "bench/ucx_perftest_runner.hpp"
+#include "common/error.hpp"
+
+namespace {
+
+using tessera::bench::parse_perftest_output;
+
+// A tag_bw run as ucx_perftest 1.13 prints it (UCX_TLS=tcp, 64 KiB).
+const std::string tag_bw_output =
+  "+--------------+--------------+------------------------------+---------------------+-----------------------+\n"
+  "|              |              |       overhead (usec)        |   bandwidth (MB/s)  |  message rate (msg/s) |\n"
+  "+--------------+--------------+----------+---------+---------+----------+----------+-----------+-----------+\n"
+  "|    Stage     | # iterations | 50.0%ile | average | overall |  average |  overall |  average  |  overall  |\n"
+  "+--------------+--------------+----------+---------+---------+----------+----------+-----------+-----------+\n"
+  "[thread 0]              1313      3.518   764.672   764.672       81.73      81.73        1308        1308\n"
+  "Final:                  2000      3.548   760.340   763.184       82.20      81.89        1315        1310\n";
+
+TEST(UcxPerftestRunnerTest, ReadsTheFinalRow) {
+  auto r = parse_perftest_output(tag_bw_output);
+  ASSERT_TRUE(r) << tessera::error_text(r.error());
+  EXPECT_EQ(r->iterations, 2000u);
+  EXPECT_DOUBLE_EQ(r->latency_us_p50, 3.548);
+  EXPECT_DOUBLE_EQ(r->latency_us_avg, 763.184);
+  EXPECT_DOUBLE_EQ(r->bandwidth_mib_s, 81.89);
+  EXPECT_DOUBLE_EQ(r->msgs_per_s, 1310);
+}
+
+TEST(UcxPerftestRunnerTest, ConvertsMebibytesToGigabytes) {
+  tessera::bench::perftest_result r;
+  r.bandwidth_mib_s = 1000;
+  EXPECT_NEAR(r.bandwidth_gb_s(), 1.048576, 1e-12);
+}
+
+TEST(UcxPerftestRunnerTest, RejectsOutputWithoutAFinalRow) {
+  auto r = parse_perftest_output("Waiting for connection...\n[thread 0] 1 2 3 4 5 6 7 8\n");
+  ASSERT_FALSE(r);
+  EXPECT_NE(tessera::error_text(r.error()).find("no 'Final:' row"), std::string::npos);
+}
+
+TEST(UcxPerftestRunnerTest, RejectsATruncatedFinalRow) {
+  auto r = parse_perftest_output("Final:   2000   3.5   760.3\n");
+  ASSERT_FALSE(r);
+  EXPECT_NE(tessera::error_text(r.error()).find("eight numbers"), std::string::npos);
+}
+
+TEST(UcxPerftestRunnerTest, PrintsTheClientCommand) {
+  tessera::bench::perftest_spec s;
+  s.test = "ucp_put_bw";
+  s.size_bytes = 1048576;
+  s.iterations = 2048;
+  s.warmup = 10;
+  s.tls = "sm,self,tcp";
+  EXPECT_EQ(tessera::bench::perftest_client_command(s, 13337),
+            "UCX_TLS=sm,self,tcp ucx_perftest 127.0.0.1 -p 13337 -t ucp_put_bw -s 1048576 -n 2048 -w 10");
+}
+
+} // namespace
