@@ -7,6 +7,8 @@
 #include <fstream>
 #include <optional>
 #include <set>
+#include <thread>
+#include <utility>
 
 #include <caf/sec.hpp>
 
@@ -25,6 +27,46 @@ double load_average() {
 
 void progress(const std::string& what, const std::string& line) {
   std::fprintf(stderr, "bench transport: %s: %s\n", what.c_str(), line.c_str());
+}
+
+// CPU idle share (percent, all cores) over `window`, from /proc/stat.
+double idle_pct(std::chrono::milliseconds window) {
+  auto sample = [] {
+    std::ifstream f{"/proc/stat"};
+    std::string cpu;
+    uint64_t v[8] = {};
+    f >> cpu;
+    uint64_t total = 0;
+    for (auto& x : v) {
+      f >> x;
+      total += x;
+    }
+    return std::pair{total, v[3] + v[4]}; // idle + iowait
+  };
+  const auto [t1, i1] = sample();
+  std::this_thread::sleep_for(window); // a measuring window, not a wait for an event
+  const auto [t2, i2] = sample();
+  return t2 > t1 ? 100.0 * static_cast<double>(i2 - i1) / static_cast<double>(t2 - t1) : 0;
+}
+
+// Waits (at most 10 minutes) until the CPUs were `pct`% idle over 2 s;
+// returns the last idle share seen.
+double wait_for_idle(int pct) {
+  using namespace std::chrono_literals;
+  const auto deadline = std::chrono::steady_clock::now() + 10min;
+  auto last_note = std::chrono::steady_clock::now();
+  double idle = idle_pct(2s);
+  while (idle < pct && std::chrono::steady_clock::now() < deadline) {
+    if (std::chrono::steady_clock::now() - last_note > 30s) {
+      progress("waiting", "CPUs " + std::to_string(static_cast<int>(idle)) + "% idle, want "
+                            + std::to_string(pct) + "%");
+      last_note = std::chrono::steady_clock::now();
+    }
+    idle = idle_pct(2s);
+  }
+  if (idle < pct)
+    progress("waiting", "gave up after 10 minutes; measuring on a busy machine");
+  return idle;
 }
 
 // Spawns the peer for `sel`, probes it, and waits for it to exit.
@@ -119,6 +161,15 @@ bool write_file(const std::string& path, const std::string& text) {
 
 transport_probe_options transport_probe_defaults(bool quick) {
   transport_probe_options o;
+  // A full run repeats these per round (3 rounds by default).
+  o.rtt_warmup = 1000;
+  o.rtt_iterations = 10000;
+  o.msgs_warmup = 10000;
+  o.msgs = 100000;
+  o.target_bytes = uint64_t{1} << 30;
+  o.min_batches = 32;
+  o.max_batches = 10000;
+  o.warmup_batches = 8;
   if (quick) {
     o.rtt_warmup = 100;
     o.rtt_iterations = 1000;
@@ -157,21 +208,33 @@ int run_transport_bench(const transport_bench_options& opts) {
                opts.quick ? "quick" : "full", r.load_before,
                perftest.empty() ? r.perftest_note.c_str() : perftest.c_str());
   const uint64_t frame_bytes = control_frame(0).size();
-  std::set<std::string> perftest_done;
-  for (const auto& sel : r.selections) {
-    auto res = probe_selection(self.string(), sel, r.probe);
-    if (res) {
-      r.tessera[sel.key] = *res;
-    } else {
-      r.errors[sel.key] = error_text(res.error());
-      progress(sel.label, "failed: " + r.errors[sel.key]);
+  const int rounds = opts.rounds > 0 ? opts.rounds : (opts.quick ? 1 : 3);
+  for (int i = 0; i < rounds; ++i) {
+    transport_round round;
+    round.idle_before_pct = opts.wait_idle_pct > 0 ? wait_for_idle(opts.wait_idle_pct)
+                                                   : idle_pct(std::chrono::milliseconds{500});
+    round.load_before = load_average();
+    progress("round " + std::to_string(i + 1) + " of " + std::to_string(rounds),
+             std::to_string(static_cast<int>(round.idle_before_pct)) + "% idle, load average "
+               + std::to_string(round.load_before));
+    std::set<std::string> perftest_done;
+    for (const auto& sel : r.selections) {
+      auto res = probe_selection(self.string(), sel, r.probe);
+      if (res) {
+        round.tessera[sel.key] = *res;
+      } else {
+        round.errors[sel.key] = error_text(res.error());
+        progress(sel.label, "failed: " + round.errors[sel.key]);
+      }
+      // ucx_perftest right after our first run on the same UCX_TLS, so
+      // both see the machine in the same state.
+      if (!perftest.empty() && perftest_done.insert(sel.perftest_key).second)
+        round.perftest[sel.perftest_key] = run_perftests(perftest, sel.perftest_key, sel.tls,
+                                                         r.probe, frame_bytes);
     }
-    // ucx_perftest right after our first run on the same UCX_TLS, so both
-    // see the machine in the same state.
-    if (!perftest.empty() && perftest_done.insert(sel.perftest_key).second)
-      r.perftest[sel.perftest_key] = run_perftests(perftest, sel.perftest_key, sel.tls, r.probe,
-                                                   frame_bytes);
+    r.rounds.push_back(std::move(round));
   }
+  summarize_rounds(r);
   r.load_after = load_average();
   std::printf("%s", transport_table(r).c_str());
   std::printf("load average (1 min): %.2f before, %.2f after\n", r.load_before, r.load_after);

@@ -7,14 +7,9 @@
 /// (/proc/self/exe with `--peer`, transport_peer.hpp).
 
 #include <cstdint>
-#include <map>
-#include <optional>
 #include <string>
-#include <vector>
 
-#include "bench/transport_peer.hpp"
-#include "bench/transport_probe.hpp"
-#include "bench/ucx_perftest_runner.hpp"
+#include "bench/transport_results.hpp"
 
 namespace tessera::bench {
 
@@ -33,41 +28,15 @@ struct transport_bench_options {
   uint64_t block_bytes = uint64_t{64} << 10;
   /// Batches in flight. Default: 1.
   int window = 1;
+  /// Passes over every selection (each with its ucx_perftest runs); the
+  /// figures reported are per-figure medians. 0: 3, or 1 with quick.
+  int rounds = 0;
+  /// Before each round, wait (at most 10 minutes) until the CPUs were at
+  /// least this idle (percent) over 2 s; 0 does not wait. Default: 0.
+  int wait_idle_pct = 0;
 };
 
-/// ucx_perftest's figures for one UCX_TLS.
-struct perftest_figures {
-  std::string tls;
-  /// tag_lat at the control frame's size (one-way latency).
-  std::optional<perftest_result> tag_lat;
-  /// tag_bw at the control frame's size (message rate).
-  std::optional<perftest_result> tag_rate;
-  /// Batch bytes -> tag_bw / ucp_put_bw at that message size.
-  std::map<uint64_t, perftest_result> tag_bw;
-  std::map<uint64_t, perftest_result> put_bw;
-  /// The client command lines run, and any failures.
-  std::vector<std::string> commands;
-  std::vector<std::string> errors;
-};
-
-/// Everything one run measured.
-struct transport_bench_results {
-  bool quick = false;
-  int window = 1;
-  transport_probe_options probe;
-  std::vector<transport_selection> selections;
-  /// Selection key -> figures; a selection that failed is in `errors`.
-  std::map<std::string, transport_probe_result> tessera;
-  std::map<std::string, std::string> errors;
-  /// Perftest key ("tcp", "shm") -> figures; empty when not run.
-  std::map<std::string, perftest_figures> perftest;
-  /// Why ucx_perftest was not run ("" when it was).
-  std::string perftest_note;
-  /// 1-minute load average before and after the run.
-  double load_before = 0, load_after = 0;
-};
-
-/// The probe settings of a full run or of a --quick one.
+/// The probe settings of a full run (per round) or of a --quick one.
 [[nodiscard]] transport_probe_options transport_probe_defaults(bool quick);
 
 /// Runs the benchmark, prints progress to stderr and a table to stdout,

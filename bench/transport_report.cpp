@@ -1,5 +1,6 @@
 #include "bench/transport_report.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -50,9 +51,16 @@ double perftest_gb_s(const std::map<uint64_t, perftest_result>& m, uint64_t k) {
   return it == m.end() ? missing : it->second.bandwidth_gb_s();
 }
 
+using tessera_map = std::map<std::string, transport_probe_result>;
+using perftest_map = std::map<std::string, perftest_figures>;
+
+const perftest_figures* perftest_of(const perftest_map& m, const transport_selection& s) {
+  auto it = m.find(s.perftest_key);
+  return it == m.end() ? nullptr : &it->second;
+}
+
 const perftest_figures* perftest_of(const transport_bench_results& r, const transport_selection& s) {
-  auto it = r.perftest.find(s.perftest_key);
-  return it == r.perftest.end() ? nullptr : &it->second;
+  return perftest_of(r.perftest, s);
 }
 
 // ucx_perftest's round trip: tag_lat prints half of it.
@@ -94,7 +102,7 @@ std::string transport_table(const transport_bench_results& r) {
   uint64_t frame_bytes = 0;
   for (const auto& [k, v] : r.tessera)
     frame_bytes = v.control_frame_bytes;
-  std::string s;
+  std::string s = "Medians of " + std::to_string(r.rounds.size()) + " round(s).\n";
   s += "Control messages (wire heartbeat frames of " + std::to_string(frame_bytes)
        + " bytes); perftest = ucx_perftest tag_lat x 2 (a round trip) and tag_bw msg rate\n";
   s += pad("transport", 16, true) + pad("rtt p50 us", 11) + pad("rtt p99 us", 11)
@@ -113,10 +121,10 @@ std::string transport_table(const transport_bench_results& r) {
   }
   s += "\nKV block batches, GB/s (1e9 B/s): tessera = batches of "
        + size_label(r.probe.block_bytes) + " blocks, timed transfer() -> peer's ack, "
-       + std::to_string(r.window) + " in flight\n";
-  s += pad("transport", 16, true) + pad("batch", 8) + pad("tessera", 9) + pad("1-block", 9)
-       + pad("batch us", 10) + pad("put_bw", 8) + pad("tag_bw", 8) + pad("/put_bw", 9)
-       + pad("/tag_bw", 9) + "\n";
+       + std::to_string(r.window) + " in flight; range = tessera's lowest-highest round\n";
+  s += pad("transport", 16, true) + pad("batch", 8) + pad("tessera", 9) + pad("range", 13)
+       + pad("1-block", 9) + pad("batch us", 10) + pad("put_bw", 8) + pad("tag_bw", 8)
+       + pad("/put_bw", 9) + pad("/tag_bw", 9) + "\n";
   for (const auto& sel : r.selections) {
     auto it = r.tessera.find(sel.key);
     const auto* p = perftest_of(r, sel);
@@ -126,8 +134,15 @@ std::string transport_table(const transport_bench_results& r) {
       const double us = it == r.tessera.end() ? missing : lookup(it->second.batch_us_p50, b);
       const double put = p ? perftest_gb_s(p->put_bw, b) : missing;
       const double tag = p ? perftest_gb_s(p->tag_bw, b) : missing;
+      double lo = missing, hi = missing;
+      for (const auto& round : r.rounds)
+        if (auto rt = round.tessera.find(sel.key); rt != round.tessera.end())
+          if (const double v = lookup(rt->second.block_gb_s, b); std::isfinite(v)) {
+            lo = std::isfinite(lo) ? std::min(lo, v) : v;
+            hi = std::isfinite(hi) ? std::max(hi, v) : v;
+          }
       s += pad(sel.label, 16, true) + pad(size_label(b), 8) + pad(cell(ours, 2), 9)
-           + pad(cell(one, 2), 9) + pad(cell(us, 0), 10) + pad(cell(put, 2), 8)
+           + pad(cell(lo, 2) + "-" + cell(hi, 2), 13) + pad(cell(one, 2), 9) + pad(cell(us, 0), 10) + pad(cell(put, 2), 8)
            + pad(cell(tag, 2), 8) + pad(cell(ours / put, 2), 9) + pad(cell(ours / tag, 2), 9)
            + "\n";
     }
@@ -142,45 +157,41 @@ std::string transport_table(const transport_bench_results& r) {
   return s;
 }
 
-std::string transport_json(const transport_bench_results& r) {
-  const auto& sizes = r.probe.batch_bytes;
+namespace {
+
+// The figures of one set of results (the medians, or one round): every
+// key of the documented shape but the run's settings.
+json figures_json(const std::vector<transport_selection>& selections,
+                  const std::vector<uint64_t>& sizes, const tessera_map& tessera,
+                  const perftest_map& perftest) {
   json j;
-  j["benchmark"] = "transport";
-  j["quick"] = r.quick;
-  for (const char* k : {"rtt_us_p50", "rtt_us_p99", "msgs_per_s", "rtt_vs_perftest"})
+  for (const char* k : {"rtt_us_p50", "rtt_us_p99", "msgs_per_s", "rtt_vs_perftest", "block_gb_s",
+                        "block_gb_s_one_block", "batch_us_p50", "block_vs_put_bw", "block_vs_tag_bw"})
     j[k] = json::object();
-  for (const char* k : {"block_gb_s", "block_gb_s_one_block", "batch_us_p50", "block_vs_put_bw",
-                        "block_vs_tag_bw"})
-    j[k] = json::object();
-  j["transports"] = json::object();
-  for (const auto& sel : r.selections) {
-    j["transports"][sel.key] = {{"label", sel.label},
-                                {"ucx_tls", sel.tls},
-                                {"peer_error_handling", sel.peer_error_handling},
-                                {"perftest", sel.perftest_key}};
-    auto it = r.tessera.find(sel.key);
+  for (const auto& sel : selections) {
+    auto it = tessera.find(sel.key);
     const transport_probe_result empty;
-    const auto& t = it == r.tessera.end() ? empty : it->second;
-    const bool have = it != r.tessera.end();
+    const auto& t = it == tessera.end() ? empty : it->second;
+    const bool have = it != tessera.end();
     j["rtt_us_p50"][sel.key] = number_or_null(have ? t.rtt_us_p50 : missing);
     j["rtt_us_p99"][sel.key] = number_or_null(have ? t.rtt_us_p99 : missing);
     j["msgs_per_s"][sel.key] = number_or_null(have ? t.msgs_per_s : missing);
     j["block_gb_s"][sel.key] = by_size(t.block_gb_s, sizes);
     j["block_gb_s_one_block"][sel.key] = by_size(t.one_block_gb_s, sizes);
     j["batch_us_p50"][sel.key] = by_size(t.batch_us_p50, sizes);
-    const auto* p = perftest_of(r, sel);
-    j["rtt_vs_perftest"][sel.key] = number_or_null(have ? t.rtt_us_p50 / perftest_rtt_us(p) : missing);
-    j["block_vs_put_bw"][sel.key] = by_size(p ? ratio_map(t.block_gb_s, gb_s_map(p->put_bw)) : std::map<uint64_t, double>{}, sizes);
-    j["block_vs_tag_bw"][sel.key] = by_size(p ? ratio_map(t.block_gb_s, gb_s_map(p->tag_bw)) : std::map<uint64_t, double>{}, sizes);
+    const auto* p = perftest_of(perftest, sel);
+    const std::map<uint64_t, double> none;
+    j["rtt_vs_perftest"][sel.key] =
+      number_or_null(have ? t.rtt_us_p50 / perftest_rtt_us(p) : missing);
+    j["block_vs_put_bw"][sel.key] = by_size(p ? ratio_map(t.block_gb_s, gb_s_map(p->put_bw)) : none, sizes);
+    j["block_vs_tag_bw"][sel.key] = by_size(p ? ratio_map(t.block_gb_s, gb_s_map(p->tag_bw)) : none, sizes);
   }
   json pt;
-  pt["available"] = r.perftest_note.empty();
-  pt["note"] = r.perftest_note;
   for (const char* k : {"rtt_us_p50", "tag_lat_us", "msgs_per_s", "tag_bw_gb_s", "ucp_put_bw_gb_s", "ucx_tls"})
     pt[k] = json::object();
   pt["commands"] = json::array();
   pt["errors"] = json::array();
-  for (const auto& [key, p] : r.perftest) {
+  for (const auto& [key, p] : perftest) {
     pt["ucx_tls"][key] = p.tls;
     pt["rtt_us_p50"][key] = number_or_null(perftest_rtt_us(&p));
     pt["tag_lat_us"][key] = number_or_null(p.tag_lat ? p.tag_lat->latency_us_p50 : missing);
@@ -193,6 +204,39 @@ std::string transport_json(const transport_bench_results& r) {
       pt["errors"].push_back(key + ": " + e);
   }
   j["ucx_perftest"] = pt;
+  return j;
+}
+
+} // namespace
+
+std::string transport_json(const transport_bench_results& r) {
+  const auto& sizes = r.probe.batch_bytes;
+  json j;
+  j["benchmark"] = "transport";
+  j["quick"] = r.quick;
+  j["rounds"] = r.rounds.size();
+  j["statistic"] = "median over rounds of each figure";
+  j.update(figures_json(r.selections, sizes, r.tessera, r.perftest));
+  j["ucx_perftest"]["available"] = r.perftest_note.empty();
+  j["ucx_perftest"]["note"] = r.perftest_note;
+  j["transports"] = json::object();
+  for (const auto& sel : r.selections)
+    j["transports"][sel.key] = {{"label", sel.label},
+                                {"ucx_tls", sel.tls},
+                                {"peer_error_handling", sel.peer_error_handling},
+                                {"perftest", sel.perftest_key}};
+  j["per_round"] = json::array();
+  for (const auto& round : r.rounds) {
+    auto f = figures_json(r.selections, sizes, round.tessera, round.perftest);
+    f["ucx_perftest"].erase("commands");
+    f["idle_before_pct"] = round.idle_before_pct;
+    f["load_avg_1min_before"] = round.load_before;
+    json errors = json::object();
+    for (const auto& [k, e] : round.errors)
+      errors[k] = e;
+    f["errors"] = errors;
+    j["per_round"].push_back(f);
+  }
   json errors = json::object();
   for (const auto& [k, e] : r.errors)
     errors[k] = e;

@@ -16,14 +16,18 @@
 ///   block_vs_put_bw, block_vs_tag_bw:     {selection: {"<bytes>": ratio}}
 ///   rtt_vs_perftest:                      {selection: ratio of round trips}
 ///   transports: {selection: {label, ucx_tls, peer_error_handling, perftest}}
-///   config: iteration counts and sizes; machine: cores, load average.
+///   rounds, per_round: [{the figures above for one round, idle_before_pct,
+///                        load_avg_1min_before, errors}]
+///   config: iteration counts and sizes (per round); machine: cores, load.
+///
+/// The top-level figures are per-figure medians over the rounds.
 ///
 /// Selections: "tcp", "shm", "shm_err_peer"; perftest keys: "tcp", "shm".
 
 #include <string>
 
 #include "bench/svg_chart.hpp"
-#include "bench/transport_bench.hpp"
+#include "bench/transport_results.hpp"
 
 namespace tessera::bench {
 

@@ -36,6 +36,12 @@ command add_bench_command(CLI::App& app) {
     ->capture_default_str()->check(CLI::Range(uint64_t{1}, uint64_t{16} << 20));
   tr->add_option("--window", t->window, "KV batches in flight")->capture_default_str()
     ->check(CLI::Range(1, 64));
+  tr->add_option("--rounds", t->rounds, "Passes over every transport; medians reported "
+                                        "(0: 3, or 1 with --quick)")
+    ->capture_default_str()->check(CLI::Range(0, 100));
+  tr->add_option("--wait-idle", t->wait_idle_pct, "Before each round, wait until the CPUs were "
+                                                  "this % idle (0: don't wait)")
+    ->capture_default_str()->check(CLI::Range(0, 100));
   // The peer process the benchmark starts (this binary again); not for users.
   auto p = std::make_shared<bench::transport_peer_options>();
   auto peer = std::make_shared<bool>(false);
