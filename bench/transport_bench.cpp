@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <set>
@@ -193,11 +192,18 @@ int run_transport_bench(const transport_bench_options& opts) {
   r.probe.window = opts.window;
   r.selections = default_transport_selections();
   r.load_before = load_average();
-  std::error_code ec;
-  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) {
-    std::fprintf(stderr, "bench transport: cannot find this program: %s\n", ec.message().c_str());
-    return 1;
+  // The peer is this binary: exec'ing /proc/self/exe (resolved in the
+  // child, still our image) works even if the file was rebuilt meanwhile.
+  const std::string self = "/proc/self/exe";
+  if (!opts.transports.empty()) {
+    std::erase_if(r.selections, [&](const transport_selection& s) {
+      return std::find(opts.transports.begin(), opts.transports.end(), s.key) == opts.transports.end();
+    });
+    if (r.selections.empty()) {
+      std::fprintf(stderr, "bench transport: no transport selection matches --transports "
+                           "(known: tcp, shm, shm_err_peer)\n");
+      return 2;
+    }
   }
   std::string perftest;
   if (!opts.perftest)
@@ -219,7 +225,7 @@ int run_transport_bench(const transport_bench_options& opts) {
                + std::to_string(round.load_before));
     std::set<std::string> perftest_done;
     for (const auto& sel : r.selections) {
-      auto res = probe_selection(self.string(), sel, r.probe);
+      auto res = probe_selection(self, sel, r.probe);
       if (res) {
         round.tessera[sel.key] = *res;
       } else {

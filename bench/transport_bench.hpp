@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "bench/transport_results.hpp"
 
@@ -34,6 +35,8 @@ struct transport_bench_options {
   /// Before each round, wait (at most 10 minutes) until the CPUs were at
   /// least this idle (percent) over 2 s; 0 does not wait. Default: 0.
   int wait_idle_pct = 0;
+  /// Selection keys to measure ("tcp", "shm", "shm_err_peer"); empty: all.
+  std::vector<std::string> transports;
 };
 
 /// The probe settings of a full run (per round) or of a --quick one.

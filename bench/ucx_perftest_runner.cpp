@@ -102,11 +102,15 @@ caf::expected<perftest_result> parse_perftest_output(std::string_view out) {
     return perftest_error("no 'Final:' row in its output");
   auto end = out.find('\n', at);
   std::string row{out.substr(at + 6, end == std::string_view::npos ? end : end - at - 6)};
+  // strtod, not operator>>: a column can read "inf" (a rate over no time).
   std::istringstream in{row};
   double v[8];
-  for (double& x : v)
-    if (!(in >> x))
+  for (double& x : v) {
+    std::string word;
+    char* end = nullptr;
+    if (!(in >> word) || (x = std::strtod(word.c_str(), &end), *end != '\0'))
       return perftest_error("'Final:' row does not hold eight numbers: '" + row + "'");
+  }
   perftest_result r;
   r.iterations = static_cast<uint64_t>(v[0]);
   r.latency_us_p50 = v[1];

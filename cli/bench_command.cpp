@@ -42,6 +42,8 @@ command add_bench_command(CLI::App& app) {
   tr->add_option("--wait-idle", t->wait_idle_pct, "Before each round, wait until the CPUs were "
                                                   "this % idle (0: don't wait)")
     ->capture_default_str()->check(CLI::Range(0, 100));
+  tr->add_option("--transports", t->transports, "Only these selections: tcp, shm, shm_err_peer")
+    ->delimiter(',');
   // The peer process the benchmark starts (this binary again); not for users.
   auto p = std::make_shared<bench::transport_peer_options>();
   auto peer = std::make_shared<bool>(false);

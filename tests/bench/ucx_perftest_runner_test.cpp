@@ -31,6 +31,15 @@ TEST(UcxPerftestRunnerTest, ReadsTheFinalRow) {
   EXPECT_DOUBLE_EQ(r->msgs_per_s, 1310);
 }
 
+TEST(UcxPerftestRunnerTest, ReadsInfiniteColumns) {
+  // Seen under CPU contention: the last interval's average over no time.
+  auto r = parse_perftest_output(
+    "Final:                  1024      0.171       inf  5590.976        0.00     178.86           0         179\n");
+  ASSERT_TRUE(r) << tessera::error_text(r.error());
+  EXPECT_DOUBLE_EQ(r->latency_us_avg, 5590.976);
+  EXPECT_DOUBLE_EQ(r->bandwidth_mib_s, 178.86);
+}
+
 TEST(UcxPerftestRunnerTest, ConvertsMebibytesToGigabytes) {
   tessera::bench::perftest_result r;
   r.bandwidth_mib_s = 1000;
