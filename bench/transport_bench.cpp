@@ -45,7 +45,10 @@ double idle_pct(std::chrono::milliseconds window) {
   const auto [t1, i1] = sample();
   std::this_thread::sleep_for(window); // a measuring window, not a wait for an event
   const auto [t2, i2] = sample();
-  return t2 > t1 ? 100.0 * static_cast<double>(i2 - i1) / static_cast<double>(t2 - t1) : 0;
+  // Signed: on NOHZ kernels the idle counters can step backwards a little.
+  const double total = static_cast<double>(t2) - static_cast<double>(t1);
+  const double idle = static_cast<double>(i2) - static_cast<double>(i1);
+  return total > 0 ? std::clamp(100.0 * idle / total, 0.0, 100.0) : 0;
 }
 
 // Waits (at most 10 minutes) until the CPUs were `pct`% idle over 2 s;

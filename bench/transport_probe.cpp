@@ -208,6 +208,8 @@ caf::expected<double> measure_stream(probe_context& c, int n) {
 struct batch_figures {
   double gb_s = 0;
   double batch_us_p50 = 0;
+  double batch_us_p99 = 0;
+  double batch_us_max = 0;
 };
 
 // `count` measured batches of `batch` (after warm-up), `window` in flight.
@@ -272,6 +274,8 @@ caf::expected<batch_figures> measure_batches(probe_context& c, tt::transfer_batc
   const double seconds = us_between(st->warmup > 0 ? st->start : st->issued_at[0], st->end) / 1e6;
   f.gb_s = static_cast<double>(bytes) * count / seconds / 1e9;
   f.batch_us_p50 = percentile(st->us, 50);
+  f.batch_us_p99 = percentile(st->us, 99);
+  f.batch_us_max = percentile(st->us, 100);
   return f;
 }
 
@@ -330,7 +334,9 @@ run_transport_probe(const transport_selection& sel, const peer_announcement& pee
     return err;
   r.rtt_us_p50 = percentile(rtt, 50);
   r.rtt_us_p99 = percentile(rtt, 99);
-  progress(fmt("round trip p50 %.1f us, p99 %.1f us", r.rtt_us_p50, r.rtt_us_p99));
+  r.rtt_us_max = percentile(rtt, 100);
+  progress(fmt("round trip p50 %.1f us, p99 %.1f us, max %.0f us", r.rtt_us_p50, r.rtt_us_p99,
+               r.rtt_us_max));
 
   if (auto warm = measure_stream(c, o.msgs_warmup); !warm)
     return warm.error();
@@ -351,9 +357,13 @@ run_transport_probe(const transport_selection& sel, const peer_announcement& pee
       return f.error();
     r.block_gb_s[bytes] = f->gb_s;
     r.batch_us_p50[bytes] = f->batch_us_p50;
+    r.batch_us_p99[bytes] = f->batch_us_p99;
+    r.batch_us_max[bytes] = f->batch_us_max;
     progress(fmt(n_blocks == 1 ? "%.0f KiB batches (%.0f block): %.2f GB/s"
                                : "%.0f KiB batches (%.0f blocks): %.2f GB/s",
-                 static_cast<double>(bytes >> 10), n_blocks, f->gb_s));
+                 static_cast<double>(bytes >> 10), n_blocks, f->gb_s)
+             + fmt(", batch p50 %.0f us, p99 %.0f us, max %.0f us", f->batch_us_p50,
+                   f->batch_us_p99, f->batch_us_max));
     if (o.one_block_batches && bytes <= o.block_bytes)
       r.one_block_gb_s[bytes] = f->gb_s; // the batch above was one block already
     if (o.one_block_batches && bytes > o.block_bytes) {

@@ -69,11 +69,16 @@ struct transport_probe_options {
 struct transport_probe_result {
   double rtt_us_p50 = 0;
   double rtt_us_p99 = 0;
+  /// Slowest measured round trip.
+  double rtt_us_max = 0;
   double msgs_per_s = 0;
   /// Batch bytes -> GB/s (10^9 B/s), batches of block_bytes blocks.
   std::map<uint64_t, double> block_gb_s;
-  /// Batch bytes -> median microseconds from transfer() to the ack.
+  /// Batch bytes -> median, 99th percentile and slowest microseconds from
+  /// transfer() to the ack (batches of block_bytes blocks).
   std::map<uint64_t, double> batch_us_p50;
+  std::map<uint64_t, double> batch_us_p99;
+  std::map<uint64_t, double> batch_us_max;
   /// Batch bytes -> GB/s with one block per batch (if measured).
   std::map<uint64_t, double> one_block_gb_s;
   /// Bytes of one encoded control frame.

@@ -123,7 +123,7 @@ std::string transport_table(const transport_bench_results& r) {
        + size_label(r.probe.block_bytes) + " blocks, timed transfer() -> peer's ack, "
        + std::to_string(r.window) + " in flight; range = tessera's lowest-highest round\n";
   s += pad("transport", 16, true) + pad("batch", 8) + pad("tessera", 9) + pad("range", 13)
-       + pad("1-block", 9) + pad("batch us", 10) + pad("put_bw", 8) + pad("tag_bw", 8)
+       + pad("1-block", 9) + pad("batch p50/max us", 17) + pad("put_bw", 8) + pad("tag_bw", 8)
        + pad("/put_bw", 9) + pad("/tag_bw", 9) + "\n";
   for (const auto& sel : r.selections) {
     auto it = r.tessera.find(sel.key);
@@ -132,6 +132,7 @@ std::string transport_table(const transport_bench_results& r) {
       const double ours = it == r.tessera.end() ? missing : lookup(it->second.block_gb_s, b);
       const double one = it == r.tessera.end() ? missing : lookup(it->second.one_block_gb_s, b);
       const double us = it == r.tessera.end() ? missing : lookup(it->second.batch_us_p50, b);
+      const double us_max = it == r.tessera.end() ? missing : lookup(it->second.batch_us_max, b);
       const double put = p ? perftest_gb_s(p->put_bw, b) : missing;
       const double tag = p ? perftest_gb_s(p->tag_bw, b) : missing;
       double lo = missing, hi = missing;
@@ -142,7 +143,7 @@ std::string transport_table(const transport_bench_results& r) {
             hi = std::isfinite(hi) ? std::max(hi, v) : v;
           }
       s += pad(sel.label, 16, true) + pad(size_label(b), 8) + pad(cell(ours, 2), 9)
-           + pad(cell(lo, 2) + "-" + cell(hi, 2), 13) + pad(cell(one, 2), 9) + pad(cell(us, 0), 10) + pad(cell(put, 2), 8)
+           + pad(cell(lo, 2) + "-" + cell(hi, 2), 13) + pad(cell(one, 2), 9) + pad(cell(us, 0) + "/" + cell(us_max, 0), 17) + pad(cell(put, 2), 8)
            + pad(cell(tag, 2), 8) + pad(cell(ours / put, 2), 9) + pad(cell(ours / tag, 2), 9)
            + "\n";
     }
@@ -165,8 +166,9 @@ json figures_json(const std::vector<transport_selection>& selections,
                   const std::vector<uint64_t>& sizes, const tessera_map& tessera,
                   const perftest_map& perftest) {
   json j;
-  for (const char* k : {"rtt_us_p50", "rtt_us_p99", "msgs_per_s", "rtt_vs_perftest", "block_gb_s",
-                        "block_gb_s_one_block", "batch_us_p50", "block_vs_put_bw", "block_vs_tag_bw"})
+  for (const char* k : {"rtt_us_p50", "rtt_us_p99", "rtt_us_max", "msgs_per_s", "rtt_vs_perftest",
+                        "block_gb_s", "block_gb_s_one_block", "batch_us_p50", "batch_us_p99",
+                        "batch_us_max", "block_vs_put_bw", "block_vs_tag_bw"})
     j[k] = json::object();
   for (const auto& sel : selections) {
     auto it = tessera.find(sel.key);
@@ -175,10 +177,13 @@ json figures_json(const std::vector<transport_selection>& selections,
     const bool have = it != tessera.end();
     j["rtt_us_p50"][sel.key] = number_or_null(have ? t.rtt_us_p50 : missing);
     j["rtt_us_p99"][sel.key] = number_or_null(have ? t.rtt_us_p99 : missing);
+    j["rtt_us_max"][sel.key] = number_or_null(have ? t.rtt_us_max : missing);
     j["msgs_per_s"][sel.key] = number_or_null(have ? t.msgs_per_s : missing);
     j["block_gb_s"][sel.key] = by_size(t.block_gb_s, sizes);
     j["block_gb_s_one_block"][sel.key] = by_size(t.one_block_gb_s, sizes);
     j["batch_us_p50"][sel.key] = by_size(t.batch_us_p50, sizes);
+    j["batch_us_p99"][sel.key] = by_size(t.batch_us_p99, sizes);
+    j["batch_us_max"][sel.key] = by_size(t.batch_us_max, sizes);
     const auto* p = perftest_of(perftest, sel);
     const std::map<uint64_t, double> none;
     j["rtt_vs_perftest"][sel.key] =

@@ -5,9 +5,11 @@
 ///
 /// JSON shape (numbers are null where a measurement is missing):
 ///
-///   rtt_us_p50, rtt_us_p99, msgs_per_s:   {selection: number}
+///   rtt_us_p50, rtt_us_p99, rtt_us_max,
+///   msgs_per_s:                           {selection: number}
 ///   block_gb_s, block_gb_s_one_block,
-///   batch_us_p50:                         {selection: {"<batch bytes>": number}}
+///   batch_us_p50, batch_us_p99,
+///   batch_us_max:                         {selection: {"<batch bytes>": number}}
 ///   ucx_perftest: {
 ///     rtt_us_p50 (2 x tag_lat, a round trip), tag_lat_us (one-way),
 ///     msgs_per_s (tag_bw at the control frame size): {perftest key: number}

@@ -135,9 +135,12 @@ void summarize_rounds(transport_bench_results& r) {
     m.control_frame_bytes = have.front().control_frame_bytes;
     m.rtt_us_p50 = scalar(&transport_probe_result::rtt_us_p50);
     m.rtt_us_p99 = scalar(&transport_probe_result::rtt_us_p99);
+    m.rtt_us_max = scalar(&transport_probe_result::rtt_us_max);
     m.msgs_per_s = scalar(&transport_probe_result::msgs_per_s);
     m.block_gb_s = sized(&transport_probe_result::block_gb_s);
     m.batch_us_p50 = sized(&transport_probe_result::batch_us_p50);
+    m.batch_us_p99 = sized(&transport_probe_result::batch_us_p99);
+    m.batch_us_max = sized(&transport_probe_result::batch_us_max);
     m.one_block_gb_s = sized(&transport_probe_result::one_block_gb_s);
     r.tessera[sel.key] = std::move(m);
   }
