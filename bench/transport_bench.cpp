@@ -92,6 +92,7 @@ caf::expected<transport_probe_result> probe_selection(const std::string& self,
   auto info = parse_peer_announcement(*line);
   if (!info)
     return info.error();
+  info->pid = peer->pid();
   progress(sel.label, "peer pid " + std::to_string(peer->pid()) + " at " + info->address);
   auto r = run_transport_probe(sel, *info, o, [&](const std::string& l) { progress(sel.label, l); });
   // The probe's transport is gone (it said BYE); the peer exits on its own.
@@ -181,6 +182,7 @@ transport_probe_options transport_probe_defaults(bool quick) {
     o.min_batches = 4;
     o.max_batches = 200;
     o.warmup_batches = 2;
+    o.idle_window = std::chrono::milliseconds{300};
     o.phase_timeout = std::chrono::milliseconds{20000};
   }
   return o;

@@ -88,6 +88,9 @@ struct peer_announcement {
   std::string address;
   uint32_t region = 0;
   uint64_t region_bytes = 0;
+  /// The peer's process id: not in the line, set by whoever started it
+  /// (0: unknown).
+  int pid = 0;
 };
 
 /// Parses `LISTENING <host:port> REGION <id> <bytes>`.

@@ -23,6 +23,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -61,6 +62,9 @@ struct transport_probe_options {
   int warmup_batches = 10;
   /// Batches in flight. Default: 1 (each batch waits for the previous ack).
   int window = 1;
+  /// After the measurements, how long both processes sit idle (connection
+  /// open, nothing sent) while their CPU use is measured. Default: 1 s.
+  std::chrono::milliseconds idle_window{1000};
   /// Bound on each measurement phase. Default: 120 s.
   std::chrono::milliseconds phase_timeout{120000};
 };
@@ -83,6 +87,11 @@ struct transport_probe_result {
   std::map<uint64_t, double> one_block_gb_s;
   /// Bytes of one encoded control frame.
   uint64_t control_frame_bytes = 0;
+  /// CPU use (percent of one core) of this process and of the peer while
+  /// idle with the connection open: ~0 when the progress threads sleep,
+  /// ~100 each when they spin. NaN where not measured.
+  double idle_cpu_pct_self = std::numeric_limits<double>::quiet_NaN();
+  double idle_cpu_pct_peer = std::numeric_limits<double>::quiet_NaN();
 };
 
 /// Connects to the peer at `peer.address` with `sel`'s UCX settings and

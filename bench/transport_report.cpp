@@ -107,7 +107,7 @@ std::string transport_table(const transport_bench_results& r) {
        + " bytes); perftest = ucx_perftest tag_lat x 2 (a round trip) and tag_bw msg rate\n";
   s += pad("transport", 16, true) + pad("rtt p50 us", 11) + pad("rtt p99 us", 11)
        + pad("perftest rtt", 13) + pad("ratio", 7) + pad("msgs/s", 10) + pad("perftest msgs/s", 16)
-       + "\n";
+       + pad("idle CPU % us/peer", 19) + "\n";
   for (const auto& sel : r.selections) {
     auto it = r.tessera.find(sel.key);
     const auto* p = perftest_of(r, sel);
@@ -117,7 +117,11 @@ std::string transport_table(const transport_bench_results& r) {
          + pad(cell(it == r.tessera.end() ? missing : it->second.rtt_us_p99, 1), 11)
          + pad(cell(theirs, 1), 13) + pad(cell(ours / theirs, 2), 7)
          + pad(cell(it == r.tessera.end() ? missing : it->second.msgs_per_s, 0), 10)
-         + pad(cell(p && p->tag_rate ? p->tag_rate->msgs_per_s : missing, 0), 16) + "\n";
+         + pad(cell(p && p->tag_rate ? p->tag_rate->msgs_per_s : missing, 0), 16)
+         + pad(cell(it == r.tessera.end() ? missing : it->second.idle_cpu_pct_self, 0) + "/"
+                 + cell(it == r.tessera.end() ? missing : it->second.idle_cpu_pct_peer, 0),
+               19)
+         + "\n";
   }
   s += "\nKV block batches, GB/s (1e9 B/s): tessera = batches of "
        + size_label(r.probe.block_bytes) + " blocks, timed transfer() -> peer's ack, "
@@ -168,7 +172,7 @@ json figures_json(const std::vector<transport_selection>& selections,
   json j;
   for (const char* k : {"rtt_us_p50", "rtt_us_p99", "rtt_us_max", "msgs_per_s", "rtt_vs_perftest",
                         "block_gb_s", "block_gb_s_one_block", "batch_us_p50", "batch_us_p99",
-                        "batch_us_max", "block_vs_put_bw", "block_vs_tag_bw"})
+                        "batch_us_max", "block_vs_put_bw", "block_vs_tag_bw", "idle_cpu_pct"})
     j[k] = json::object();
   for (const auto& sel : selections) {
     auto it = tessera.find(sel.key);
@@ -179,6 +183,8 @@ json figures_json(const std::vector<transport_selection>& selections,
     j["rtt_us_p99"][sel.key] = number_or_null(have ? t.rtt_us_p99 : missing);
     j["rtt_us_max"][sel.key] = number_or_null(have ? t.rtt_us_max : missing);
     j["msgs_per_s"][sel.key] = number_or_null(have ? t.msgs_per_s : missing);
+    j["idle_cpu_pct"][sel.key] = {{"self", number_or_null(have ? t.idle_cpu_pct_self : missing)},
+                                  {"peer", number_or_null(have ? t.idle_cpu_pct_peer : missing)}};
     j["block_gb_s"][sel.key] = by_size(t.block_gb_s, sizes);
     j["block_gb_s_one_block"][sel.key] = by_size(t.one_block_gb_s, sizes);
     j["batch_us_p50"][sel.key] = by_size(t.batch_us_p50, sizes);

@@ -17,6 +17,7 @@
 ///     commands: [..], errors: [..], note: ".." }
 ///   block_vs_put_bw, block_vs_tag_bw:     {selection: {"<bytes>": ratio}}
 ///   rtt_vs_perftest:                      {selection: ratio of round trips}
+///   idle_cpu_pct:                         {selection: {self, peer}}
 ///   transports: {selection: {label, ucx_tls, peer_error_handling, perftest}}
 ///   rounds, per_round: [{the figures above for one round, idle_before_pct,
 ///                        load_avg_1min_before, errors}]

@@ -137,6 +137,8 @@ void summarize_rounds(transport_bench_results& r) {
     m.rtt_us_p99 = scalar(&transport_probe_result::rtt_us_p99);
     m.rtt_us_max = scalar(&transport_probe_result::rtt_us_max);
     m.msgs_per_s = scalar(&transport_probe_result::msgs_per_s);
+    m.idle_cpu_pct_self = scalar(&transport_probe_result::idle_cpu_pct_self);
+    m.idle_cpu_pct_peer = scalar(&transport_probe_result::idle_cpu_pct_peer);
     m.block_gb_s = sized(&transport_probe_result::block_gb_s);
     m.batch_us_p50 = sized(&transport_probe_result::batch_us_p50);
     m.batch_us_p99 = sized(&transport_probe_result::batch_us_p99);

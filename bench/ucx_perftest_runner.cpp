@@ -68,7 +68,7 @@ bool port_listening(int port) {
 }
 
 std::vector<std::string> client_args(const perftest_spec& s, int port) {
-  return {"127.0.0.1", "-p", std::to_string(port), "-t", s.test, "-s", std::to_string(s.size_bytes),
+  return {"127.0.0.1", "-p", port > 0 ? std::to_string(port) : "PORT", "-t", s.test, "-s", std::to_string(s.size_bytes),
           "-n", std::to_string(s.iterations), "-w", std::to_string(s.warmup)};
 }
 

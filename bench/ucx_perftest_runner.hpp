@@ -60,7 +60,8 @@ struct perftest_spec {
 };
 
 /// The command line of the client side of `spec` (for printing and the
-/// README), e.g. "UCX_TLS=tcp ucx_perftest 127.0.0.1 -p 13337 -t tag_bw -s 65536 -n 1000 -w 100".
+/// README), e.g. "UCX_TLS=tcp ucx_perftest 127.0.0.1 -p 13337 -t tag_bw -s 65536 -n 1000 -w 100";
+/// port 0 prints "-p PORT". The server side is "ucx_perftest -p PORT".
 [[nodiscard]] std::string perftest_client_command(const perftest_spec& spec, int port);
 
 /// The path of `ucx_perftest` found in PATH, or "" where it is not installed.

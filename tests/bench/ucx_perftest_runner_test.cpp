@@ -67,6 +67,8 @@ TEST(UcxPerftestRunnerTest, PrintsTheClientCommand) {
   s.tls = "sm,self,tcp";
   EXPECT_EQ(tessera::bench::perftest_client_command(s, 13337),
             "UCX_TLS=sm,self,tcp ucx_perftest 127.0.0.1 -p 13337 -t ucp_put_bw -s 1048576 -n 2048 -w 10");
+  EXPECT_EQ(tessera::bench::perftest_client_command(s, 0),
+            "UCX_TLS=sm,self,tcp ucx_perftest 127.0.0.1 -p PORT -t ucp_put_bw -s 1048576 -n 2048 -w 10");
 }
 
 } // namespace
