@@ -6,11 +6,11 @@
 #include <fstream>
 #include <optional>
 #include <set>
-#include <thread>
 #include <utility>
 
 #include <caf/sec.hpp>
 
+#include "bench/cpu_usage.hpp"
 #include "bench/transport_report.hpp"
 #include "common/child_process.hpp"
 #include "common/error.hpp"
@@ -28,43 +28,20 @@ void progress(const std::string& what, const std::string& line) {
   std::fprintf(stderr, "bench transport: %s: %s\n", what.c_str(), line.c_str());
 }
 
-// CPU idle share (percent, all cores) over `window`, from /proc/stat.
-double idle_pct(std::chrono::milliseconds window) {
-  auto sample = [] {
-    std::ifstream f{"/proc/stat"};
-    std::string cpu;
-    uint64_t v[8] = {};
-    f >> cpu;
-    uint64_t total = 0;
-    for (auto& x : v) {
-      f >> x;
-      total += x;
-    }
-    return std::pair{total, v[3] + v[4]}; // idle + iowait
-  };
-  const auto [t1, i1] = sample();
-  std::this_thread::sleep_for(window); // a measuring window, not a wait for an event
-  const auto [t2, i2] = sample();
-  // Signed: on NOHZ kernels the idle counters can step backwards a little.
-  const double total = static_cast<double>(t2) - static_cast<double>(t1);
-  const double idle = static_cast<double>(i2) - static_cast<double>(i1);
-  return total > 0 ? std::clamp(100.0 * idle / total, 0.0, 100.0) : 0;
-}
-
 // Waits (at most 10 minutes) until the CPUs were `pct`% idle over 2 s;
 // returns the last idle share seen.
 double wait_for_idle(int pct) {
   using namespace std::chrono_literals;
   const auto deadline = std::chrono::steady_clock::now() + 10min;
   auto last_note = std::chrono::steady_clock::now();
-  double idle = idle_pct(2s);
+  double idle = cpu_idle_pct(2s);
   while (idle < pct && std::chrono::steady_clock::now() < deadline) {
     if (std::chrono::steady_clock::now() - last_note > 30s) {
       progress("waiting", "CPUs " + std::to_string(static_cast<int>(idle)) + "% idle, want "
                             + std::to_string(pct) + "%");
       last_note = std::chrono::steady_clock::now();
     }
-    idle = idle_pct(2s);
+    idle = cpu_idle_pct(2s);
   }
   if (idle < pct)
     progress("waiting", "gave up after 10 minutes; measuring on a busy machine");
@@ -174,15 +151,15 @@ transport_probe_options transport_probe_defaults(bool quick) {
   o.max_batches = 10000;
   o.warmup_batches = 8;
   if (quick) {
-    o.rtt_warmup = 100;
-    o.rtt_iterations = 1000;
-    o.msgs_warmup = 1000;
-    o.msgs = 5000;
-    o.target_bytes = uint64_t{64} << 20;
-    o.min_batches = 4;
-    o.max_batches = 200;
-    o.warmup_batches = 2;
-    o.idle_window = std::chrono::milliseconds{300};
+    o.rtt_warmup = 50;
+    o.rtt_iterations = 500;
+    o.msgs_warmup = 500;
+    o.msgs = 2000;
+    o.target_bytes = uint64_t{32} << 20;
+    o.min_batches = 2;
+    o.max_batches = 100;
+    o.warmup_batches = 1;
+    o.idle_window = std::chrono::milliseconds{200};
     o.phase_timeout = std::chrono::milliseconds{20000};
   }
   return o;
@@ -223,7 +200,7 @@ int run_transport_bench(const transport_bench_options& opts) {
   for (int i = 0; i < rounds; ++i) {
     transport_round round;
     round.idle_before_pct = opts.wait_idle_pct > 0 ? wait_for_idle(opts.wait_idle_pct)
-                                                   : idle_pct(std::chrono::milliseconds{500});
+                                                   : cpu_idle_pct(std::chrono::milliseconds{500});
     round.load_before = load_average();
     progress("round " + std::to_string(i + 1) + " of " + std::to_string(rounds),
              std::to_string(static_cast<int>(round.idle_before_pct)) + "% idle, load average "

@@ -6,16 +6,14 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
-#include <fstream>
 #include <optional>
 #include <semaphore>
-#include <sstream>
 #include <thread>
 
-#include <unistd.h>
 
 #include <caf/sec.hpp>
 
+#include "bench/cpu_usage.hpp"
 #include "bench/stats.hpp"
 #include "common/error.hpp"
 #include "transport/ucx/ucx_transport.hpp"
@@ -285,39 +283,16 @@ caf::expected<batch_figures> measure_batches(probe_context& c, tt::transfer_batc
   return f;
 }
 
-// CPU seconds (user + system) `pid` used so far (0: this process); nullopt
-// where /proc cannot tell.
-std::optional<double> cpu_seconds(int pid) {
-  std::ifstream f{pid == 0 ? std::string{"/proc/self/stat"} : "/proc/" + std::to_string(pid) + "/stat"};
-  std::string line;
-  if (!std::getline(f, line))
-    return std::nullopt;
-  // Fields after the command name (which may hold spaces) in parentheses:
-  // state is field 3, utime 14, stime 15 (clock ticks).
-  std::istringstream in{line.substr(line.rfind(')') + 2)};
-  std::string field;
-  double utime = 0, stime = 0;
-  for (int i = 3; i <= 15 && in >> field; ++i) {
-    if (i == 14)
-      utime = std::stod(field);
-    if (i == 15)
-      stime = std::stod(field);
-  }
-  if (!in)
-    return std::nullopt;
-  return (utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
-}
-
 // CPU use of this process and the peer over `window` with nothing sent.
 void measure_idle_cpu(int peer_pid, std::chrono::milliseconds window, transport_probe_result& r) {
-  const auto self0 = cpu_seconds(0);
-  const auto peer0 = peer_pid > 0 ? cpu_seconds(peer_pid) : std::nullopt;
+  const auto self0 = process_cpu_seconds(0);
+  const auto peer0 = peer_pid > 0 ? process_cpu_seconds(peer_pid) : std::nullopt;
   const auto t0 = clock_type::now();
   std::this_thread::sleep_for(window); // the measurement is of doing nothing
   const double seconds = us_between(t0, clock_type::now()) / 1e6;
-  if (auto self1 = cpu_seconds(0); self0 && self1)
+  if (auto self1 = process_cpu_seconds(0); self0 && self1)
     r.idle_cpu_pct_self = 100 * (*self1 - *self0) / seconds;
-  if (auto peer1 = peer_pid > 0 ? cpu_seconds(peer_pid) : std::nullopt; peer0 && peer1)
+  if (auto peer1 = peer_pid > 0 ? process_cpu_seconds(peer_pid) : std::nullopt; peer0 && peer1)
     r.idle_cpu_pct_peer = 100 * (*peer1 - *peer0) / seconds;
 }
 
