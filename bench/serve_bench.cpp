@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -66,6 +67,38 @@ double process_cpu_s(pid_t pid) {
       stime = std::stod(field);
   }
   return (utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+// Context switches (voluntary + involuntary) of every thread of process
+// `pid` so far, or -1 if unreadable. Many per second on a busy process mean
+// threads that sleep and wake often, each wake-up taking a core from the
+// compute threads for a moment.
+double process_context_switches(pid_t pid) {
+  std::error_code ec;
+  const std::filesystem::path tasks{"/proc/" + std::to_string(pid) + "/task"};
+  double total = 0;
+  bool any = false;
+  for (const auto& t : std::filesystem::directory_iterator{tasks, ec}) {
+    std::ifstream f{t.path() / "status"};
+    std::string line;
+    while (std::getline(f, line))
+      if (line.starts_with("voluntary_ctxt_switches:") || line.starts_with("nonvoluntary_ctxt_switches:")) {
+        total += std::stod(line.substr(line.find(':') + 1));
+        any = true;
+      }
+  }
+  return any ? total : -1;
+}
+
+// Seconds all cores of the machine were busy so far (every process, ours
+// included; /proc/stat), or -1.
+double machine_busy_s() {
+  std::ifstream f{"/proc/stat"};
+  std::string cpu;
+  double user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+  if (!(f >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal) || cpu != "cpu")
+    return -1;
+  return (user + nice + system + irq + softirq + steal) / static_cast<double>(::sysconf(_SC_CLK_TCK));
 }
 
 // The 1-minute load average, or -1.
@@ -336,6 +369,11 @@ struct level_result {
   double load_avg_1m = -1;
   double client_cpu_s = 0;
   double server_cpu_s = -1;
+  double server_context_switches = -1;
+  double engine_cpu_s = -1;
+  /// Cores other processes (other tenants) kept busy during the level.
+  double other_cores = -1;
+  double engine_other_cores = -1;
   std::optional<level_summary> engine;
   double engine_load_avg_1m = -1;
 };
@@ -401,40 +439,6 @@ int run_serve_bench(const serve_bench_options& o) {
     return 2;
   }
 
-  std::optional<spawned_server> server;
-  std::string url = o.url;
-  if (o.spawn_server) {
-    auto s = spawn_server(o);
-    if (!s) {
-      say(error_text(s.error()));
-      return 1;
-    }
-    server.emplace(std::move(*s));
-    url = server->url;
-    say("server at " + url + (server->description.empty() ? "" : ": " + server->description));
-  }
-  auto ep = parse_http_url(url);
-  if (!ep) {
-    say(error_text(ep.error()));
-    return 2;
-  }
-  if (auto err = await_health(*ep, std::chrono::seconds{60}, o.spawn_server)) {
-    say(error_text(err));
-    return 1;
-  }
-  std::string model = o.model_name;
-  if (model.empty()) {
-    auto m = first_model(*ep);
-    if (!m) {
-      say(error_text(m.error()));
-      return 1;
-    }
-    model = *m;
-  }
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  say("model '" + model + "' at " + url + "; " + std::to_string(cores) + " cores, load average " +
-      fixed2(load_average_1m()));
-
   auto level_for = [&](int c, uint64_t first_index) {
     load_level l;
     l.concurrency = c;
@@ -446,32 +450,110 @@ int run_serve_bench(const serve_bench_options& o) {
     l.first_index = first_index;
     return l;
   };
-  stream_client_options copts;
-  copts.io_timeout = o.io_timeout;
-
-  // Warm-up: outside the measured levels (prompt indices far from theirs).
-  if (o.warmup_requests > 0) {
+  // Warm-up requests use prompt indices far from the measured ones.
+  auto warmup_level = [&] {
     auto w = level_for(1, uint64_t{1} << 40);
     w.requests = o.warmup_requests;
     w.duration_s = 0;
-    say("warm-up: " + std::to_string(w.requests) + " request(s)");
-    http_level_driver d{"warm-up", model, w};
-    copts.connections = 1;
-    if (auto err = run_stream_clients(*ep, copts, d)) {
+    return w;
+  };
+  stream_client_options copts;
+  copts.io_timeout = o.io_timeout;
+
+  // The server: spawned afresh for each level (so the engine-alone level
+  // that follows has the cores to itself, and server and engine run minutes
+  // apart at most: this host's memory bandwidth drifts), or the one at --url.
+  std::optional<spawned_server> server;
+  std::string url = o.url;
+  std::string model = o.model_name;
+  std::string server_description;
+  http_endpoint ep;
+  auto connect = [&]() -> bool {
+    if (o.spawn_server) {
+      auto s = spawn_server(o);
+      if (!s) {
+        say(error_text(s.error()));
+        return false;
+      }
+      server.emplace(std::move(*s));
+      url = server->url;
+      server_description = server->description;
+      say("server at " + url + (server_description.empty() ? "" : ": " + server_description));
+    }
+    auto parsed = parse_http_url(url);
+    if (!parsed) {
+      say(error_text(parsed.error()));
+      return false;
+    }
+    ep = *parsed;
+    if (auto err = await_health(ep, std::chrono::seconds{60}, o.spawn_server)) {
       say(error_text(err));
+      return false;
+    }
+    if (model.empty()) {
+      auto m = first_model(ep);
+      if (!m) {
+        say(error_text(m.error()));
+        return false;
+      }
+      model = *m;
+    }
+    if (o.warmup_requests > 0) {
+      auto w = warmup_level();
+      say("warm-up: " + std::to_string(w.requests) + " request(s)");
+      http_level_driver d{"warm-up", model, w};
+      copts.connections = 1;
+      if (auto err = run_stream_clients(ep, copts, d)) {
+        say(error_text(err));
+        return false;
+      }
+      auto sum = summarize_level(1, d.take_samples());
+      if (sum.errors > 0) {
+        say("warm-up failed: " + sum.first_error);
+        return false;
+      }
+    }
+    return true;
+  };
+  auto disconnect = [&] {
+    if (server) {
+      stop_server(*server);
+      server.reset();
+    }
+  };
+
+  std::unique_ptr<engine_load> eng;
+  std::string engine_description;
+  if (o.engine_baseline) {
+    engine_load_options eo;
+    eo.model = o.model_dir;
+    eo.threads = o.engine_threads;
+    eo.kv_cache_bytes = o.engine_kv_cache_bytes;
+    auto opened = engine_load::open(eo);
+    if (!opened) {
+      say("engine baseline: " + error_text(opened.error()));
       return 1;
     }
-    auto s = summarize_level(1, d.take_samples());
-    if (s.errors > 0) {
-      say("warm-up failed: " + s.first_error);
-      return 1;
-    }
+    eng = std::move(*opened);
+    engine_description = eng->description();
+    say("engine alone: " + o.model_dir + ", " + engine_description);
+    if (o.warmup_requests > 0)
+      (void)eng->run(warmup_level(), say);
   }
+
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  say(std::to_string(cores) + " cores, load average " + fixed2(load_average_1m()));
+  if (!o.spawn_server && !connect())
+    return 1;
 
   std::vector<level_result> results;
   uint64_t next_index = 0;
   bool failed = false;
   for (int c : o.concurrency) {
+    if (o.spawn_server && !connect()) {
+      disconnect();
+      return 1;
+    }
     level_result r;
     r.level = level_for(c, next_index);
     r.load_avg_1m = load_average_1m();
@@ -483,57 +565,61 @@ int run_serve_bench(const serve_bench_options& o) {
     copts.connections = c;
     const double cpu0 = self_cpu_s();
     const double server0 = server ? process_cpu_s(server->child.pid()) : -1;
-    if (auto err = run_stream_clients(*ep, copts, d)) {
+    const double switches0 = server ? process_context_switches(server->child.pid()) : -1;
+    const double busy0 = machine_busy_s();
+    if (auto err = run_stream_clients(ep, copts, d)) {
       say(error_text(err));
+      disconnect();
       return 1;
     }
     r.client_cpu_s = self_cpu_s() - cpu0;
     if (server && server0 >= 0)
       r.server_cpu_s = process_cpu_s(server->child.pid()) - server0;
+    if (server && switches0 >= 0)
+      r.server_context_switches = process_context_switches(server->child.pid()) - switches0;
+    const double busy = machine_busy_s() - busy0;
+    if (o.spawn_server)
+      disconnect();
     next_index += static_cast<uint64_t>(d.issued());
     r.level.requests = d.issued();
     r.server = summarize_level(c, d.take_samples());
+    if (busy0 >= 0 && r.server_cpu_s >= 0 && r.server.wall_s >= 1) // ticks are 10 ms
+      r.other_cores = std::max(0.0, (busy - r.server_cpu_s - r.client_cpu_s) / r.server.wall_s);
     failed = failed || r.server.errors > 0;
     char line[200];
     std::snprintf(line, sizeof line, "server, concurrency %d: %.1f output tok/s, %zu errors%s%s", c,
                   r.server.output_tok_s, r.server.errors, r.server.errors ? "; first: " : "",
                   r.server.first_error.c_str());
     say(line);
-    results.push_back(std::move(r));
-  }
-  std::string server_description = server ? server->description : "";
-  if (server) {
-    stop_server(*server); // the baseline gets the cores to itself
-    server.reset();
-  }
+    if (r.server_cpu_s >= 0 && r.server.wall_s > 0) {
+      std::snprintf(line, sizeof line, "server, concurrency %d: the server used %.2f cores, %.0f context switches/s; "
+                    "this client %.2f cores; other processes %s", c, r.server_cpu_s / r.server.wall_s,
+                    r.server_context_switches / r.server.wall_s, r.client_cpu_s / r.server.wall_s,
+                    r.other_cores >= 0 ? fixed2(r.other_cores).c_str() : "n/a (level under 1 s)");
+      say(line);
+    }
 
-  std::string engine_description;
-  if (o.engine_baseline) {
-    engine_load_options eo;
-    eo.model = o.model_dir;
-    eo.threads = o.engine_threads;
-    eo.kv_cache_bytes = o.engine_kv_cache_bytes;
-    auto eng = engine_load::open(eo);
-    if (!eng) {
-      say("engine baseline: " + error_text(eng.error()));
-      return 1;
-    }
-    engine_description = (*eng)->description();
-    say("engine alone: " + o.model_dir + ", " + engine_description);
-    if (o.warmup_requests > 0) {
-      auto w = level_for(1, uint64_t{1} << 40);
-      w.requests = o.warmup_requests;
-      w.duration_s = 0;
-      (void)(*eng)->run(w, say);
-    }
-    for (auto& r : results) {
+    if (eng) {
+      // The same requests (prompt indices) on the engine alone.
       r.engine_load_avg_1m = load_average_1m();
-      say("engine alone, concurrency " + std::to_string(r.level.concurrency) + " (load average " +
+      say("engine alone, concurrency " + std::to_string(c) + " (load average " +
           fixed2(r.engine_load_avg_1m) + ")");
-      r.engine = summarize_level(r.level.concurrency, (*eng)->run(r.level, say));
+      const double ecpu0 = self_cpu_s();
+      const double ebusy0 = machine_busy_s();
+      r.engine = summarize_level(c, eng->run(r.level, say));
+      r.engine_cpu_s = self_cpu_s() - ecpu0;
+      if (ebusy0 >= 0 && r.engine->wall_s >= 1)
+        r.engine_other_cores = std::max(0.0, (machine_busy_s() - ebusy0 - r.engine_cpu_s) / r.engine->wall_s);
+      std::snprintf(line, sizeof line, "engine alone, concurrency %d: %.1f output tok/s; it used %.2f cores, "
+                    "other processes %s", c, r.engine->output_tok_s,
+                    r.engine_cpu_s / std::max(r.engine->wall_s, 1e-9),
+                    r.engine_other_cores >= 0 ? fixed2(r.engine_other_cores).c_str() : "n/a (level under 1 s)");
+      say(line);
       failed = failed || r.engine->errors > 0;
     }
+    results.push_back(std::move(r));
   }
+  disconnect();
 
   print_table(results, o.engine_baseline);
   std::printf("(%d prompt + %d output tokens per request; closed loop, each client sends its next request "
@@ -586,11 +672,18 @@ int run_serve_bench(const serve_bench_options& o) {
       json l = summary_json(r.server);
       l["load_avg_1m"] = r.load_avg_1m;
       l["client_cpu_s"] = r.client_cpu_s;
+      if (r.other_cores >= 0)
+        l["other_processes_cores"] = r.other_cores;
       if (r.server_cpu_s >= 0)
         l["server_cpu_s"] = r.server_cpu_s;
+      if (r.server_context_switches >= 0 && r.server.wall_s > 0)
+        l["server_context_switches_per_s"] = r.server_context_switches / r.server.wall_s;
       if (r.engine) {
         l["engine"] = summary_json(*r.engine);
         l["engine"]["load_avg_1m"] = r.engine_load_avg_1m;
+        l["engine"]["cpu_s"] = r.engine_cpu_s;
+        if (r.engine_other_cores >= 0)
+          l["engine"]["other_processes_cores"] = r.engine_other_cores;
         l["server_vs_engine"] = r.engine->output_tok_s > 0 ? r.server.output_tok_s / r.engine->output_tok_s : 0.0;
       }
       levels.push_back(std::move(l));

@@ -54,7 +54,9 @@ struct serve_bench_options {
   std::chrono::milliseconds io_timeout{300'000};
 
   /// Start `server_program serve --port 0 [--model model_dir] server_args...`
-  /// for the run, wait for /health, stop it (SIGTERM) at the end.
+  /// afresh for each level, wait for /health, send the warm-up requests,
+  /// run the level, stop it (SIGTERM): the engine-alone level that follows
+  /// has the cores to itself.
   bool spawn_server = false;
   /// The tessera binary (the CLI passes /proc/self/exe).
   std::string server_program;
@@ -65,7 +67,8 @@ struct serve_bench_options {
   std::string model_dir;
 
   /// Also run every level on the engine alone (engine_load.hpp) with the
-  /// model in model_dir (required then).
+  /// model in model_dir (required then), right after the server's run of
+  /// the level, with the same requests.
   bool engine_baseline = false;
   /// Threads of the baseline engine; <= 0: all cores. Default: 0.
   int engine_threads = 0;

@@ -46,7 +46,8 @@ void add_engine(CLI::App* bench, std::vector<std::pair<CLI::App*, std::function<
   eng->add_option("--decode-prompt-tokens", o->decode_prompt_tokens,
                   "Prompt length of each decode sequence")
     ->capture_default_str()->check(CLI::Range(1, 1 << 20));
-  eng->add_option("--concurrency", o->concurrency, "Decode concurrencies")->capture_default_str();
+  eng->add_option("--concurrency", o->concurrency, "Decode concurrencies")->capture_default_str()
+    ->delimiter(',');
   subs.emplace_back(eng, [o] { return bench::run_engine_bench(*o); });
 }
 
