@@ -1,14 +1,37 @@
 // `tessera bench ...`: load generators and micro-benchmarks.
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+
 #include "bench/engine_bench.hpp"
+#include "bench/serve_bench.hpp"
 #include "bench/transport_bench.hpp"
 #include "bench/transport_peer.hpp"
 #include "cli/commands.hpp"
+#include "cli/demo_model.hpp"
+#include "common/error.hpp"
 
 namespace tessera::cli {
 
-command add_bench_command(CLI::App& app) {
-  auto* bench = app.add_subcommand("bench", "Benchmarks: engine, transport");
-  bench->require_subcommand(1);
+namespace {
+
+struct serve_bench_args {
+  bench::serve_bench_options opts;
+  std::string server_args;
+  size_t engine_kv_cache_mb = 256;
+  double timeout_s = 300;
+  bool quick = false;
+};
+
+std::vector<std::string> split_words(const std::string& s) {
+  std::istringstream in{s};
+  std::vector<std::string> out;
+  for (std::string w; in >> w;)
+    out.push_back(w);
+  return out;
+}
+
+void add_engine(CLI::App* bench, std::vector<std::pair<CLI::App*, std::function<int()>>>& subs) {
   auto* eng = bench->add_subcommand("engine", "Prefill/decode throughput of one CPU engine, "
                                               "with the memory-bandwidth roofline");
   auto o = std::make_shared<bench::engine_bench_options>();
@@ -22,8 +45,102 @@ command add_bench_command(CLI::App& app) {
     ->capture_default_str()->check(CLI::Range(1, 1 << 20));
   eng->add_option("--decode-tokens", o->decode_tokens, "Tokens generated per decode sequence")
     ->capture_default_str()->check(CLI::Range(2, 1 << 20));
-  eng->add_option("--concurrency", o->concurrency, "Decode concurrencies")->capture_default_str();
+  eng->add_option("--decode-prompt-tokens", o->decode_prompt_tokens,
+                  "Prompt length of each decode sequence")
+    ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  eng->add_option("--concurrency", o->concurrency, "Decode concurrencies")->capture_default_str()
+    ->delimiter(',');
+  subs.emplace_back(eng, [o] { return bench::run_engine_bench(*o); });
+}
 
+int run_bench_serve(serve_bench_args& a) {
+  auto& o = a.opts;
+  o.server_args = split_words(a.server_args);
+  o.engine_kv_cache_bytes = a.engine_kv_cache_mb << 20;
+  o.io_timeout = std::chrono::milliseconds{static_cast<int64_t>(a.timeout_s * 1000)};
+  if (o.spawn_server) {
+    std::error_code ec; // this tessera binary
+    auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    o.server_program = ec ? "/proc/self/exe" : self.string();
+  }
+  if (o.engine_baseline && o.model_dir.empty()) {
+    // The server's default model is the demo model; so is the baseline's.
+    auto dir = ensure_demo_model();
+    if (!dir) {
+      std::fprintf(stderr, "bench serve: %s\n", error_text(dir.error()).c_str());
+      return 1;
+    }
+    o.model_dir = dir->string();
+    if (!o.spawn_server)
+      std::fprintf(stderr, "bench serve: the engine baseline uses the demo model (%s); give "
+                           "--model-dir if the server at %s serves another\n",
+                   o.model_dir.c_str(), o.url.c_str());
+  }
+  return bench::run_serve_bench(o);
+}
+
+void add_serve(CLI::App* bench, std::vector<std::pair<CLI::App*, std::function<int()>>>& subs) {
+  auto* srv = bench->add_subcommand(
+    "serve", "Closed-loop load on the HTTP API (streaming): TTFT, inter-token latency, "
+             "requests/s and output tokens/s per concurrency, optionally beside the engine alone");
+  auto a = std::make_shared<serve_bench_args>();
+  auto& o = a->opts;
+  srv->add_option("--url", o.url, "The server, http://host:port (or --spawn-server)");
+  srv->add_option("--model", o.model_name, "The \"model\" of each request (default: the first "
+                                           "/v1/models lists)");
+  auto* conc = srv->add_option("--concurrency", o.concurrency, "Concurrent clients, one level each")
+                 ->capture_default_str()->delimiter(',');
+  auto* prompt = srv->add_option("--prompt-tokens", o.prompt_tokens, "Prompt tokens per request")
+                   ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  auto* output = srv->add_option("--output-tokens", o.output_tokens,
+                                 "Tokens generated per request (max_tokens, ignore_eos)")
+                   ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  auto* requests = srv->add_option("--requests", o.requests,
+                                   "Requests per level (0: 4 x concurrency, at least 8)")
+                     ->capture_default_str()->check(CLI::Range(0, 1 << 24));
+  srv->add_option("--duration", o.duration_s, "Seconds per level instead of a request count")
+    ->check(CLI::Range(0.0, 86400.0));
+  auto* warmup = srv->add_option("--warmup", o.warmup_requests, "Unmeasured requests before the first level")
+                   ->capture_default_str()->check(CLI::Range(0, 1000));
+  srv->add_option("--seed", o.seed, "Seeds the prompts")->capture_default_str();
+  srv->add_option("--json", o.json_path, "Write results as JSON to this file");
+  srv->add_option("--svg", o.svg_path, "Write a chart of output tokens/s per level as SVG to this file");
+  srv->add_option("--timeout", a->timeout_s, "Seconds to wait for any step of a request")
+    ->capture_default_str()->check(CLI::Range(0.1, 86400.0));
+  srv->add_flag("--spawn-server", o.spawn_server,
+                "Start `tessera serve` (this binary) on a free port for the run, stop it after");
+  srv->add_option("--server-args", a->server_args,
+                  "Arguments of the spawned server, one string, e.g. \"--mode agg --decode 1\"");
+  srv->add_option("--model-dir", o.model_dir, "Model folder: the spawned server's --model and the "
+                                              "engine baseline's (default: the demo model)");
+  srv->add_flag("--engine-baseline", o.engine_baseline,
+                "Also run every level on the engine alone in this process (same requests)");
+  srv->add_option("--engine-threads", o.engine_threads, "Threads of the baseline engine (0: all cores)")
+    ->capture_default_str();
+  srv->add_option("--engine-kv-cache-mb", a->engine_kv_cache_mb,
+                  "KV pool of the baseline engine, MiB (match the server's --kv-cache-mb)")
+    ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  srv->add_flag("--quick", a->quick, "A smoke run: concurrency 1,4, 16 prompt + 8 output tokens, "
+                                     "4 requests per level, no warm-up (options given win)");
+  subs.emplace_back(srv, [a, conc, prompt, output, requests, warmup] {
+    if (a->quick) {
+      if (conc->count() == 0)
+        a->opts.concurrency = {1, 4};
+      if (prompt->count() == 0)
+        a->opts.prompt_tokens = 16;
+      if (output->count() == 0)
+        a->opts.output_tokens = 8;
+      if (requests->count() == 0)
+        a->opts.requests = 4;
+      if (warmup->count() == 0)
+        a->opts.warmup_requests = 0;
+    }
+    return run_bench_serve(*a);
+  });
+}
+
+void add_transport(CLI::App* bench,
+                   std::vector<std::pair<CLI::App*, std::function<int()>>>& subs) {
   auto* tr = bench->add_subcommand("transport", "UCX transport between two processes on loopback "
                                                 "(round trips, messages/s, KV block GB/s) beside "
                                                 "ucx_perftest");
@@ -52,12 +169,27 @@ command add_bench_command(CLI::App& app) {
   tr->add_option("--peer-error-handling", p->peer_error_handling)->group("");
   tr->add_option("--peer-pool-bytes", p->pool_bytes)->group("");
 
-  return {bench, [o, eng, t, p, peer] {
-            if (eng->parsed())
-              return bench::run_engine_bench(*o);
-            if (*peer)
-              return bench::run_transport_peer(*p);
-            return bench::run_transport_bench(*t);
+  subs.emplace_back(tr, [t, p, peer] {
+    if (*peer)
+      return bench::run_transport_peer(*p);
+    return bench::run_transport_bench(*t);
+  });
+}
+
+} // namespace
+
+command add_bench_command(CLI::App& app) {
+  auto* bench = app.add_subcommand("bench", "Benchmarks: engine, serve, transport");
+  bench->require_subcommand(1);
+  auto subs = std::make_shared<std::vector<std::pair<CLI::App*, std::function<int()>>>>();
+  add_engine(bench, *subs);
+  add_serve(bench, *subs);
+  add_transport(bench, *subs);
+  return {bench, [subs] {
+            for (auto& [sub, run] : *subs)
+              if (sub->parsed())
+                return run();
+            return 1;
           }};
 }
 

@@ -1,0 +1,103 @@
+#pragma once
+/// @file
+/// The HTTP/1.1 client of `tessera bench serve` (Boost.Beast + Asio, kept
+/// out of this header): a one-shot request for /health and /v1/models, and
+/// many keep-alive connections driven on one thread, each streaming POST
+/// after POST and handing the response body to an observer as it arrives.
+///
+/// Each stream connection runs this loop until the observer has no more
+/// requests for it:
+///
+///   next_request --(none)--> closed
+///        | (a request)
+///        v
+///   connect (if not connected) --> write --> read header --> read body ...
+///        ^                                      |  on_response   |  on_body per piece
+///        |                                      v                v
+///        +------------- on_complete("") <------ body complete (keep-alive)
+///        +------------- on_complete(error) <--- any failure or timeout
+///                                               (the socket is closed and
+///                                               reconnected for the next one)
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <caf/expected.hpp>
+
+namespace tessera::bench {
+
+/// Where a server is, from "http://host:port[/prefix]".
+struct http_endpoint {
+  /// Host name or address (IPv6 without brackets).
+  std::string host;
+  /// TCP port. Default: 80.
+  uint16_t port = 80;
+  /// Path prefix every target is appended to, "" or "/prefix" (no trailing '/').
+  std::string base_path;
+};
+
+/// Parses "http://host[:port][/prefix]" ("[::1]" for IPv6). Errors
+/// (caf::sec::invalid_argument) name the URL and what is wrong: another
+/// scheme (https is not supported), no host, a bad port.
+[[nodiscard]] caf::expected<http_endpoint> parse_http_url(std::string_view url);
+
+/// The status and body of a complete response.
+struct http_reply {
+  int status = 0;
+  std::string body;
+};
+
+/// Sends one request (`method` "GET" or "POST"; `body` sent as JSON when
+/// not empty) on a new connection and waits for the whole response, at most
+/// `timeout`. Errors (caf::sec::runtime_error): resolve, connect, I/O and
+/// timeout failures, naming the endpoint.
+[[nodiscard]] caf::expected<http_reply> http_fetch(const http_endpoint& ep, const std::string& method,
+                                                   const std::string& target, const std::string& body,
+                                                   std::chrono::milliseconds timeout);
+
+/// A POST a stream connection sends: the target (appended to the
+/// endpoint's base_path) and a JSON body.
+struct http_post {
+  std::string target;
+  std::string body;
+};
+
+/// Decides what stream connections send and receives what they get. All
+/// calls are made on the thread that runs run_stream_clients, one at a time.
+class http_stream_observer {
+public:
+  virtual ~http_stream_observer() = default;
+  /// The next request for connection `conn` (0-based), or nullopt to close
+  /// it. Called when the connection is free, right before connecting (if
+  /// needed) and writing: a caller that notes the time here measures from
+  /// the send.
+  virtual std::optional<http_post> next_request(int conn) = 0;
+  /// The status line and header fields of the response arrived.
+  virtual void on_response(int conn, int status) = 0;
+  /// Body bytes (chunked encoding removed) as they arrive; for a body with
+  /// Content-Length, all of it once complete.
+  virtual void on_body(int conn, std::string_view bytes) = 0;
+  /// The exchange ended: `error` empty when the response was complete, else
+  /// what failed ("connect: Connection refused", "read: timeout", ...).
+  virtual void on_complete(int conn, const std::string& error) = 0;
+};
+
+/// Options of run_stream_clients.
+struct stream_client_options {
+  /// Connections, each with one request in flight at a time. Default: 1.
+  int connections = 1;
+  /// Longest wait for any one step (connect, write, the next bytes of the
+  /// response); past it the exchange fails with "timeout". Default: 120 s.
+  std::chrono::milliseconds io_timeout{120'000};
+};
+
+/// Runs the connections on the calling thread until every one of them was
+/// given nullopt by next_request. Errors (caf::sec::runtime_error): the
+/// host cannot be resolved (before any request is asked for).
+[[nodiscard]] caf::error run_stream_clients(const http_endpoint& ep, const stream_client_options& opts,
+                                            http_stream_observer& observer);
+
+} // namespace tessera::bench
