@@ -124,28 +124,29 @@ metrics_registry::family& metrics_registry::family_of(const std::string& name,
   return it->second;
 }
 
+template <class Series, class... Args>
+Series& metrics_registry::series(family& f, std::deque<Series>& store, const metric_labels& labels,
+                                 Args&&... args) {
+  auto set = render_labels(labels);
+  if (auto it = f.index.find(set); it != f.index.end())
+    return store[it->second];
+  f.index.emplace(set, store.size());
+  f.label_sets.push_back(set);
+  return store.emplace_back(std::forward<Args>(args)...);
+}
+
 metric_counter& metrics_registry::counter(const std::string& name, const std::string& help,
                                           const metric_labels& labels) {
   std::lock_guard lock{mu_};
   auto& f = family_of(name, help, kind::counter);
-  auto set = render_labels(labels);
-  if (auto it = f.index.find(set); it != f.index.end())
-    return f.counters[it->second];
-  f.index.emplace(set, f.counters.size());
-  f.label_sets.push_back(set);
-  return f.counters.emplace_back();
+  return series(f, f.counters, labels);
 }
 
 metric_gauge& metrics_registry::gauge(const std::string& name, const std::string& help,
                                       const metric_labels& labels) {
   std::lock_guard lock{mu_};
   auto& f = family_of(name, help, kind::gauge);
-  auto set = render_labels(labels);
-  if (auto it = f.index.find(set); it != f.index.end())
-    return f.gauges[it->second];
-  f.index.emplace(set, f.gauges.size());
-  f.label_sets.push_back(set);
-  return f.gauges.emplace_back();
+  return series(f, f.gauges, labels);
 }
 
 metric_histogram& metrics_registry::histogram(const std::string& name, const std::string& help,
@@ -153,12 +154,7 @@ metric_histogram& metrics_registry::histogram(const std::string& name, const std
                                               const metric_labels& labels) {
   std::lock_guard lock{mu_};
   auto& f = family_of(name, help, kind::histogram);
-  auto set = render_labels(labels);
-  if (auto it = f.index.find(set); it != f.index.end())
-    return f.histograms[it->second];
-  f.index.emplace(set, f.histograms.size());
-  f.label_sets.push_back(set);
-  return f.histograms.emplace_back(bounds);
+  return series(f, f.histograms, labels, bounds);
 }
 
 std::string metrics_registry::render() const {

@@ -97,6 +97,9 @@ private:
     std::vector<std::string> label_sets; // by series index
   };
   family& family_of(const std::string& name, const std::string& help, kind type);
+  /// The series of `f` with `labels` in `store`, made from `args` if new.
+  template <class Series, class... Args>
+  Series& series(family& f, std::deque<Series>& store, const metric_labels& labels, Args&&... args);
 
   mutable std::mutex mu_;
   std::map<std::string, family> families_; // guarded by mu_

@@ -19,6 +19,7 @@
 #include "common/child_process.hpp"
 #include "common/error.hpp"
 #include "tests/support/curl.hpp"
+#include "tests/support/served_output.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/test_model.hpp"
 
@@ -39,36 +40,6 @@ uint16_t free_port() {
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
   ::close(fd);
   return ntohs(a.sin_port);
-}
-
-struct served {
-  std::vector<float> logprobs;
-  std::string text;
-  bool operator==(const served&) const = default;
-};
-
-served alone(const std::vector<int32_t>& prompt, float temperature) {
-  tessera::test::test_engine_options o;
-  o.with_tokenizer = true;
-  o.backend.threads = 1;
-  auto eng = tessera::test::make_test_engine("nano", o);
-  engine::request r;
-  r.id = 1;
-  r.prompt = prompt;
-  r.params.max_tokens = 10;
-  r.params.temperature = temperature;
-  r.params.seed = 5;
-  r.params.ignore_eos = true;
-  r.params.logprobs = 0;
-  EXPECT_FALSE(eng->add_request(r));
-  served s;
-  while (eng->has_unfinished())
-    for (const auto& out : eng->step()) {
-      s.text += out.text;
-      for (const auto& lp : out.logprobs)
-        s.logprobs.push_back(lp.logprob);
-    }
-  return s;
 }
 
 TEST(ClusterTest, ThreeProcessesOverUcxEqualOneEngine) {
@@ -116,13 +87,9 @@ TEST(ClusterTest, ThreeProcessesOverUcxEqualOneEngine) {
       auto out = tessera::test::http_post_json(url + "/v1/completions", body.dump()).body;
       auto j = json::parse(out, nullptr, false);
       ASSERT_TRUE(j.is_object() && j.contains("choices")) << out;
-      served got;
-      got.text = j["choices"][0]["text"];
-      for (const auto& lp : j["choices"][0]["logprobs"]["token_logprobs"])
-        got.logprobs.push_back(static_cast<float>(lp.get<double>()));
-      auto want = alone(prompt, temperature);
-      EXPECT_EQ(got.text, want.text) << len << " tokens, t=" << temperature;
-      EXPECT_EQ(got.logprobs, want.logprobs) << len << " tokens, t=" << temperature;
+      EXPECT_EQ(tessera::test::from_completion(j),
+                tessera::test::run_alone("nano", prompt, 10, temperature, 5))
+        << len << " tokens, t=" << temperature;
     }
   // Every token of the four requests came back through the frontend.
   auto metrics = tessera::test::http_get(url + "/metrics").body;

@@ -17,6 +17,7 @@
 #include "common/child_process.hpp"
 #include "common/error.hpp"
 #include "tests/support/curl.hpp"
+#include "tests/support/served_output.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/test_model.hpp"
 
@@ -38,22 +39,7 @@ http_result get(const std::string& url) {
   return http_get(url);
 }
 
-/// A request's text and token logprobs, however it was served.
-struct served {
-  std::string text;
-  /// As floats: the server writes each float logprob in its shortest
-  /// decimal form, which reads back as the same float.
-  std::vector<float> logprobs;
-  std::string finish;
-  bool operator==(const served&) const = default;
-};
-
-void PrintTo(const served& s, std::ostream* os) {
-  *os << "{text \"" << s.text << "\", " << s.logprobs.size() << " logprobs [";
-  for (auto lp : s.logprobs)
-    *os << lp << " ";
-  *os << "], finish " << s.finish << "}";
-}
+using served = tessera::test::served_output;
 
 std::vector<int32_t> prompt_ids(uint64_t seed, int n) {
   std::mt19937_64 rng{seed};
@@ -71,67 +57,18 @@ json completion_body(const std::vector<int32_t>& prompt, float temperature, bool
 }
 
 served from_response(const http_result& r) {
-  served s;
-  auto j = json::parse(r.body);
-  const auto& c = j["choices"][0];
-  s.text = c["text"];
-  for (const auto& lp : c["logprobs"]["token_logprobs"])
-    s.logprobs.push_back(static_cast<float>(lp.get<double>()));
-  s.finish = c["finish_reason"];
-  return s;
+  return tessera::test::from_completion(json::parse(r.body));
 }
 
 served from_stream(const http_result& r) {
-  served s;
-  size_t pos = 0;
-  bool done = false;
-  while ((pos = r.body.find("data: ", pos)) != std::string::npos) {
-    auto end = r.body.find("\n\n", pos);
-    auto data = r.body.substr(pos + 6, end - pos - 6);
-    pos = end;
-    if (data == "[DONE]") {
-      done = true;
-      break;
-    }
-    auto j = json::parse(data);
-    if (j["choices"].empty())
-      continue;
-    const auto& c = j["choices"][0];
-    s.text += c["text"].get<std::string>();
-    if (c["logprobs"].is_object())
-      for (const auto& lp : c["logprobs"]["token_logprobs"])
-        s.logprobs.push_back(static_cast<float>(lp.get<double>()));
-    if (!c["finish_reason"].is_null())
-      s.finish = c["finish_reason"];
-  }
-  EXPECT_TRUE(done) << "the stream ends with data: [DONE]";
+  bool ended = false;
+  auto s = tessera::test::from_completion_stream(r.body, ended);
+  EXPECT_TRUE(ended) << "the stream ends with data: [DONE]";
   return s;
 }
 
 served alone(const std::vector<int32_t>& prompt, float temperature) {
-  tessera::test::test_engine_options o;
-  o.with_tokenizer = true;
-  o.backend.threads = 1;
-  auto eng = tessera::test::make_test_engine("nano", o);
-  engine::request r;
-  r.id = 1;
-  r.prompt = prompt;
-  r.params.max_tokens = 12;
-  r.params.temperature = temperature;
-  r.params.seed = 7;
-  r.params.ignore_eos = true;
-  r.params.logprobs = 0;
-  EXPECT_FALSE(eng->add_request(r));
-  served s;
-  while (eng->has_unfinished())
-    for (const auto& out : eng->step()) {
-      s.text += out.text;
-      for (const auto& lp : out.logprobs)
-        s.logprobs.push_back(lp.logprob);
-      if (out.finish != engine::finish_reason::none)
-        s.finish = std::string{engine::to_string(out.finish)};
-    }
-  return s;
+  return tessera::test::run_alone("nano", prompt, 12, temperature, 7);
 }
 
 class ServeTest : public ::testing::Test {
