@@ -347,12 +347,11 @@ caf::behavior bridge_fn(bridge_pointer self, transport::transport* tr,
     [self](forward_atom, std::string node, std::string name,
            caf::message msg) -> caf::result<caf::message> {
       const bool is_request = self->current_message_id().is_request();
-      auto call = bridge_protocol::to_wire(msg);
       auto peer = self->state.node_peer.find(node);
-      caf::error err = !call ? call.error() : caf::error{};
-      if (call && node == self->state.cfg.node_id) {
+      caf::error err = bridge_protocol::check(msg);
+      if (!err && node == self->state.cfg.node_id) {
         // An actor of this node: no wire, the message itself (the same
-        // check above keeps local and remote calls interchangeable).
+        // check keeps local and remote calls interchangeable).
         auto dest = self->state.published.find(name);
         if (dest != self->state.published.end())
           return self->delegate(dest->second, std::move(msg));
@@ -367,6 +366,7 @@ caf::behavior bridge_fn(bridge_pointer self, transport::transport* tr,
                      self->state.cfg.node_id, name, node, error_text(err));
         return caf::typed_response_promise<caf::message>{};
       }
+      auto call = bridge_protocol::to_wire(msg); // checked above: cannot fail
       if (!is_request) {
         auto payload = encode_payload(self, call->arg);
         if (!payload) {

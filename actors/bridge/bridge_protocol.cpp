@@ -17,6 +17,11 @@ std::optional<wire::wire_message> element_as_wire(const caf::message& msg, size_
   return out;
 }
 
+template <class... Ts>
+bool element_is_wire(const caf::message& msg, size_t i, std::variant<Ts...>*) {
+  return ((!std::is_same_v<Ts, wire::envelope> && msg.match_element<Ts>(i)) || ...);
+}
+
 } // namespace
 
 const bridge_operation* bridge_protocol::find(const std::string& name,
@@ -32,7 +37,7 @@ void bridge_protocol::add_operation(bridge_operation op) {
     ops_.push_back(std::move(op));
 }
 
-caf::expected<wire_call> bridge_protocol::to_wire(const caf::message& msg) {
+caf::error bridge_protocol::check(const caf::message& msg) {
   auto refuse = [&](const std::string& why) {
     return transport::make_transport_error(transport::transport_errc::invalid_message,
                                            "bridge: cannot send " + caf::to_string(msg) +
@@ -40,13 +45,18 @@ caf::expected<wire_call> bridge_protocol::to_wire(const caf::message& msg) {
   };
   if (msg.empty() || msg.size() > 2 || !msg.match_element<caf::atom_value>(0))
     return refuse("a bridged message is (atom) or (atom, wire message)");
+  if (msg.size() == 2 && !element_is_wire(msg, 1, static_cast<wire::wire_message*>(nullptr)))
+    return refuse("its argument is not a wire message");
+  return {};
+}
+
+caf::expected<wire_call> bridge_protocol::to_wire(const caf::message& msg) {
+  if (auto err = check(msg))
+    return err;
   wire_call call;
   call.operation = caf::to_string(msg.get_as<caf::atom_value>(0));
-  if (msg.size() == 2) {
+  if (msg.size() == 2)
     call.arg = element_as_wire(msg, 1, static_cast<wire::wire_message*>(nullptr));
-    if (!call.arg)
-      return refuse("its argument is not a wire message");
-  }
   return call;
 }
 

@@ -152,8 +152,12 @@ public:
   [[nodiscard]] const bridge_operation* find(const std::string& name,
                                              std::optional<wire::message_type> arg) const;
 
-  /// Splits `msg` into operation and argument. Errors (invalid_message)
-  /// when it is not (atom) or (atom, wire message other than an envelope).
+  /// Checks, without copying anything, that `msg` can cross a process:
+  /// (atom) or (atom, wire message other than an envelope). Errors:
+  /// invalid_message naming what is wrong.
+  [[nodiscard]] static caf::error check(const caf::message& msg);
+
+  /// Splits `msg` into operation and argument (a copy). Errors as check().
   [[nodiscard]] static caf::expected<wire_call> to_wire(const caf::message& msg);
 
   /// The CAF message of a reply received from another node.
