@@ -633,8 +633,8 @@ int run_serve_bench(const serve_bench_options& o) {
                std::to_string(o.output_tokens) + " output tokens per request";
     ch.x_label = "concurrent requests";
     ch.y_label = "output tokens/s";
-    chart_series srv{"tessera serve (HTTP, streaming)", {}};
-    chart_series eng{"engine alone, same requests", {}};
+    chart_series srv{"tessera serve", {}};
+    chart_series eng{"engine alone", {}};
     for (const auto& r : results) {
       srv.points.emplace_back(r.level.concurrency, r.server.output_tok_s);
       if (r.engine)

@@ -77,8 +77,9 @@ struct serve_bench_options {
   size_t engine_kv_cache_bytes = size_t{256} << 20;
 };
 
-/// Runs the benchmark. Returns a process exit code: 0, 1 when a request
-/// failed or the setup did (after writing what was measured), 2 for bad
+/// Runs the benchmark. Returns a process exit code: 0; 1 when a request
+/// failed (the table, JSON and SVG are still written) or the set-up did
+/// (server start, /health, model files: nothing is written); 2 for bad
 /// options.
 int run_serve_bench(const serve_bench_options& opts);
 
