@@ -8,6 +8,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/node/actor_system_tuning.hpp"
 #include "actors/node/cluster_node.hpp"
 #include "cli/commands.hpp"
 #include "cli/demo_model.hpp"
@@ -63,6 +64,7 @@ int run_node(const node_args& a) {
       cfg->served_model_name = "tessera-demo";
   }
   caf::actor_system_config caf_cfg;
+  actors::tune_actor_system(caf_cfg);
   caf::actor_system sys{caf_cfg};
   auto node = actors::cluster_node::start(sys, *cfg, id, model, [&](const std::string& line) {
     std::fprintf(stderr, "tessera node %s: %s\n", id.c_str(), line.c_str());

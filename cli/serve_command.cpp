@@ -7,6 +7,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/node/actor_system_tuning.hpp"
 #include "actors/node/serve_node.hpp"
 #include "cli/commands.hpp"
 #include "cli/demo_model.hpp"
@@ -49,8 +50,7 @@ int run_serve(serve_args& a) {
   a.opts.progress = [](const std::string& line) { std::fprintf(stderr, "tessera serve: %s\n", line.c_str()); };
 
   caf::actor_system_config cfg;
-  if (a.scheduler_threads > 0)
-    cfg.set("scheduler.max-threads", a.scheduler_threads);
+  actors::tune_actor_system(cfg, a.scheduler_threads);
   caf::actor_system sys{cfg};
   auto node = actors::serve_node::start(sys, a.opts);
   if (!node) {
@@ -107,7 +107,7 @@ command add_serve_command(CLI::App& app) {
     ->capture_default_str();
   sub->add_option("--http-threads", o.http_threads, "HTTP I/O threads")->capture_default_str()
     ->check(CLI::Range(1, 64));
-  sub->add_option("--actor-threads", a->scheduler_threads, "Actor scheduler threads (0: CAF's default)")
+  sub->add_option("--actor-threads", a->scheduler_threads, "Actor scheduler threads (0: 2)")
     ->capture_default_str();
   return {sub, [a] { return run_serve(*a); }};
 }
