@@ -30,6 +30,17 @@ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+/// Where the text that may be emitted ends: everything but what could
+/// still become the start of a stop string, never inside a UTF-8
+/// character, never before what was already emitted.
+size_t ready_text_end(const std::string& text, size_t emitted, size_t max_stop_len) {
+  const size_t hold = max_stop_len > 0 ? max_stop_len - 1 : 0;
+  size_t upto = text.size() > hold ? text.size() - hold : 0;
+  while (upto > emitted && upto < text.size() && (static_cast<unsigned char>(text[upto]) & 0xc0) == 0x80)
+    --upto;
+  return std::max(upto, emitted);
+}
+
 } // namespace
 
 /// Everything the engine tracks for one request.
@@ -38,6 +49,7 @@ struct engine::request_state {
   sampling_params params;
   uint64_t seed = 0;
   bool keep_kv = false;
+  bool continues_elsewhere = false;
   // Reserved by reserve_import, waiting for its KV: not in the scheduler.
   bool reserved_import = false;
   std::string cache_salt;
@@ -112,6 +124,7 @@ engine::request_state& engine::insert(request&& r) {
   rs->params = std::move(r.params);
   rs->seed = rs->params.seed ? *rs->params.seed : splitmix64(cfg_.seed ^ splitmix64(rs->seq.arrival));
   rs->keep_kv = r.keep_kv;
+  rs->continues_elsewhere = r.continues_elsewhere;
   rs->cache_salt = std::move(r.cache_salt);
   if (tok_ && !rs->params.stop.empty())
     for (const auto& s : rs->params.stop)
@@ -145,12 +158,15 @@ caf::error engine::add_request(request r) {
 
 void engine::finish(request_state& rs, finish_reason why, request_output& out) {
   out.finish = why;
-  if (rs.detok && why != finish_reason::stop) {
+  // Handed over at max_tokens: the importing engine goes on from the same
+  // text (prime_text), so keep back exactly what a running request would.
+  const bool handed_over = rs.continues_elsewhere && why == finish_reason::length;
+  if (rs.detok && why != finish_reason::stop && !handed_over)
     rs.text += rs.detok->finish();
-  }
-  if (rs.detok && rs.emitted < rs.text.size()) {
-    out.text += rs.text.substr(rs.emitted);
-    rs.emitted = rs.text.size();
+  const size_t upto = handed_over ? ready_text_end(rs.text, rs.emitted, rs.max_stop_len) : rs.text.size();
+  if (rs.detok && rs.emitted < upto) {
+    out.text += rs.text.substr(rs.emitted, upto - rs.emitted);
+    rs.emitted = upto;
   }
   if (rs.keep_kv && why != finish_reason::abort)
     scheduler_->hold(&rs.seq); // held for export_request until release_request
@@ -160,12 +176,13 @@ void engine::finish(request_state& rs, finish_reason why, request_output& out) {
 
 void engine::prime_text(request_state& rs) {
   // Output generated elsewhere (a fork's parent, an exporting engine) was
-  // already streamed there: feed it to the detokenizer (for stop strings
-  // spanning it) without emitting it again.
+  // streamed there up to the text that could still start a stop string:
+  // feed it to the detokenizer (for stop strings spanning it) and emit only
+  // what was held back there.
   if (rs.detok)
     for (auto t : rs.output())
       rs.text += rs.detok->push(t);
-  rs.emitted = rs.text.size();
+  rs.emitted = ready_text_end(rs.text, 0, rs.max_stop_len);
 }
 
 void engine::mask_early_stops(const request_state& rs, std::span<float> logits) const {
@@ -233,12 +250,7 @@ void engine::append_token(request_state& rs, const sampled_token& t, request_out
   }
   if (rs.detok) {
     // Hold back what could still become the start of a stop string.
-    size_t hold = rs.max_stop_len > 0 ? rs.max_stop_len - 1 : 0;
-    size_t upto = rs.text.size() > hold ? rs.text.size() - hold : 0;
-    // Never split a UTF-8 character when holding back.
-    while (upto > rs.emitted && upto < rs.text.size() &&
-           (static_cast<unsigned char>(rs.text[upto]) & 0xc0) == 0x80)
-      --upto;
+    const size_t upto = ready_text_end(rs.text, rs.emitted, rs.max_stop_len);
     if (upto > rs.emitted) {
       out.text += rs.text.substr(rs.emitted, upto - rs.emitted);
       rs.emitted = upto;

@@ -66,6 +66,13 @@ struct request {
   /// On finish, keep the KV blocks held (for export_request or
   /// export_request_blocks) until release_request. Default: false.
   bool keep_kv = false;
+  /// The request continues on another engine after it ends here at
+  /// max_tokens (a disaggregated prefill: keep_kv, export, import there).
+  /// Ending at max_tokens then keeps back the text that could still start
+  /// a stop string and the detokenizer's incomplete bytes, exactly as a
+  /// running request does; the importing engine (commit_import) emits them
+  /// or cuts a stop string that spans the two engines. Default: false.
+  bool continues_elsewhere = false;
 };
 
 /// Why a request finished.

@@ -283,6 +283,7 @@ worker_impl::behavior_type worker_fn(worker_pointer self, std::shared_ptr<engine
       const bool prefill_only = !h.decode_at.empty() && r.params.max_tokens > 1;
       if (prefill_only) {
         r.keep_kv = true;
+        r.continues_elsewhere = true; // the decode worker emits what could start a stop string
         r.params.max_tokens = 1;
         r.params.min_tokens = std::min(r.params.min_tokens, 1);
       }

@@ -399,4 +399,87 @@ TEST(KvHandoffTest, ReserveWithoutEnoughFreeBlocksKeepsNothing) {
   EXPECT_TRUE(decode->reserve_import(r, src->meta));
 }
 
+
+// Text of one request run to its end on `eng` (outputs concatenated).
+struct text_result {
+  std::string text;
+  finish_reason finish = finish_reason::none;
+  std::string stop_reason;
+};
+
+text_result run_text(engine::engine& eng, const request& r) {
+  EXPECT_FALSE(eng.add_request(r));
+  text_result out;
+  for (int guard = 0; eng.has_unfinished() && guard < 100000; ++guard)
+    for (const auto& o : eng.step()) {
+      out.text += o.text;
+      if (o.finish != finish_reason::none) {
+        out.finish = o.finish;
+        out.stop_reason = o.stop_reason;
+      }
+    }
+  return out;
+}
+
+TEST(KvHandoffTest, StopStringSpanningPrefillAndDecodeIsCutAsOnOneEngine) {
+  auto opts = opts_with();
+  opts.with_tokenizer = true;
+  // Find a prompt whose first token's text ends in an ASCII character and
+  // whose second token's text starts with one: the stop string is those two
+  // characters, so it spans the engines of a disaggregated request.
+  for (uint64_t seed = 1; seed < 200; ++seed) {
+    auto r = make_request(3, random_prompt(20, seed, 264), 8);
+    r.params.ignore_eos = true;
+    auto eng = test::make_test_engine("nano", opts);
+    const auto whole = run_text(*eng, r);
+    auto one = r;
+    one.id = 4;
+    one.params.max_tokens = 1;
+    const auto first = run_text(*eng, one).text;
+    const size_t n = first.size();
+    if (n == 0 || whole.text.size() <= n)
+      continue;
+    const std::string stop = whole.text.substr(n - 1, 2);
+    if (static_cast<unsigned char>(stop[0]) >= 0x80 || static_cast<unsigned char>(stop[1]) >= 0x80 ||
+        whole.text.find(stop) != n - 1)
+      continue;
+    r.params.stop = {stop};
+
+    const auto agg = run_text(*test::make_test_engine("nano", opts), r);
+    ASSERT_EQ(agg.finish, finish_reason::stop);
+    ASSERT_EQ(agg.text, whole.text.substr(0, n - 1));
+
+    auto prefill = test::make_test_engine("nano", opts);
+    auto head_req = r;
+    head_req.params.max_tokens = 1;
+    head_req.keep_kv = true;
+    head_req.continues_elsewhere = true;
+    const auto head = run_text(*prefill, head_req);
+    EXPECT_EQ(head.finish, finish_reason::length);
+    EXPECT_EQ(head.text, first.substr(0, n - 1)) << "the prefill keeps back what may start the stop";
+    auto src = prefill->export_request_blocks(r.id);
+    ASSERT_TRUE(src) << error_text(src.error());
+    auto decode = test::make_test_engine("nano", opts);
+    auto plan = decode->reserve_import(r, src->meta);
+    ASSERT_TRUE(plan) << error_text(plan.error());
+    put_blocks(*prefill, *src, *decode, *plan);
+    EXPECT_TRUE(prefill->release_request(r.id));
+    ASSERT_FALSE(decode->commit_import(r.id));
+    text_result tail;
+    for (int guard = 0; decode->has_unfinished() && guard < 1000; ++guard)
+      for (const auto& o : decode->step()) {
+        tail.text += o.text;
+        if (o.finish != finish_reason::none) {
+          tail.finish = o.finish;
+          tail.stop_reason = o.stop_reason;
+        }
+      }
+    EXPECT_EQ(head.text + tail.text, agg.text);
+    EXPECT_EQ(tail.finish, finish_reason::stop);
+    EXPECT_EQ(tail.stop_reason, stop);
+    return;
+  }
+  FAIL() << "no prompt gave a first and second token with ASCII text";
+}
+
 } // namespace
