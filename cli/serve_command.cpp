@@ -107,6 +107,9 @@ command add_serve_command(CLI::App& app) {
     ->capture_default_str();
   sub->add_option("--http-threads", o.http_threads, "HTTP I/O threads")->capture_default_str()
     ->check(CLI::Range(1, 64));
+  sub->add_flag("--fault-injection", o.fault_injection,
+               "Chaos drills: POST /admin/fault {\"worker\": \"decode-0\", \"fault\": \"crash\"} "
+               "crashes that worker (the supervisor restarts it)");
   sub->add_option("--actor-threads", a->scheduler_threads, "Actor scheduler threads (0: 2)")
     ->capture_default_str();
   return {sub, [a] { return run_serve(*a); }};

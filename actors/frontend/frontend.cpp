@@ -4,6 +4,7 @@
 #include <random>
 #include <unordered_map>
 
+#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "actors/bridge/remote_actor.hpp"
@@ -424,6 +425,31 @@ void metrics(frontend_pointer self, std::shared_ptr<http_response> res) {
       });
 }
 
+/// POST /admin/fault {"worker": name, "fault": kind}: passes the fault to
+/// the node's supervisor, which hands it to that worker.
+void admin_fault(frontend_pointer self, const http_call& call) {
+  auto body = nlohmann::json::parse(call.request.body, nullptr, false);
+  if (!body.is_object() || !body.contains("worker") || !body["worker"].is_string() ||
+      !body.contains("fault") || !body["fault"].is_string())
+    return send_error(call.response,
+                      bad_request("the body must be {\"worker\": name, \"fault\": \"crash\"}"));
+  const auto worker = body["worker"].get<std::string>();
+  const auto fault = body["fault"].get<std::string>();
+  if (fault != "crash")
+    return send_error(call.response, bad_request("unknown fault '" + fault + "' (known: crash)", "fault"));
+  spdlog::warn("frontend: fault '{}' injected into worker {} (POST /admin/fault from {})", fault, worker,
+               call.request.remote);
+  auto res = call.response;
+  self->request(self->state.cfg.supervisor, std::chrono::seconds{5}, fault_atom_v, worker, fault)
+    .then([res]() { res->send(200, json_type, "{\"status\":\"injected\"}"); },
+          [res](caf::error& err) {
+            auto e = bad_request(error_text(err), "worker");
+            e.status = 404;
+            e.type = "not_found_error";
+            send_error(res, e);
+          });
+}
+
 void on_http(frontend_pointer self, http_call call) {
   auto& st = self->state;
   const auto& method = call.request.method;
@@ -443,6 +469,11 @@ void on_http(frontend_pointer self, http_call call) {
       return wrong_method("POST");
     return start_job(self, path == "/v1/completions" ? api_kind::completion : api_kind::chat,
                      std::move(call));
+  }
+  if (path == "/admin/fault" && st.cfg.supervisor) {
+    if (method != "POST")
+      return wrong_method("POST");
+    return admin_fault(self, call);
   }
   if (method != "GET" && method != "HEAD")
     return wrong_method("GET");

@@ -13,7 +13,9 @@
 ///
 /// Endpoints: POST /v1/completions, POST /v1/chat/completions,
 /// GET /v1/models, GET /health (503 until a worker has joined and is
-/// healthy), GET /live, GET /metrics (Prometheus text).
+/// healthy), GET /live, GET /metrics (Prometheus text); with fault
+/// injection on, POST /admin/fault {"worker": "decode-0", "fault": "crash"}
+/// (a worker of this node) for chaos drills.
 
 #include <chrono>
 #include <memory>
@@ -59,6 +61,9 @@ struct frontend_config {
   /// How long a choice may wait for the router and its worker to accept
   /// it. Default: 30 s.
   std::chrono::milliseconds admit_timeout{30000};
+  /// The node's worker supervisor (actors/node/worker_supervisor.hpp):
+  /// set, POST /admin/fault is served; null, it is 404.
+  caf::actor supervisor;
 };
 
 /// A running frontend: the actor and its HTTP server.

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/node/node_parts.hpp"
+#include "actors/node/worker_supervisor.hpp"
 #include "common/error.hpp"
 #include "engine/engine_errc.hpp"
 #include "transport/ucx/ucx_transport.hpp"
@@ -115,6 +116,8 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     const uint64_t id_base = detail::random_id_base();
     const std::string kind = roles.size() == 2 ? "worker" : me->has("prefill") ? "prefill" : "decode";
+    p->supervisor = std::make_unique<detail::worker_supervisor>(
+      sys, *p->br, *model, detail::supervisor_options{3, std::chrono::seconds{60}, metrics});
     for (int i = 0; i < me->workers; ++i) {
       detail::worker_spec spec;
       spec.node = node_id;
@@ -128,10 +131,9 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
       spec.router = router_at;
       spec.metrics = metrics;
       say("starting " + spec.name);
-      auto w = detail::start_worker(sys, *p->br, *model, spec);
+      auto w = p->supervisor->start(spec);
       if (!w)
         return w.error();
-      p->workers.push_back(w->actor);
     }
   }
   if (me->has("frontend")) {

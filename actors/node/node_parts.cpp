@@ -3,6 +3,7 @@
 #include <random>
 
 #include "actors/common/token_sink.hpp"
+#include "actors/node/worker_supervisor.hpp"
 #include "engine/cpu/cpu_backend.hpp"
 #include "engine/engine_errc.hpp"
 
@@ -10,11 +11,12 @@ namespace tessera::actors::detail {
 
 node_actors::~node_actors() {
   front.reset();
-  for (auto& w : workers)
-    caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
+  if (supervisor)
+    supervisor->stop();
   if (router)
     caf::anon_send_exit(router, caf::exit_reason::user_shutdown);
   br.reset();
+  supervisor.reset();
 }
 
 caf::error bad_option(const std::string& what) {
@@ -52,7 +54,7 @@ caf::expected<started_worker> start_worker(caf::actor_system& sys, bridge& br,
   out.backend = (*be)->description();
   engine::engine_config ec;
   ec.max_model_len = spec.max_model_len;
-  auto eng = std::make_unique<engine::engine>(std::move(*be), ec, model.tokenizer);
+  auto eng = std::make_shared<engine::engine>(std::move(*be), ec, model.tokenizer);
   out.max_model_len = eng->max_model_len();
   auto region = br.register_region(eng->get_backend().kv_pool_memory());
   if (!region)
@@ -66,6 +68,8 @@ caf::expected<started_worker> start_worker(caf::actor_system& sys, bridge& br,
   wc.worker_id = spec.worker_id;
   wc.roles = spec.roles;
   wc.metrics = spec.metrics;
+  wc.fault_injection = spec.fault_injection;
+  out.engine = eng;
   out.actor = spawn_worker(sys, std::move(eng), wc);
   caf::anon_send(br.actor(), publish_atom_v, spec.name, caf::actor_cast<caf::actor>(out.actor));
   return out;
@@ -96,6 +100,7 @@ start_frontend(caf::actor_system& sys, bridge& br, const router_local_actor& rou
   fc.http.port = spec.port;
   fc.http.threads = spec.http_threads;
   fc.metrics = spec.metrics;
+  fc.supervisor = spec.supervisor;
   auto front = frontend::frontend::start(sys, fc);
   if (!front)
     return front.error();

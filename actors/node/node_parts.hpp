@@ -23,9 +23,12 @@
 
 namespace tessera::actors::detail {
 
+class worker_supervisor;
+
 /// The actors a node runs and its bridge, stopped in order: the frontend
 /// first (no new requests; open streams closed), then the workers and the
-/// router, then the bridge with its transport.
+/// router, then the bridge with its transport, and last the workers'
+/// engines (their KV pools are registered with the transport).
 struct node_actors {
   explicit node_actors(caf::actor_system& s) : sys(s) {}
   ~node_actors();
@@ -35,7 +38,7 @@ struct node_actors {
   caf::actor_system& sys;
   std::unique_ptr<bridge> br;
   router_local_actor router;
-  std::vector<worker_actor> workers;
+  std::unique_ptr<worker_supervisor> supervisor;
   std::unique_ptr<frontend::frontend> front;
 };
 
@@ -64,10 +67,14 @@ struct worker_spec {
   uint64_t worker_id = 0;
   transport::wire::actor_address router;
   std::shared_ptr<cluster::metrics_registry> metrics;
+  bool fault_injection = false;
 };
 
 struct started_worker {
-  worker_actor actor;
+  worker_local_actor actor;
+  /// The worker's engine: its KV pool is registered with the bridge's
+  /// transport, so it must outlive the worker until the bridge is gone.
+  std::shared_ptr<engine::engine> engine;
   int32_t max_model_len = 0;
   std::string backend;
 };
@@ -89,6 +96,8 @@ struct frontend_spec {
   int http_threads = 1;
   frontend::api_limits limits;
   std::shared_ptr<cluster::metrics_registry> metrics;
+  /// The node's worker supervisor, for POST /admin/fault; null: off.
+  caf::actor supervisor;
 };
 
 /// Starts the frontend (HTTP listening) and publishes it on `br`. Errors: a

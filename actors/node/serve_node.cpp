@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "actors/node/node_parts.hpp"
+#include "actors/node/worker_supervisor.hpp"
 #include "common/error.hpp"
 #include "engine/engine_errc.hpp"
 #include "transport/loopback/loopback_transport.hpp"
@@ -72,6 +73,8 @@ caf::expected<std::unique_ptr<serve_node>> serve_node::start(caf::actor_system& 
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const uint64_t id_base = detail::random_id_base();
   std::string backend_name;
+  p->supervisor = std::make_unique<detail::worker_supervisor>(sys, *p->br, *model,
+                                                              detail::supervisor_options{3, std::chrono::seconds{60}, metrics});
   for (int i = 0; i < n_workers; ++i) {
     const bool prefill = disagg && i < opts.prefill_workers;
     detail::worker_spec spec;
@@ -88,12 +91,12 @@ caf::expected<std::unique_ptr<serve_node>> serve_node::start(caf::actor_system& 
     spec.worker_id = id_base + static_cast<uint64_t>(i);
     spec.router = {node_id, "router"};
     spec.metrics = metrics;
+    spec.fault_injection = opts.fault_injection;
     say("starting " + spec.name);
-    auto w = detail::start_worker(sys, *p->br, *model, spec);
+    auto w = p->supervisor->start(spec);
     if (!w)
       return w.error();
     backend_name = w->backend;
-    p->workers.push_back(w->actor);
   }
   p->description = disagg ? std::to_string(opts.prefill_workers) + " prefill + " +
                               std::to_string(opts.decode_workers) + " decode worker(s)"
@@ -110,6 +113,8 @@ caf::expected<std::unique_ptr<serve_node>> serve_node::start(caf::actor_system& 
   fs.http_threads = opts.http_threads;
   fs.limits = opts.limits;
   fs.metrics = metrics;
+  if (opts.fault_injection)
+    fs.supervisor = p->supervisor->actor();
   auto front = detail::start_frontend(sys, *p->br, p->router, *model, fs);
   if (!front)
     return front.error();

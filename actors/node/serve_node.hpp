@@ -54,6 +54,9 @@ struct serve_options {
   /// HTTP I/O threads. Default: 1.
   int http_threads = 1;
   frontend::api_limits limits;
+  /// Chaos drills: workers obey injected faults, and the frontend takes
+  /// POST /admin/fault {"worker": name, "fault": "crash"}. Default: off.
+  bool fault_injection = false;
   /// Progress lines while loading (may be empty).
   std::function<void(const std::string&)> progress;
 };

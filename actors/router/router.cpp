@@ -67,6 +67,13 @@ void on_join(router_pointer self, const wire::worker_join& j) {
     old->second.last_seen = clock_type::now();
     return;
   }
+  if (auto prev = st.by_address.find(key_of(j.at)); prev != st.by_address.end()) {
+    // A restarted worker: same address, new id. The old one is gone, and
+    // so is its cache.
+    st.index.remove_worker(prev->second);
+    st.workers.erase(prev->second);
+    spdlog::info("router: worker {} at {} was replaced", prev->second, prev->first);
+  }
   known_worker w;
   w.join = j;
   w.load.id = j.worker_id;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <stdexcept>
 #include <unordered_map>
 #include <utility>
 
@@ -21,7 +22,7 @@ using engine::engine_errc;
 using engine::make_engine_error;
 
 /// The worker's interface plus its own loop messages.
-using worker_impl = worker_actor::extend<
+using worker_impl = worker_local_actor::extend<
   /// Runs one engine step (the worker sends it to itself while busy).
   caf::reacts_to<step_atom>,
   /// A granted hand-off whose commit never came: free its blocks.
@@ -258,6 +259,21 @@ void report_to_router(worker_pointer self) {
   self->delayed_send(self, st.cfg.heartbeat_interval, heartbeat_atom_v);
 }
 
+/// Fails every request this worker holds (a crash): each client hears why,
+/// and the decode side of a hand-off in progress frees its reservation.
+void fail_all(worker_pointer self, const std::string& why) {
+  auto& st = self->state;
+  for (auto& [id, t] : st.requests) {
+    fail(self, t.reply_to, id, why);
+    if (!t.decode_at.empty())
+      self->send(peer(self, t.decode_at), cancel_atom_v, wire::request_cancel{id, why});
+  }
+  for (auto& [id, g] : st.grants)
+    fail(self, g.reply_to, id, why);
+  st.requests.clear();
+  st.grants.clear();
+}
+
 worker_impl::behavior_type worker_fn(worker_pointer self, std::shared_ptr<engine::engine> eng,
                                      worker_config cfg) {
   self->state.eng = std::move(eng);
@@ -266,9 +282,31 @@ worker_impl::behavior_type worker_fn(worker_pointer self, std::shared_ptr<engine
   if (self->state.cfg.metrics)
     self->state.metrics =
       std::make_unique<worker_metrics>(*self->state.cfg.metrics, self->state.cfg.name);
+  self->set_exception_handler([self](caf::scheduled_actor*, std::exception_ptr& ep) -> caf::error {
+    std::string what = "an unknown exception";
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    const auto why = "worker " + self->state.cfg.name + " on node '" + self->state.cfg.node +
+                     "' crashed: " + what;
+    spdlog::error("{}", why);
+    fail_all(self, why);
+    return caf::make_error(caf::sec::runtime_error, why);
+  });
   report_to_router(self);
   return {
     [self](heartbeat_atom) { report_to_router(self); },
+    [self](fault_atom, const std::string& fault) {
+      const auto& name = self->state.cfg.name;
+      if (!self->state.cfg.fault_injection)
+        return spdlog::warn("worker {}: fault '{}' ignored (fault injection is off)", name, fault);
+      if (fault != "crash")
+        return spdlog::warn("worker {}: unknown fault '{}' ignored", name, fault);
+      throw std::runtime_error("injected fault '" + fault + "'");
+    },
     [self](generate_atom, wire::request_handoff h) -> caf::result<void> {
       auto& st = self->state;
       const auto id = h.request.id;
@@ -349,10 +387,9 @@ worker_impl::behavior_type worker_fn(worker_pointer self, std::shared_ptr<engine
 
 } // namespace
 
-worker_actor spawn_worker(caf::actor_system& sys, std::unique_ptr<engine::engine> eng,
-                          worker_config cfg) {
-  std::shared_ptr<engine::engine> shared = std::move(eng);
-  return caf::actor_cast<worker_actor>(sys.spawn<caf::detached>(worker_fn, shared, std::move(cfg)));
+worker_local_actor spawn_worker(caf::actor_system& sys, std::shared_ptr<engine::engine> eng,
+                                worker_config cfg) {
+  return caf::actor_cast<worker_local_actor>(sys.spawn<caf::detached>(worker_fn, std::move(eng), std::move(cfg)));
 }
 
 } // namespace tessera::actors

@@ -22,6 +22,12 @@
 ///
 /// Roles only say what the router may send; every worker can do every step.
 ///
+/// A worker that fails (an exception out of its engine or a handler, or an
+/// injected fault) first fails every request it holds (reply_to gets
+/// failed(request_cancel) naming the worker and the cause), then exits with
+/// the error; the node's supervisor (actors/node/worker_supervisor.hpp)
+/// starts a new one in its place.
+///
 /// With a router configured, the worker sends it a worker_join and a load
 /// heartbeat every heartbeat_interval, and after every engine step the
 /// prefix-cache changes as wire::kv_event batches (per-worker event ids
@@ -60,6 +66,14 @@ using worker_actor = caf::typed_actor<
   /// Load and KV usage now.
   caf::replies_to<load_atom>::with<transport::wire::heartbeat>>;
 
+/// The worker as its own node sees it: the interface plus fault injection
+/// (not reachable from other nodes).
+using worker_local_actor = worker_actor::extend<
+  /// Injects a fault when worker_config::fault_injection is set (else it
+  /// is ignored with a warning): "crash" makes the worker fail as an
+  /// exception from its engine would.
+  caf::reacts_to<fault_atom, std::string>>;
+
 /// How a worker runs.
 struct worker_config {
   /// This node's id (as the bridge knows it). Required.
@@ -92,10 +106,14 @@ struct worker_config {
   /// The process's metrics (KV blocks used, requests aborted, KV bytes and
   /// seconds transferred, each labelled worker="<name>"); null: none.
   std::shared_ptr<cluster::metrics_registry> metrics;
+  /// Obey fault_atom (chaos drills). Default: false.
+  bool fault_injection = false;
 };
 
-/// Spawns a worker owning `eng` on its own thread.
-[[nodiscard]] worker_actor spawn_worker(caf::actor_system& sys, std::unique_ptr<engine::engine> eng,
-                                        worker_config cfg);
+/// Spawns a worker on its own thread, driving `eng` (which it shares with
+/// the caller: the engine's KV pool may stay registered with the transport
+/// after the worker is gone).
+[[nodiscard]] worker_local_actor spawn_worker(caf::actor_system& sys, std::shared_ptr<engine::engine> eng,
+                                              worker_config cfg);
 
 } // namespace tessera::actors

@@ -76,8 +76,9 @@ protected:
   ServeTest() : sys(cfg) {}
 
   std::unique_ptr<serve_node> start(const std::string& mode, int32_t max_local_prefill = 1000,
-                                    const std::string& shape = "nano") {
+                                    const std::string& shape = "nano", bool fault_injection = false) {
     serve_options o;
+    o.fault_injection = fault_injection;
     o.model_dir = tessera::test::test_model_dir(shape);
     o.model_name = "nano";
     o.mode = mode;
@@ -182,6 +183,68 @@ TEST_F(ServeTest, AClientThatGoesAwayFreesItsBlocks) {
       std::this_thread::sleep_for(50ms); // polling the server's own metrics
   }
   EXPECT_TRUE(freed) << m;
+}
+
+TEST_F(ServeTest, ACrashedWorkerFailsItsRequestsAndIsRestarted) {
+  // `small` again, so the stream is surely running when the fault lands.
+  auto node = start("disagg", 0, "small", true);
+  ASSERT_TRUE(node);
+  json b = {{"model", "nano"}, {"prompt", prompt_ids(3, 30)}, {"max_tokens", 480},
+            {"ignore_eos", true}, {"stream", true}};
+  tessera::test::temp_dir dir;
+  std::ofstream(dir.path() / "b") << b.dump();
+  auto c = child_process::spawn("/usr/bin/curl", {"-sN", "-H", "Content-Type: application/json",
+                                                  "--data-binary", "@" + (dir.path() / "b").string(),
+                                                  node->url() + "/v1/completions"});
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(c->read_line(30s)) << "no first chunk";
+  auto fault = post(node->url() + "/admin/fault", R"({"worker": "decode-0", "fault": "crash"})");
+  ASSERT_EQ(fault.status, 200) << fault.body;
+  // The stream ends with an error naming the worker, not a hang.
+  std::string rest;
+  for (;;) {
+    auto line = c->read_line(30s);
+    if (!line)
+      break;
+    rest.append(*line).push_back('\n');
+  }
+  (void) c->wait(5s);
+  EXPECT_NE(rest.find("worker decode-0 on node 'local' crashed: injected fault 'crash'"), std::string::npos)
+    << rest.substr(rest.size() > 2000 ? rest.size() - 2000 : 0);
+  EXPECT_NE(rest.find("data: [DONE]"), std::string::npos);
+
+  // A new decode-0 takes the old one's place; requests succeed as before.
+  auto prompt = prompt_ids(5, 12);
+  auto want = tessera::test::run_alone("small", prompt, 12, 0, 7);
+  http_result r;
+  for (int i = 0; i < 200 && r.status != 200; ++i) {
+    r = post(node->url() + "/v1/completions", completion_body(prompt, 0, false).dump());
+    if (r.status != 200)
+      std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(from_response(r), want);
+  auto m = get(node->url() + "/metrics").body;
+  EXPECT_NE(m.find("tessera_worker_restarts_total{worker=\"decode-0\"} 1"), std::string::npos) << m;
+  auto health = get(node->url() + "/health");
+  EXPECT_EQ(health.status, 200);
+  EXPECT_NE(health.body.find("\"workers\":2"), std::string::npos) << "the old decode-0 is forgotten: "
+                                                                   << health.body;
+
+  auto unknown = post(node->url() + "/admin/fault", R"({"worker": "decode-9", "fault": "crash"})");
+  EXPECT_EQ(unknown.status, 404) << unknown.body;
+  EXPECT_NE(unknown.body.find("no worker named 'decode-9'"), std::string::npos) << unknown.body;
+  auto bad = post(node->url() + "/admin/fault", R"({"worker": "decode-0", "fault": "melt"})");
+  EXPECT_EQ(bad.status, 400) << bad.body;
+}
+
+TEST_F(ServeTest, FaultInjectionIsOffByDefault) {
+  auto node = start("agg");
+  ASSERT_TRUE(node);
+  auto fault = post(node->url() + "/admin/fault", R"({"worker": "worker-0", "fault": "crash"})");
+  EXPECT_NE(fault.status, 200) << fault.body;
+  auto r = post(node->url() + "/v1/completions", completion_body(prompt_ids(1, 5), 0, false).dump());
+  EXPECT_EQ(r.status, 200) << r.body;
 }
 
 TEST_F(ServeTest, BadInputGetsTheRightStatusAndTheServerKeepsServing) {
