@@ -12,6 +12,26 @@ namespace tessera::cluster {
 
 namespace {
 
+/// Splits "host:port" into host and port; returns an error text naming
+/// `key`, or "" when it is good.
+std::string host_port(const std::string& value, const std::string& key, std::string& host, uint16_t& port) {
+  auto colon = value.rfind(':');
+  if (colon == std::string::npos)
+    return key + " must be host:port";
+  try {
+    size_t used = 0;
+    const auto tail = value.substr(colon + 1);
+    int p = std::stoi(tail, &used);
+    if (used != tail.size() || p < 0 || p > 65535)
+      throw std::out_of_range("port");
+    host = value.substr(0, colon);
+    port = static_cast<uint16_t>(p);
+  } catch (const std::exception&) {
+    return key + " has a bad port: '" + value + "'";
+  }
+  return {};
+}
+
 caf::error bad(const std::string& name, const std::string& what) {
   return caf::make_error(caf::sec::invalid_argument, name + ": " + what);
 }
@@ -98,8 +118,9 @@ caf::expected<cluster_config> parse_cluster_config(std::string_view text, const 
     str(v["id"], at + ".id", n.id);
     str(v["address"], at + ".address", n.address);
     num(v["workers"], at + ".workers", 1, 64, n.workers);
-    std::string http;
+    std::string http, metrics;
     str(v["http"], at + ".http", http);
+    str(v["metrics"], at + ".metrics", metrics);
     if (!err.empty())
       return bad(name, err);
     if (n.id.empty())
@@ -119,19 +140,14 @@ caf::expected<cluster_config> parse_cluster_config(std::string_view text, const 
         return bad(name, at + ".roles: unknown role (use frontend, router, prefill, decode, worker)");
       n.roles.push_back(*role);
     }
-    if (!http.empty()) {
-      auto colon = http.rfind(':');
-      if (colon == std::string::npos)
-        return bad(name, at + ".http must be host:port");
-      n.http_host = http.substr(0, colon);
-      try {
-        int port = std::stoi(http.substr(colon + 1));
-        if (port < 0 || port > 65535)
-          throw std::out_of_range("port");
-        n.http_port = static_cast<uint16_t>(port);
-      } catch (const std::exception&) {
-        return bad(name, at + ".http has a bad port: '" + http + "'");
-      }
+    if (!http.empty())
+      if (auto e = host_port(http, at + ".http", n.http_host, n.http_port); !e.empty())
+        return bad(name, e);
+    if (!metrics.empty()) {
+      if (auto e = host_port(metrics, at + ".metrics", n.metrics_host, n.metrics_port); !e.empty())
+        return bad(name, e);
+      if (n.metrics_port == 0)
+        return bad(name, at + ".metrics needs a port other than 0");
     }
     c.nodes.push_back(std::move(n));
   }

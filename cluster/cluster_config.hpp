@@ -20,6 +20,8 @@
 ///   address = "127.0.0.1:14002"
 ///   roles = ["decode"]              # or "prefill", or "worker" (both)
 ///   workers = 1
+///   metrics = "127.0.0.1:9102"      # optional: GET /metrics of this node
+///                                   # (a frontend node has it on its API)
 
 #include <cstdint>
 #include <filesystem>
@@ -43,6 +45,10 @@ struct node_spec {
   /// frontend: host and port of the HTTP API. Default: 127.0.0.1:8000.
   std::string http_host = "127.0.0.1";
   uint16_t http_port = 8000;
+  /// Where this node serves GET /metrics (its own series: workers' KV
+  /// blocks, transfers, restarts); port 0: nowhere. Default: none.
+  std::string metrics_host = "127.0.0.1";
+  uint16_t metrics_port = 0;
 
   [[nodiscard]] bool has(const std::string& role) const;
 };

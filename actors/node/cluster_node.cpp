@@ -5,6 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "actors/node/metrics_endpoint.hpp"
 #include "actors/node/node_parts.hpp"
 #include "actors/node/worker_supervisor.hpp"
 #include "common/error.hpp"
@@ -19,6 +20,7 @@ struct cluster_node::impl : detail::node_actors {
   using node_actors::node_actors;
   std::atomic<bool> stopping{false};
   std::thread connector;
+  std::unique_ptr<frontend::http_server> metrics_http;
 
   ~impl() {
     stopping = true;
@@ -150,6 +152,13 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
       return front.error();
     p->front = std::move(*front);
     caf::anon_send(p->br->actor(), watch_atom_v, caf::actor_cast<caf::actor>(p->front->actor()));
+  }
+  if (me->metrics_port != 0) {
+    auto http = detail::start_metrics_endpoint(me->metrics_host, me->metrics_port, metrics);
+    if (!http)
+      return http.error();
+    p->metrics_http = std::move(*http);
+    say("metrics on " + p->metrics_http->url() + "/metrics");
   }
   // One connection per pair of nodes: each node dials those before it.
   std::vector<std::pair<std::string, std::string>> targets;

@@ -46,6 +46,7 @@ TEST(ClusterTest, ThreeProcessesOverUcxEqualOneEngine) {
   const std::string bin = std::string{getenv("TESSERA_BINARY_DIR")} + "/cli/tessera";
   tessera::test::temp_dir dir;
   const auto http = free_port();
+  const auto prefill_metrics = free_port();
   std::ofstream(dir.path() / "c.toml")
     << "model = \"" << tessera::test::test_model_dir("nano").string() << "\"\n"
     << "served_model_name = \"nano\"\nmax_local_prefill_tokens = 0\nthreads_per_worker = 1\n"
@@ -53,7 +54,7 @@ TEST(ClusterTest, ThreeProcessesOverUcxEqualOneEngine) {
     << "[[node]]\nid = \"front\"\naddress = \"127.0.0.1:" << free_port()
     << "\"\nroles = [\"frontend\", \"router\"]\nhttp = \"127.0.0.1:" << http << "\"\n"
     << "[[node]]\nid = \"prefill\"\naddress = \"127.0.0.1:" << free_port()
-    << "\"\nroles = [\"prefill\"]\n"
+    << "\"\nroles = [\"prefill\"]\nmetrics = \"127.0.0.1:" << prefill_metrics << "\"\n"
     << "[[node]]\nid = \"decode\"\naddress = \"127.0.0.1:" << free_port()
     << "\"\nroles = [\"decode\"]\n";
   std::vector<child_process> nodes;
@@ -94,6 +95,14 @@ TEST(ClusterTest, ThreeProcessesOverUcxEqualOneEngine) {
   // Every token of the four requests came back through the frontend.
   auto metrics = tessera::test::http_get(url + "/metrics").body;
   EXPECT_NE(metrics.find("tessera_generation_tokens_total 40"), std::string::npos) << metrics;
+  // The prefill node's own series are on its metrics endpoint: it put the
+  // four prompts' KV into the decode node's pool.
+  auto prefill = tessera::test::http_get("http://127.0.0.1:" + std::to_string(prefill_metrics) + "/metrics");
+  EXPECT_EQ(prefill.status, 200);
+  EXPECT_NE(prefill.body.find("tessera_kv_transfer_bytes_total{worker=\"prefill-0\"}"), std::string::npos)
+    << prefill.body;
+  EXPECT_EQ(prefill.body.find("tessera_kv_transfer_bytes_total{worker=\"prefill-0\"} 0\n"), std::string::npos)
+    << prefill.body;
   // The decode node dies without a word: the frontend's node notices (its
   // bridge's peer fails), the router stops sending there, and a new
   // request gets a clear 503 instead of hanging.

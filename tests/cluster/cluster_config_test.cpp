@@ -22,6 +22,7 @@ id = "p"
 address = "127.0.0.1:14001"
 roles = ["prefill"]
 workers = 2
+metrics = "127.0.0.1:9101"
 [[node]]
 id = "d"
 address = "127.0.0.1:14002"
@@ -39,6 +40,8 @@ TEST(ClusterConfigTest, ReadsNodesRolesAndSettings) {
   EXPECT_EQ(c->nodes[0].http_host, "0.0.0.0");
   EXPECT_EQ(c->nodes[0].http_port, 9000);
   EXPECT_EQ(c->node("p")->workers, 2);
+  EXPECT_EQ(c->node("p")->metrics_port, 9101);
+  EXPECT_EQ(c->node("d")->metrics_port, 0) << "no metrics endpoint unless asked";
   EXPECT_TRUE(c->node("d")->has("decode"));
   EXPECT_EQ(c->node("zz"), nullptr);
 }
@@ -58,6 +61,9 @@ TEST(ClusterConfigTest, BadConfigsAreErrorsNamingTheFileAndTheKey) {
     {"[[node]]\nid=\"a\"\naddress=\"h:1\"\nroles=[\"router\"]\n[[node]]\nid=\"a\"\naddress=\"h:2\"\nroles=[\"decode\"]", "node[1].id 'a' is used twice"},
     {"[[node]]\nid=\"a\"\naddress=\"h:1\"\nroles=[\"router\"]\n[[node]]\nid=\"b\"\naddress=\"h:2\"\nroles=[\"frontend\"]", "the frontend runs on the router's node"},
     {"[[node]]\nid=\"a\"\naddress=\"h:1\"\nroles=[\"router\"]\nworkers = 0", "'node[0].workers' must be an integer in [1, 64]"},
+    {"[[node]]\nid=\"a\"\naddress=\"h:1\"\nroles=[\"router\"]\nmetrics = \"h:x1\"", "node[0].metrics has a bad port: 'h:x1'"},
+    {"[[node]]\nid=\"a\"\naddress=\"h:1\"\nroles=[\"router\"]\nmetrics = \"h:0\"", "node[0].metrics needs a port other than 0"},
+    {"[[node]]\nid=\"a\"\naddress=\"h:1\"\nroles=[\"router\"]\nhttp = \"nocolon\"", "node[0].http must be host:port"},
   };
   for (const auto& c : cases) {
     auto r = parse_cluster_config(c.text, "c.toml");
