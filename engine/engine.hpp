@@ -229,6 +229,28 @@ public:
   /// The prefix-cache changes since the last call, in order.
   [[nodiscard]] std::vector<kv_cache_event> drain_kv_events();
 
+  // -- lower KV tiers (kvstore): blocks out of and into the prefix cache --
+  // (engine_tiers.cpp)
+
+  /// The chained hashes of the full blocks of `tokens` with `cache_salt`,
+  /// as this engine names them (block_hash.hpp, seed hash_seed()).
+  [[nodiscard]] std::vector<kv_block_hash> block_hashes(std::span<const int32_t> tokens,
+                                                        std::string_view cache_salt = {}) const;
+  /// How many leading hashes of `hashes` the prefix cache holds now.
+  [[nodiscard]] size_t cached_prefix_blocks(std::span<const kv_block_hash> hashes) const;
+  /// Copies the block cached under `hash` (layout().block_bytes() bytes)
+  /// into `out`; false when it is not cached or `out` has another size.
+  bool read_cached_block(kv_block_hash hash, std::span<std::byte> out) const;
+  /// Puts a block from a lower tier into the pool as a cached, free block,
+  /// as if a finished request had left it: the next request whose prefix
+  /// reaches `hash` reuses it. The caller vouches that the bytes are the
+  /// KV of the block `hash` names in this engine's namespace (the kv store
+  /// verifies its checksums). Takes the least recently freed block
+  /// (evicting what it cached). Returns true when `hash` is cached
+  /// afterwards (also if it was already: nothing is written); false when
+  /// no block is free or `bytes` has another size than a block.
+  bool insert_cached_block(kv_block_hash hash, std::span<const std::byte> bytes);
+
   /// Counters and pool occupancy, as of now.
   [[nodiscard]] engine_stats stats() const;
   /// The backend (owned by the engine), e.g. for kv_pool_memory.

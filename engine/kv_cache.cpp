@@ -136,6 +136,13 @@ void kv_cache::free_blocks(std::span<const kv_block_id> ids) {
   }
 }
 
+std::optional<kv_block_id> kv_cache::find_cached(kv_block_hash hash) const {
+  auto it = cached_.find(hash);
+  if (it == cached_.end())
+    return std::nullopt;
+  return it->second;
+}
+
 std::optional<kv_block_hash> kv_cache::block_hash(kv_block_id id) const {
   if (!hashed_[id])
     return std::nullopt;

@@ -97,6 +97,8 @@ public:
 
   /// References to `id`.
   [[nodiscard]] int32_t ref_count(kv_block_id id) const { return ref_[id]; }
+  /// The block cached under `hash`, if any (no reference taken).
+  [[nodiscard]] std::optional<kv_block_id> find_cached(kv_block_hash hash) const;
   /// The hash `id` is cached under, if any.
   [[nodiscard]] std::optional<kv_block_hash> block_hash(kv_block_id id) const;
 

@@ -7,6 +7,7 @@
 
 #include "common/error.hpp"
 #include "engine/engine_errc.hpp"
+#include "tests/support/engine_runs.hpp"
 #include "tests/support/test_model.hpp"
 
 namespace {
@@ -14,69 +15,13 @@ namespace {
 using namespace tessera;
 using namespace tessera::engine;
 
-struct result {
-  std::vector<int32_t> tokens;
-  std::vector<float> logprobs;
-  finish_reason finish = finish_reason::none;
-  std::string text;
-  int32_t cached_prompt_tokens = 0;
-  friend bool operator==(const result& a, const result& b) {
-    return a.tokens == b.tokens && a.logprobs == b.logprobs && a.finish == b.finish;
-  }
-};
-
-std::vector<int32_t> random_prompt(int n, uint64_t seed, int32_t vocab = 512) {
-  std::mt19937_64 rng{seed};
-  std::vector<int32_t> p(n);
-  for (auto& t : p)
-    t = static_cast<int32_t>(8 + rng() % static_cast<uint64_t>(vocab - 8));
-  return p;
-}
-
-request make_request(uint64_t id, std::vector<int32_t> prompt, int max_tokens = 12,
-                     float temperature = 0) {
-  request r;
-  r.id = id;
-  r.prompt = std::move(prompt);
-  r.params.temperature = temperature;
-  r.params.max_tokens = max_tokens;
-  r.params.ignore_eos = true;
-  r.params.logprobs = 0;
-  r.params.seed = 1000 + id;
-  return r;
-}
-
-void collect(std::map<uint64_t, result>& out, const std::vector<request_output>& step) {
-  for (const auto& o : step) {
-    auto& r = out[o.id];
-    r.tokens.insert(r.tokens.end(), o.tokens.begin(), o.tokens.end());
-    for (const auto& lp : o.logprobs)
-      r.logprobs.push_back(lp.logprob);
-    r.text += o.text;
-    r.cached_prompt_tokens = o.cached_prompt_tokens;
-    if (o.finish != finish_reason::none)
-      r.finish = o.finish;
-  }
-}
-
-// Steps until every request finished.
-std::map<uint64_t, result> drain(engine::engine& eng) {
-  std::map<uint64_t, result> out;
-  for (int guard = 0; eng.has_unfinished() && guard < 100000; ++guard)
-    collect(out, eng.step());
-  EXPECT_FALSE(eng.has_unfinished());
-  return out;
-}
-
-std::map<uint64_t, result> run_all(engine::engine& eng, const std::vector<request>& reqs) {
-  for (const auto& r : reqs) {
-    auto err = eng.add_request(r);
-    EXPECT_FALSE(err) << error_text(err);
-  }
-  return drain(eng);
-}
-
-result run_one(engine::engine& eng, const request& r) { return run_all(eng, {r})[r.id]; }
+using result = test::run_result;
+using test::collect;
+using test::drain;
+using test::make_request;
+using test::random_prompt;
+using test::run_all;
+using test::run_one;
 
 test::test_engine_options opts_with(int32_t blocks = 256, int32_t budget = 512,
                                     int32_t chunk = 0) {

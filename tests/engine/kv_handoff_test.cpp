@@ -11,6 +11,7 @@
 
 #include "common/error.hpp"
 #include "engine/engine_errc.hpp"
+#include "tests/support/engine_runs.hpp"
 #include "tests/support/test_model.hpp"
 
 namespace {
@@ -18,62 +19,12 @@ namespace {
 using namespace tessera;
 using namespace tessera::engine;
 
-struct result {
-  std::vector<int32_t> tokens;
-  std::vector<float> logprobs;
-  finish_reason finish = finish_reason::none;
-  int32_t cached_prompt_tokens = 0;
-  friend bool operator==(const result& a, const result& b) {
-    return a.tokens == b.tokens && a.logprobs == b.logprobs && a.finish == b.finish;
-  }
-};
-
-std::vector<int32_t> random_prompt(int n, uint64_t seed, int32_t vocab = 512) {
-  std::mt19937_64 rng{seed};
-  std::vector<int32_t> p(n);
-  for (auto& t : p)
-    t = static_cast<int32_t>(8 + rng() % static_cast<uint64_t>(vocab - 8));
-  return p;
-}
-
-request make_request(uint64_t id, std::vector<int32_t> prompt, int max_tokens = 12,
-                     float temperature = 0) {
-  request r;
-  r.id = id;
-  r.prompt = std::move(prompt);
-  r.params.temperature = temperature;
-  r.params.max_tokens = max_tokens;
-  r.params.ignore_eos = true;
-  r.params.logprobs = 0;
-  r.params.seed = 1000 + id;
-  return r;
-}
-
-void collect(std::map<uint64_t, result>& out, const std::vector<request_output>& step) {
-  for (const auto& o : step) {
-    auto& r = out[o.id];
-    r.tokens.insert(r.tokens.end(), o.tokens.begin(), o.tokens.end());
-    for (const auto& lp : o.logprobs)
-      r.logprobs.push_back(lp.logprob);
-    r.cached_prompt_tokens = o.cached_prompt_tokens;
-    if (o.finish != finish_reason::none)
-      r.finish = o.finish;
-  }
-}
-
-std::map<uint64_t, result> drain(engine::engine& eng) {
-  std::map<uint64_t, result> out;
-  for (int guard = 0; eng.has_unfinished() && guard < 100000; ++guard)
-    collect(out, eng.step());
-  EXPECT_FALSE(eng.has_unfinished());
-  return out;
-}
-
-result run_one(engine::engine& eng, const request& r) {
-  auto err = eng.add_request(r);
-  EXPECT_FALSE(err) << error_text(err);
-  return drain(eng)[r.id];
-}
+using result = test::run_result;
+using test::collect;
+using test::drain;
+using test::make_request;
+using test::random_prompt;
+using test::run_one;
 
 test::test_engine_options opts_with(int32_t blocks = 256, uint64_t engine_seed = 0) {
   test::test_engine_options o;
@@ -400,27 +351,6 @@ TEST(KvHandoffTest, ReserveWithoutEnoughFreeBlocksKeepsNothing) {
 }
 
 
-// Text of one request run to its end on `eng` (outputs concatenated).
-struct text_result {
-  std::string text;
-  finish_reason finish = finish_reason::none;
-  std::string stop_reason;
-};
-
-text_result run_text(engine::engine& eng, const request& r) {
-  EXPECT_FALSE(eng.add_request(r));
-  text_result out;
-  for (int guard = 0; eng.has_unfinished() && guard < 100000; ++guard)
-    for (const auto& o : eng.step()) {
-      out.text += o.text;
-      if (o.finish != finish_reason::none) {
-        out.finish = o.finish;
-        out.stop_reason = o.stop_reason;
-      }
-    }
-  return out;
-}
-
 TEST(KvHandoffTest, StopStringSpanningPrefillAndDecodeIsCutAsOnOneEngine) {
   auto opts = opts_with();
   opts.with_tokenizer = true;
@@ -431,11 +361,11 @@ TEST(KvHandoffTest, StopStringSpanningPrefillAndDecodeIsCutAsOnOneEngine) {
     auto r = make_request(3, random_prompt(20, seed, 264), 8);
     r.params.ignore_eos = true;
     auto eng = test::make_test_engine("nano", opts);
-    const auto whole = run_text(*eng, r);
+    const auto whole = run_one(*eng, r);
     auto one = r;
     one.id = 4;
     one.params.max_tokens = 1;
-    const auto first = run_text(*eng, one).text;
+    const auto first = run_one(*eng, one).text;
     const size_t n = first.size();
     if (n == 0 || whole.text.size() <= n)
       continue;
@@ -445,7 +375,7 @@ TEST(KvHandoffTest, StopStringSpanningPrefillAndDecodeIsCutAsOnOneEngine) {
       continue;
     r.params.stop = {stop};
 
-    const auto agg = run_text(*test::make_test_engine("nano", opts), r);
+    const auto agg = run_one(*test::make_test_engine("nano", opts), r);
     ASSERT_EQ(agg.finish, finish_reason::stop);
     ASSERT_EQ(agg.text, whole.text.substr(0, n - 1));
 
@@ -454,7 +384,7 @@ TEST(KvHandoffTest, StopStringSpanningPrefillAndDecodeIsCutAsOnOneEngine) {
     head_req.params.max_tokens = 1;
     head_req.keep_kv = true;
     head_req.continues_elsewhere = true;
-    const auto head = run_text(*prefill, head_req);
+    const auto head = run_one(*prefill, head_req);
     EXPECT_EQ(head.finish, finish_reason::length);
     EXPECT_EQ(head.text, first.substr(0, n - 1)) << "the prefill keeps back what may start the stop";
     auto src = prefill->export_request_blocks(r.id);
@@ -465,15 +395,7 @@ TEST(KvHandoffTest, StopStringSpanningPrefillAndDecodeIsCutAsOnOneEngine) {
     put_blocks(*prefill, *src, *decode, *plan);
     EXPECT_TRUE(prefill->release_request(r.id));
     ASSERT_FALSE(decode->commit_import(r.id));
-    text_result tail;
-    for (int guard = 0; decode->has_unfinished() && guard < 1000; ++guard)
-      for (const auto& o : decode->step()) {
-        tail.text += o.text;
-        if (o.finish != finish_reason::none) {
-          tail.finish = o.finish;
-          tail.stop_reason = o.stop_reason;
-        }
-      }
+    const auto tail = drain(*decode)[r.id];
     EXPECT_EQ(head.text + tail.text, agg.text);
     EXPECT_EQ(tail.finish, finish_reason::stop);
     EXPECT_EQ(tail.stop_reason, stop);

@@ -1,0 +1,78 @@
+// Blocks out of one engine's prefix cache and into another's (the path a
+// kv store tier takes): a request whose prefix arrived that way computes
+// only the rest, and generates exactly what it generates without a cache.
+#include <gtest/gtest.h>
+
+#include "tests/support/engine_runs.hpp"
+#include "tests/support/test_model.hpp"
+
+namespace {
+
+using namespace tessera;
+using namespace tessera::engine;
+
+test::test_engine_options with_blocks(int32_t blocks) {
+  test::test_engine_options o;
+  o.backend.num_blocks = blocks;
+  return o;
+}
+
+TEST(EngineTiersTest, BlocksMovedThroughATierAreHitsAndChangeNothing) {
+  for (float temperature : {0.0f, 0.8f}) {
+    const auto r = test::make_request(1, test::random_prompt(53, 9), 10, temperature);
+    auto a = test::make_test_engine("nano", with_blocks(64));
+    const auto want = test::run_one(*a, r);
+    EXPECT_EQ(want.cached_prompt_tokens, 0);
+
+    const auto hashes = a->block_hashes(r.prompt);
+    ASSERT_EQ(hashes.size(), 3u) << "53 tokens: 3 full blocks of 16";
+    EXPECT_EQ(a->cached_prefix_blocks(hashes), 3u) << "a finished request leaves its blocks cached";
+
+    auto b = test::make_test_engine("nano", with_blocks(64));
+    EXPECT_EQ(b->hash_seed(), a->hash_seed());
+    EXPECT_EQ(b->cached_prefix_blocks(hashes), 0u);
+    std::vector<std::byte> block(a->get_backend().layout().block_bytes());
+    for (auto h : hashes) {
+      ASSERT_TRUE(a->read_cached_block(h, block));
+      ASSERT_TRUE(b->insert_cached_block(h, block));
+    }
+    EXPECT_EQ(b->cached_prefix_blocks(hashes), 3u);
+    EXPECT_EQ(b->stats().free_blocks, 64) << "inserted blocks are cached and free";
+    const auto got = test::run_one(*b, r);
+    EXPECT_EQ(got, want) << "temperature " << temperature;
+    EXPECT_EQ(got.cached_prompt_tokens, 48);
+    EXPECT_EQ(b->stats().tokens_computed, want.tokens.size() - 1 + 5) << "only the last 5 prompt tokens";
+  }
+}
+
+TEST(EngineTiersTest, ReadAndInsertRefuseWhatDoesNotFit) {
+  auto e = test::make_test_engine("nano", with_blocks(4));
+  const size_t bb = e->get_backend().layout().block_bytes();
+  std::vector<std::byte> block(bb), small(bb - 1);
+  EXPECT_FALSE(e->read_cached_block(12345, block)) << "not cached";
+  EXPECT_FALSE(e->insert_cached_block(7, small)) << "wrong size";
+  EXPECT_TRUE(e->insert_cached_block(7, block));
+  EXPECT_TRUE(e->insert_cached_block(7, block)) << "already cached: nothing to do";
+  EXPECT_FALSE(e->read_cached_block(7, small)) << "wrong size";
+  EXPECT_TRUE(e->read_cached_block(7, block));
+  // Every block held by a running request: nothing can be inserted.
+  auto r = test::make_request(2, test::random_prompt(60, 3), 4);
+  ASSERT_FALSE(e->add_request(r));
+  (void) e->step();
+  EXPECT_EQ(e->stats().free_blocks, 0);
+  EXPECT_FALSE(e->insert_cached_block(8, block));
+  EXPECT_EQ(e->cached_prefix_blocks(std::vector<kv_block_hash>{7}), 0u) << "evicted for the request";
+}
+
+TEST(EngineTiersTest, SaltedHashesDifferAndMatchWhatRequestsCache) {
+  auto e = test::make_test_engine("nano", with_blocks(64));
+  const auto prompt = test::random_prompt(40, 4);
+  EXPECT_NE(e->block_hashes(prompt, "tenant-a"), e->block_hashes(prompt));
+  auto r = test::make_request(3, prompt, 2);
+  r.cache_salt = "tenant-a";
+  (void) test::run_one(*e, r);
+  EXPECT_EQ(e->cached_prefix_blocks(e->block_hashes(prompt, "tenant-a")), 2u);
+  EXPECT_EQ(e->cached_prefix_blocks(e->block_hashes(prompt)), 0u);
+}
+
+} // namespace
