@@ -50,6 +50,9 @@ struct worker_load {
   /// Most requests it runs at once; a worker at the limit takes no new
   /// request. 0: no limit.
   int32_t max_requests = 0;
+  /// The kv store of the worker's node (its id in the prefix index), from
+  /// which it fetches a cached prefix its own pool lacks; 0: none.
+  uint64_t store_id = 0;
 };
 
 /// A request to route.
@@ -112,6 +115,13 @@ struct router_options {
   /// workers serves aggregated (each prefills its own requests). Default:
   /// false.
   bool remote_prefill_on_both = false;
+  /// Credit for a prompt block the worker's node store holds (and the
+  /// worker's own pool does not), as a fraction of a block held in the
+  /// pool: fetching it costs a copy (host memory) or a read (disk) instead
+  /// of a prefill. In [0, 1]. Defaults: 0.9 host, 0.6 disk (estimates, to
+  /// be calibrated against measured fetch and prefill times).
+  double host_tier_credit = 0.9;
+  double disk_tier_credit = 0.6;
   /// Sessions remembered for stickiness; the least recently routed one is
   /// forgotten beyond it. 0 turns stickiness off. About 100 bytes each.
   /// Default: 65536.

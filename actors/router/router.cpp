@@ -1,5 +1,6 @@
 #include "actors/router/router_actor.hpp"
 
+#include <algorithm>
 #include <map>
 #include <unordered_map>
 
@@ -41,6 +42,13 @@ struct router_state {
   std::map<uint64_t, known_worker> workers;
   std::unordered_map<std::string, uint64_t> by_address; // "node/actor"
   std::unordered_map<uint64_t, inflight> requests;
+  /// Kv stores (joins with role kvstore): their id in the index and when
+  /// they last reported, by node.
+  struct known_store {
+    uint64_t id = 0;
+    clock_type::time_point last_seen;
+  };
+  std::unordered_map<std::string, known_store> stores;
 };
 
 using router_pointer = router_local_actor::stateful_pointer<router_state>;
@@ -58,8 +66,28 @@ worker_role role_of(const wire::worker_join& j) {
   return prefill && decode ? worker_role::both : prefill ? worker_role::prefill : worker_role::decode;
 }
 
+bool is_store(const wire::worker_join& j) {
+  return std::find(j.roles.begin(), j.roles.end(), wire::node_role::kvstore) != j.roles.end();
+}
+
+/// A node's kv store joins (or repeats its join): workers of that node are
+/// credited with what it holds (router_options::host_tier_credit).
+void on_store_join(router_pointer self, const wire::worker_join& j) {
+  auto& st = self->state;
+  auto& s = st.stores[j.at.node];
+  if (s.id != j.worker_id) {
+    if (s.id != 0)
+      st.index.remove_worker(s.id); // a restarted store: its old view is gone
+    s.id = j.worker_id;
+    spdlog::info("router: kv store {} ({} on node '{}') joined", j.worker_id, j.at.actor, j.at.node);
+  }
+  s.last_seen = clock_type::now();
+}
+
 void on_join(router_pointer self, const wire::worker_join& j) {
   auto& st = self->state;
+  if (is_store(j))
+    return on_store_join(self, j);
   if (auto old = st.workers.find(j.worker_id); old != st.workers.end()) {
     // Workers repeat their join with every heartbeat (so a router that
     // started late or restarted learns them); a restarted worker comes
@@ -109,6 +137,10 @@ caf::expected<route_answer> route(router_pointer self, const route_query& q) {
   std::vector<worker_load> loads;
   for (auto& [id, w] : st.workers) {
     w.load.healthy = now - w.last_seen <= st.cfg.heartbeat_timeout;
+    auto store = st.stores.find(w.join.at.node);
+    w.load.store_id = store != st.stores.end() && now - store->second.last_seen <= st.cfg.heartbeat_timeout
+                        ? store->second.id
+                        : 0;
     loads.push_back(w.load);
   }
   // Every worker serves the same model: the first one's seed and block
@@ -187,6 +219,10 @@ router_local_actor::behavior_type router_fn(router_pointer self, std::shared_ptr
           self->state.index.remove_worker(id);
           spdlog::warn("router: worker {} ({} on node '{}') is down", id, w.join.at.actor, node);
         }
+      if (auto s = self->state.stores.find(node); s != self->state.stores.end()) {
+        self->state.index.remove_worker(s->second.id);
+        self->state.stores.erase(s);
+      }
     },
     [self](workers_atom) {
       std::vector<router_worker_view> out;

@@ -44,10 +44,27 @@ caf::error check_request(const route_request& req) {
   return {};
 }
 
-int32_t cached_blocks_of(const std::vector<worker_overlap>& overlaps, uint64_t id) {
+const worker_overlap* overlap_of(const std::vector<worker_overlap>& overlaps, uint64_t id) {
   auto it = std::lower_bound(overlaps.begin(), overlaps.end(), id,
                              [](const worker_overlap& o, uint64_t v) { return o.worker_id < v; });
-  return it != overlaps.end() && it->worker_id == id ? it->blocks : 0;
+  return it != overlaps.end() && it->worker_id == id ? &*it : nullptr;
+}
+
+/// The leading prompt blocks `w` holds in its pool, plus those beyond that
+/// its node's store holds, credited by tier (router_options).
+int32_t cached_blocks_of(const std::vector<worker_overlap>& overlaps, const worker_load& w,
+                         const router_options& opts) {
+  const auto* own = overlap_of(overlaps, w.id);
+  const int32_t pool = own ? own->blocks : 0;
+  const auto* store = w.store_id != 0 ? overlap_of(overlaps, w.store_id) : nullptr;
+  if (store == nullptr || store->blocks <= pool)
+    return pool;
+  const auto host = static_cast<double>(store->tier_blocks[static_cast<size_t>(transport::wire::kv_tier::g2_host)]);
+  const auto disk = static_cast<double>(store->tier_blocks[static_cast<size_t>(transport::wire::kv_tier::g3_disk)]);
+  if (host + disk <= 0)
+    return pool;
+  const double credit = (host * opts.host_tier_credit + disk * opts.disk_tier_credit) / (host + disk);
+  return pool + static_cast<int32_t>(static_cast<double>(store->blocks - pool) * credit);
 }
 
 bool eligible(const worker_load& w) {
@@ -131,7 +148,7 @@ caf::expected<route_decision> router_policy::route(const route_request& req,
       ++full;
       continue;
     }
-    const candidate c{w, cached_blocks_of(overlaps, w->id)};
+    const candidate c{w, cached_blocks_of(overlaps, *w, opts_)};
     if (w->role == worker_role::prefill)
       ++prefill_only;
     else
@@ -237,6 +254,13 @@ caf::expected<std::unique_ptr<router_policy>> make_router_policy(std::string_vie
     return make_router_error(router_errc::invalid_options,
                              std::string{"overlap_weight must be finite and >= 0, got "} + buf);
   }
+  for (double credit : {opts.host_tier_credit, opts.disk_tier_credit})
+    if (!(credit >= 0 && credit <= 1)) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%g", credit);
+      return make_router_error(router_errc::invalid_options,
+                               std::string{"host_tier_credit and disk_tier_credit must be in [0, 1], got "} + buf);
+    }
   if (opts.max_local_prefill_tokens < 0)
     return make_router_error(router_errc::invalid_options,
                              "max_local_prefill_tokens must be >= 0, got "

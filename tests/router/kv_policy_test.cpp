@@ -207,3 +207,50 @@ TEST_F(KvPolicyTest, TieBreaksAreDeterministicForASeedAndSpreadLoad) {
 }
 
 } // namespace
+
+namespace {
+
+// Workers 1 and 2 are on different nodes; node of worker 2 has kv store 9,
+// which holds the whole prompt (6 blocks in host memory, 2 on disk).
+TEST_F(KvPolicyTest, NodeStoreBlocksAreCreditedByTier) {
+  f.store(1, prefix(c, 4));
+  f.store(9, prefix(c, 6), std::nullopt, wire::kv_tier::g2_host);
+  f.store(9, {c[6], c[7]}, c[5], wire::kv_tier::g3_disk);
+  auto w2 = make_worker(2, both);
+  w2.store_id = 9;
+  const std::vector<worker_load> w{make_worker(1, both), w2};
+  const auto req = make_request(c, 128);
+  router_options o;
+  o.host_tier_credit = 0.9;
+  o.disk_tier_credit = 0.6;
+  auto p = make_router_policy("kv", o);
+  ASSERT_TRUE(p);
+  // Worker 2: 8 blocks in its store, credited (6 x 0.9 + 2 x 0.6) = 6.6 -> 6.
+  auto d = must_route(**p, req, w, f.index);
+  EXPECT_EQ(d.decode_worker, 2u);
+  EXPECT_EQ(d.cached_blocks, 6);
+  // With no credit for the store the pool's 4 blocks win.
+  o.host_tier_credit = o.disk_tier_credit = 0;
+  auto q = make_router_policy("kv", o);
+  ASSERT_TRUE(q);
+  d = must_route(**q, req, w, f.index);
+  EXPECT_EQ(d.decode_worker, 1u);
+  EXPECT_EQ(d.cached_blocks, 4);
+  // A store holding less than the pool adds nothing.
+  auto w1 = make_worker(1, both);
+  w1.store_id = 9;
+  f.store(1, {c[4], c[5], c[6], c[7]}, c[3]);
+  const std::vector<worker_load> only{w1};
+  d = must_route(**p, req, only, f.index);
+  EXPECT_EQ(d.cached_blocks, 8);
+}
+
+TEST(RouterOptionsTest, TierCreditsOutsideZeroToOneAreRejected) {
+  router_options o;
+  o.disk_tier_credit = 1.5;
+  auto p = make_router_policy("kv", o);
+  ASSERT_FALSE(p);
+  EXPECT_NE(tessera::error_text(p.error()).find("must be in [0, 1], got 1.5"), std::string::npos);
+}
+
+} // namespace
