@@ -10,6 +10,9 @@ find_package(PkgConfig REQUIRED)
 find_package(CapnProto REQUIRED)
 # UCX 1.13 (libucx-dev) ships a config: ucx::ucp, ucx::uct, ucx::ucs.
 find_package(ucx REQUIRED)
+# RocksDB 7.8 (librocksdb-dev) ships a config: RocksDB::rocksdb (static) and
+# RocksDB::rocksdb-shared; the kv store links the shared one.
+find_package(RocksDB REQUIRED)
 
 # CAF 0.17.6 ships no CMake config and no .pc file.
 find_path(CAF_INCLUDE_DIR caf/all.hpp REQUIRED)

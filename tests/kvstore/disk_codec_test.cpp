@@ -1,0 +1,109 @@
+#include "kvstore/disk_codec.hpp"
+
+#include <gtest/gtest.h>
+
+#include "common/error.hpp"
+#include "kvstore/kvstore_errc.hpp"
+#include "tests/kvstore/kv_test_blocks.hpp"
+
+namespace tessera::kvstore {
+namespace {
+
+using test::block_for;
+using test::key_of;
+
+TEST(DiskCodecTest, RoundTripsKeyAndValue) {
+  auto k = key_of(3);
+  auto b = block_for(k);
+  auto key = disk_codec::decode_key(disk_codec::encode_key(k));
+  ASSERT_TRUE(key);
+  EXPECT_EQ(*key, k);
+  auto value = disk_codec::encode_value(k, b);
+  EXPECT_EQ(value.size(), disk_codec::header_bytes + b.payload_bytes());
+  auto d = disk_codec::decode_value(k, value);
+  ASSERT_EQ(d.status, disk_codec::decode_status::ok) << disk_codec::to_string(d.status);
+  EXPECT_EQ(d.block.meta, b.meta);
+  EXPECT_EQ(*d.block.payload, *b.payload);
+}
+
+TEST(DiskCodecTest, RefusesEveryTruncation) {
+  auto k = key_of(1);
+  auto value = disk_codec::encode_value(k, block_for(k));
+  for (size_t n = 0; n < value.size(); ++n)
+    EXPECT_NE(disk_codec::decode_value(k, std::string_view{value}.substr(0, n)).status,
+              disk_codec::decode_status::ok)
+        << "a value cut to " << n << " bytes was accepted";
+}
+
+TEST(DiskCodecTest, RefusesAFlippedByteAnywhere) {
+  auto k = key_of(2);
+  const auto value = disk_codec::encode_value(k, block_for(k));
+  for (size_t i = 0; i < value.size(); ++i) {
+    auto bad = value;
+    bad[i] = static_cast<char>(bad[i] ^ 0x01);
+    EXPECT_NE(disk_codec::decode_value(k, bad).status, disk_codec::decode_status::ok)
+        << "a flip at byte " << i << " was accepted";
+  }
+}
+
+TEST(DiskCodecTest, RefusesAValueStoredUnderAnotherKey) {
+  auto value = disk_codec::encode_value(key_of(1), block_for(key_of(1)));
+  EXPECT_EQ(disk_codec::decode_value(key_of(2), value).status, disk_codec::decode_status::wrong_key);
+  EXPECT_EQ(disk_codec::decode_value(key_of(1, 99), value).status,
+            disk_codec::decode_status::wrong_key);
+}
+
+TEST(DiskCodecTest, RefusesAnotherVersion) {
+  auto k = key_of(1);
+  auto value = disk_codec::encode_value(k, block_for(k));
+  value[4] = 2;
+  EXPECT_EQ(disk_codec::decode_value(k, value).status, disk_codec::decode_status::bad_version);
+  auto key = disk_codec::encode_key(k);
+  key[0] = 2;
+  EXPECT_FALSE(disk_codec::decode_key(key));
+}
+
+TEST(DiskCodecTest, OrderKeysSortOldestFirst) {
+  uint64_t seqs[] = {1, 2, 255, 256, 65536, uint64_t{1} << 40};
+  for (size_t i = 1; i < std::size(seqs); ++i)
+    EXPECT_LT(disk_codec::encode_order_key(seqs[i - 1]), disk_codec::encode_order_key(seqs[i]));
+  for (auto s : seqs)
+    EXPECT_EQ(disk_codec::decode_order_key(disk_codec::encode_order_key(s)), s);
+  auto e = disk_codec::decode_order_value(disk_codec::encode_order_value(key_of(5), 12345));
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->key, key_of(5));
+  EXPECT_EQ(e->charged_bytes, 12345u);
+  EXPECT_FALSE(disk_codec::decode_order_value("short"));
+}
+
+TEST(BlockTest, ValidateRefusesMalformedBlocksNamingTheKey) {
+  auto k = key_of(1);
+  EXPECT_FALSE(validate_block(k, block_for(k)));
+
+  auto wrong_size = make_block(test::small_layout(), 4, std::vector<std::byte>(100));
+  auto err = validate_block(k, wrong_size);
+  EXPECT_TRUE(err == kvstore_errc::bad_block);
+  EXPECT_NE(error_text(err).find(to_string(k)), std::string::npos) << error_text(err);
+  EXPECT_NE(error_text(err).find("100 bytes"), std::string::npos) << error_text(err);
+
+  auto bad_tokens = block_for(k);
+  bad_tokens.meta.token_count = 5;
+  EXPECT_TRUE(validate_block(k, bad_tokens) == kvstore_errc::bad_block);
+  bad_tokens.meta.token_count = 0;
+  EXPECT_TRUE(validate_block(k, bad_tokens) == kvstore_errc::bad_block);
+
+  auto bad_sum = block_for(k);
+  bad_sum.meta.checksum ^= 1;
+  err = validate_block(k, bad_sum);
+  EXPECT_NE(error_text(err).find("checksum"), std::string::npos) << error_text(err);
+
+  stored_block empty;
+  EXPECT_TRUE(validate_block(k, empty) == kvstore_errc::bad_block);
+
+  auto bad_layout = block_for(k);
+  bad_layout.meta.layout.num_layers = -1;
+  EXPECT_TRUE(validate_block(k, bad_layout) == kvstore_errc::bad_block);
+}
+
+} // namespace
+} // namespace tessera::kvstore
