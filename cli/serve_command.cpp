@@ -21,6 +21,9 @@ struct serve_args {
   actors::serve_options opts;
   std::string model;
   size_t kv_cache_mb = 256;
+  size_t kv_store_host_mb = 1024;
+  std::string kv_store_disk_dir;
+  size_t kv_store_disk_mb = 16384;
   int scheduler_threads = 0;
 };
 
@@ -47,6 +50,9 @@ int run_serve(serve_args& a) {
     a.opts.model_dir = a.model;
   }
   a.opts.kv_cache_bytes = a.kv_cache_mb << 20;
+  a.opts.kv_store_host_bytes = a.kv_store_host_mb << 20;
+  a.opts.kv_store_disk_dir = a.kv_store_disk_dir;
+  a.opts.kv_store_disk_bytes = a.kv_store_disk_mb << 20;
   a.opts.progress = [](const std::string& line) { std::fprintf(stderr, "tessera serve: %s\n", line.c_str()); };
 
   caf::actor_system_config cfg;
@@ -103,6 +109,13 @@ command add_serve_command(CLI::App& app) {
     ->capture_default_str();
   sub->add_option("--kv-cache-mb", a->kv_cache_mb, "KV pool per worker, MiB")->capture_default_str()
     ->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--kv-store-host-mb", a->kv_store_host_mb,
+                  "Kv store host-memory tier for cross-turn KV reuse, MiB (0: no kv store)")
+    ->capture_default_str()->check(CLI::Range(0, 1 << 30));
+  sub->add_option("--kv-store-disk-dir", a->kv_store_disk_dir,
+                  "Kv store disk tier (RocksDB) directory; blocks evicted from host memory spill there");
+  sub->add_option("--kv-store-disk-mb", a->kv_store_disk_mb, "Kv store disk tier capacity, MiB")
+    ->capture_default_str()->check(CLI::Range(1, 1 << 30));
   sub->add_option("--max-model-len", o.max_model_len, "Longest prompt + output (0: the model's)")
     ->capture_default_str();
   sub->add_option("--http-threads", o.http_threads, "HTTP I/O threads")->capture_default_str()

@@ -100,6 +100,9 @@ caf::expected<cluster_config> parse_cluster_config(std::string_view text, const 
   num(t["threads_per_worker"], "threads_per_worker", 0, 1024, c.threads_per_worker);
   num(t["kv_cache_mb"], "kv_cache_mb", 1, 1 << 20, c.kv_cache_mb);
   num(t["max_model_len"], "max_model_len", 0, 1 << 24, c.max_model_len);
+  num(t["kvstore_host_mb"], "kvstore_host_mb", 0, int64_t{1} << 30, c.kvstore_host_mb);
+  str(t["kvstore_disk_dir"], "kvstore_disk_dir", c.kvstore_disk_dir);
+  num(t["kvstore_disk_mb"], "kvstore_disk_mb", 1, int64_t{1} << 40, c.kvstore_disk_mb);
   if (!err.empty())
     return bad(name, err);
   if (c.transport != "ucx" && c.transport != "loopback")

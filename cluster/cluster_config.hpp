@@ -10,6 +10,8 @@
 ///   router_policy = "kv"            # kv, round-robin, random, least-loaded
 ///   transport = "ucx"               # ucx (tls below) or loopback (one process)
 ///   ucx_tls = "tcp"
+///   kvstore_host_mb = 1024          # per node with workers; 0: no kv store
+///   kvstore_disk_dir = ""           # RocksDB tier under <dir>/<node id>
 ///   [[node]]
 ///   id = "front"
 ///   address = "127.0.0.1:14000"     # where its transport listens
@@ -70,6 +72,12 @@ struct cluster_config {
   int threads_per_worker = 0;
   uint64_t kv_cache_mb = 256;
   int32_t max_model_len = 0;
+  /// Each node with workers keeps a kv store: host memory (0: none),
+  /// and a disk tier under kvstore_disk_dir/<node id> when that is set.
+  /// Defaults: 1024 MiB, "", 16384 MiB.
+  uint64_t kvstore_host_mb = 1024;
+  std::string kvstore_disk_dir;
+  uint64_t kvstore_disk_mb = 16384;
   std::vector<node_spec> nodes;
 
   /// The node `id`, or null.

@@ -21,6 +21,7 @@
 /// someone else (kv_export.hpp has the zero-copy hand-off).
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -241,15 +242,20 @@ public:
   /// Copies the block cached under `hash` (layout().block_bytes() bytes)
   /// into `out`; false when it is not cached or `out` has another size.
   bool read_cached_block(kv_block_hash hash, std::span<std::byte> out) const;
-  /// Puts a block from a lower tier into the pool as a cached, free block,
-  /// as if a finished request had left it: the next request whose prefix
-  /// reaches `hash` reuses it. The caller vouches that the bytes are the
-  /// KV of the block `hash` names in this engine's namespace (the kv store
-  /// verifies its checksums). Takes the least recently freed block
-  /// (evicting what it cached). Returns true when `hash` is cached
-  /// afterwards (also if it was already: nothing is written); false when
-  /// no block is free or `bytes` has another size than a block.
-  bool insert_cached_block(kv_block_hash hash, std::span<const std::byte> bytes);
+  /// Fills bytes of block `index` of a chain into `out`
+  /// (layout().block_bytes()); false when it has none.
+  using block_source = std::function<bool(size_t index, std::span<std::byte> out)>;
+  /// Extends the cached prefix of `hashes` with blocks from a lower tier,
+  /// as if a finished request had left them: holds the blocks of the
+  /// leading run the pool caches (so nothing below evicts them), then for
+  /// each next hash takes a free block (the least recently freed, evicting
+  /// what it cached), asks `fetch` for its bytes and caches it under that
+  /// hash, until `fetch` has none or no block is free; then lets them all
+  /// go, the chain's first block last (it is evicted last). The caller
+  /// vouches that the bytes are the KV of the blocks `hashes` name in this
+  /// engine's namespace (the kv store verifies its checksums). Returns the
+  /// leading blocks of `hashes` cached afterwards.
+  size_t extend_cached_prefix(std::span<const kv_block_hash> hashes, const block_source& fetch);
 
   /// Counters and pool occupancy, as of now.
   [[nodiscard]] engine_stats stats() const;

@@ -31,18 +31,22 @@ bool engine::read_cached_block(kv_block_hash hash, std::span<std::byte> out) con
   return true;
 }
 
-bool engine::insert_cached_block(kv_block_hash hash, std::span<const std::byte> bytes) {
-  if (!cache_->prefix_caching() || bytes.size() != backend_->layout().block_bytes())
-    return false;
-  if (cache_->find_cached(hash))
-    return true;
-  std::vector<kv_block_id> got;
-  if (!cache_->allocate(1, got))
-    return false;
-  backend_->write_block(got[0], bytes);
-  cache_->cache_block(got[0], hash);
-  cache_->free_blocks(got);
-  return true;
+size_t engine::extend_cached_prefix(std::span<const kv_block_hash> hashes, const block_source& fetch) {
+  if (!cache_->prefix_caching())
+    return 0;
+  std::vector<kv_block_id> held;
+  size_t n = cache_->match_prefix(hashes, held);
+  std::vector<std::byte> bytes(backend_->layout().block_bytes());
+  for (; n < hashes.size(); ++n) {
+    if (cache_->match_prefix(hashes.subspan(n, 1), held) == 1)
+      continue; // cached already (a later block of a chain whose middle was evicted)
+    if (!fetch(n, bytes) || !cache_->allocate(1, held))
+      break;
+    backend_->write_block(held.back(), bytes);
+    cache_->cache_block(held.back(), hashes[n]);
+  }
+  cache_->free_blocks(held); // in reverse: the chain's first block ends most recently freed
+  return n;
 }
 
 } // namespace tessera::engine

@@ -118,6 +118,14 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     const uint64_t id_base = detail::random_id_base();
     const std::string kind = roles.size() == 2 ? "worker" : me->has("prefill") ? "prefill" : "decode";
+    auto store = detail::open_kv_store(
+      {cfg.kvstore_host_mb << 20,
+       cfg.kvstore_disk_dir.empty() ? std::filesystem::path{} : std::filesystem::path{cfg.kvstore_disk_dir} / node_id,
+       cfg.kvstore_disk_mb << 20});
+    if (!store)
+      return store.error();
+    p->store = std::move(*store);
+    std::shared_ptr<engine::engine> any_engine;
     p->supervisor = std::make_unique<detail::worker_supervisor>(
       sys, *p->br, *model, detail::supervisor_options{3, std::chrono::seconds{60}, metrics});
     for (int i = 0; i < me->workers; ++i) {
@@ -132,11 +140,15 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
       spec.worker_id = id_base + static_cast<uint64_t>(i);
       spec.router = router_at;
       spec.metrics = metrics;
+      spec.store = p->store;
       say("starting " + spec.name);
       auto w = p->supervisor->start(spec);
       if (!w)
         return w.error();
+      any_engine = w->engine;
     }
+    if (p->store)
+      p->store_actor = detail::start_kvstore_actor(sys, *p->br, p->store, node_id, router_at, *any_engine, metrics);
   }
   if (me->has("frontend")) {
     detail::frontend_spec fs;

@@ -4,6 +4,7 @@
 
 #include "actors/common/token_sink.hpp"
 #include "actors/node/worker_supervisor.hpp"
+#include "kvstore/tiered_block_store.hpp"
 #include "engine/cpu/cpu_backend.hpp"
 #include "engine/engine_errc.hpp"
 
@@ -13,10 +14,13 @@ node_actors::~node_actors() {
   front.reset();
   if (supervisor)
     supervisor->stop();
+  if (store_actor)
+    caf::anon_send_exit(store_actor, caf::exit_reason::user_shutdown);
   if (router)
     caf::anon_send_exit(router, caf::exit_reason::user_shutdown);
   br.reset();
   supervisor.reset();
+  store.reset(); // writes the spills still queued, if it has a disk tier
 }
 
 caf::error bad_option(const std::string& what) {
@@ -69,10 +73,46 @@ caf::expected<started_worker> start_worker(caf::actor_system& sys, bridge& br,
   wc.roles = spec.roles;
   wc.metrics = spec.metrics;
   wc.fault_injection = spec.fault_injection;
+  wc.store = spec.store;
   out.engine = eng;
   out.actor = spawn_worker(sys, std::move(eng), wc);
   caf::anon_send(br.actor(), publish_atom_v, spec.name, caf::actor_cast<caf::actor>(out.actor));
   return out;
+}
+
+caf::expected<std::shared_ptr<kvstore::block_store>> open_kv_store(const kv_store_spec& spec) {
+  if (spec.host_bytes == 0)
+    return std::shared_ptr<kvstore::block_store>{};
+  kvstore::tiered_store_options o;
+  o.host_capacity_bytes = spec.host_bytes;
+  if (!spec.disk_dir.empty()) {
+    kvstore::rocksdb_tier_options d;
+    d.dir = spec.disk_dir;
+    d.capacity_bytes = spec.disk_bytes;
+    o.disk = std::move(d);
+  }
+  auto s = kvstore::tiered_block_store::open(std::move(o));
+  if (!s)
+    return s.error();
+  return std::shared_ptr<kvstore::block_store>{std::move(*s)};
+}
+
+kvstore_actor start_kvstore_actor(caf::actor_system& sys, bridge& br, std::shared_ptr<kvstore::block_store> store,
+                                  const std::string& node, const transport::wire::actor_address& router,
+                                  const engine::engine& eng, std::shared_ptr<cluster::metrics_registry> metrics) {
+  kvstore_config kc;
+  kc.node = node;
+  kc.bridge = br.actor();
+  kc.store = std::move(store);
+  kc.router = router;
+  kc.store_id = random_id_base() | 0xffffffull; // never a worker's id (those count up from a base)
+  kc.hash_seed = eng.hash_seed();
+  kc.model_fingerprint = eng.get_backend().model_fingerprint();
+  kc.block_tokens = eng.get_backend().layout().block_tokens;
+  kc.metrics = std::move(metrics);
+  auto a = spawn_kvstore(sys, kc);
+  caf::anon_send(br.actor(), publish_atom_v, kc.name, caf::actor_cast<caf::actor>(a));
+  return a;
 }
 
 caf::expected<std::unique_ptr<frontend::frontend>>

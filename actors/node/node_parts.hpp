@@ -15,6 +15,7 @@
 
 #include "actors/bridge/bridge_actor.hpp"
 #include "actors/frontend/frontend_actor.hpp"
+#include "actors/kvstore/kvstore_actor.hpp"
 #include "actors/router/router_actor.hpp"
 #include "actors/worker/worker_actor.hpp"
 #include "cluster/metrics.hpp"
@@ -40,6 +41,10 @@ struct node_actors {
   router_local_actor router;
   std::unique_ptr<worker_supervisor> supervisor;
   std::unique_ptr<frontend::frontend> front;
+  /// The node's kv store (shared with its workers) and its actor; null
+  /// when the node keeps none.
+  std::shared_ptr<kvstore::block_store> store;
+  kvstore_actor store_actor;
 };
 
 /// A bad option or setting, as an error naming it.
@@ -68,6 +73,8 @@ struct worker_spec {
   transport::wire::actor_address router;
   std::shared_ptr<cluster::metrics_registry> metrics;
   bool fault_injection = false;
+  /// The node's kv store; null: none.
+  std::shared_ptr<kvstore::block_store> store;
 };
 
 struct started_worker {
@@ -84,6 +91,30 @@ struct started_worker {
 [[nodiscard]] caf::expected<started_worker> start_worker(caf::actor_system& sys, bridge& br,
                                                          const loaded_model& model,
                                                          const worker_spec& spec);
+
+/// A node's kv store tiers (kvstore/).
+struct kv_store_spec {
+  /// Host-memory tier; 0: the node keeps no kv store. Default: 1 GiB.
+  size_t host_bytes = size_t{1} << 30;
+  /// RocksDB directory of the disk tier; empty: host memory only.
+  std::filesystem::path disk_dir;
+  /// Disk tier capacity. Default: 16 GiB.
+  uint64_t disk_bytes = uint64_t{16} << 30;
+};
+
+/// Opens the node's store; null when spec.host_bytes is 0. Errors: the
+/// store's (a disk directory that cannot be opened, named).
+[[nodiscard]] caf::expected<std::shared_ptr<kvstore::block_store>> open_kv_store(const kv_store_spec& spec);
+
+/// Spawns the store's actor (announces it to `router`, exports its metrics)
+/// and publishes it as "kvstore". `eng` names the namespace: any engine of
+/// the node.
+[[nodiscard]] kvstore_actor start_kvstore_actor(caf::actor_system& sys, bridge& br,
+                                                std::shared_ptr<kvstore::block_store> store,
+                                                const std::string& node,
+                                                const transport::wire::actor_address& router,
+                                                const engine::engine& eng,
+                                                std::shared_ptr<cluster::metrics_registry> metrics);
 
 /// The frontend's settings that differ per node.
 struct frontend_spec {

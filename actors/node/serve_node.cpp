@@ -73,6 +73,11 @@ caf::expected<std::unique_ptr<serve_node>> serve_node::start(caf::actor_system& 
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const uint64_t id_base = detail::random_id_base();
   std::string backend_name;
+  auto store = detail::open_kv_store({opts.kv_store_host_bytes, opts.kv_store_disk_dir, opts.kv_store_disk_bytes});
+  if (!store)
+    return store.error();
+  p->store = std::move(*store);
+  std::shared_ptr<engine::engine> any_engine;
   p->supervisor = std::make_unique<detail::worker_supervisor>(sys, *p->br, *model,
                                                               detail::supervisor_options{3, std::chrono::seconds{60}, metrics});
   for (int i = 0; i < n_workers; ++i) {
@@ -92,16 +97,26 @@ caf::expected<std::unique_ptr<serve_node>> serve_node::start(caf::actor_system& 
     spec.router = {node_id, "router"};
     spec.metrics = metrics;
     spec.fault_injection = opts.fault_injection;
+    spec.store = p->store;
     say("starting " + spec.name);
     auto w = p->supervisor->start(spec);
     if (!w)
       return w.error();
     backend_name = w->backend;
+    any_engine = w->engine;
   }
   p->description = disagg ? std::to_string(opts.prefill_workers) + " prefill + " +
                               std::to_string(opts.decode_workers) + " decode worker(s)"
                           : std::to_string(opts.decode_workers) + " worker(s)";
   p->description += ", " + backend_name + " each, router " + opts.router.policy;
+  if (p->store) {
+    p->store_actor = detail::start_kvstore_actor(sys, *p->br, p->store, node_id, {node_id, "router"},
+                                                 *any_engine, metrics);
+    p->description += ", kv store " + std::to_string(opts.kv_store_host_bytes >> 20) + " MiB host" +
+                      (opts.kv_store_disk_dir.empty() ? std::string{}
+                                                      : " + " + std::to_string(opts.kv_store_disk_bytes >> 20) +
+                                                          " MiB disk at " + opts.kv_store_disk_dir.string());
+  }
 
   detail::frontend_spec fs;
   fs.node = node_id;

@@ -54,6 +54,13 @@ struct serve_options {
   /// HTTP I/O threads. Default: 1.
   int http_threads = 1;
   frontend::api_limits limits;
+  /// The node's kv store (cross-turn KV reuse): host memory, LRU; 0 turns
+  /// it off. Default: 1 GiB.
+  size_t kv_store_host_bytes = size_t{1} << 30;
+  /// Its disk tier (RocksDB) directory; empty: host memory only.
+  std::filesystem::path kv_store_disk_dir;
+  /// The disk tier's capacity. Default: 16 GiB.
+  uint64_t kv_store_disk_bytes = uint64_t{16} << 30;
   /// Chaos drills: workers obey injected faults, and the frontend takes
   /// POST /admin/fault {"worker": name, "fault": "crash"}. Default: off.
   bool fault_injection = false;

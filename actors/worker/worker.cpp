@@ -10,6 +10,7 @@
 
 #include "actors/bridge/remote_actor.hpp"
 #include "actors/common/kv_handoff.hpp"
+#include "actors/worker/kv_tiering.hpp"
 #include "common/error.hpp"
 #include "engine/engine_errc.hpp"
 
@@ -37,12 +38,19 @@ struct tracked {
   wire::actor_address decode_at;
   /// The request as the client asked for it (the hand-off carries it).
   engine::request original;
+  /// With a kv store: the sequence so far (prompt and output) and its
+  /// cache salt, offered to the store when it finishes.
+  std::vector<int32_t> tokens;
+  std::string cache_salt;
 };
 
 /// A hand-off granted here, waiting for its blocks and commit.
 struct granted {
   wire::kv_grant grant;
   wire::actor_address reply_to;
+  /// With a kv store: the exported sequence and its cache salt.
+  std::vector<int32_t> tokens;
+  std::string cache_salt;
 };
 
 /// The worker's series in the process's metrics registry.
@@ -58,11 +66,19 @@ struct worker_metrics {
                                  {{"worker", worker}})),
         transfer_seconds(r.counter("tessera_kv_transfer_seconds_total",
                                    "Seconds from the start of a KV transfer to its completion.",
-                                   {{"worker", worker}})) {}
+                                   {{"worker", worker}})),
+        store_fetched(r.counter("tessera_kvstore_fetched_blocks_total",
+                                "Prompt blocks a worker took from its node's kv store instead of computing them.",
+                                {{"worker", worker}})),
+        store_offered(r.counter("tessera_kvstore_offered_blocks_total",
+                                "Blocks of finished sequences a worker gave its node's kv store.",
+                                {{"worker", worker}})) {}
   cluster::metric_gauge& kv_used;
   cluster::metric_counter& aborted;
   cluster::metric_counter& transfer_bytes;
   cluster::metric_counter& transfer_seconds;
+  cluster::metric_counter& store_fetched;
+  cluster::metric_counter& store_offered;
 };
 
 struct worker_state {
@@ -213,6 +229,14 @@ void on_step(worker_pointer self) {
       out.finish = engine::finish_reason::none; // the client's request goes on elsewhere
     const auto finished = out.finish != engine::finish_reason::none;
     const auto id = out.id;
+    if (st.cfg.store && !prefill_done) {
+      t.tokens.insert(t.tokens.end(), out.tokens.begin(), out.tokens.end());
+      if (finished && out.finish != engine::finish_reason::abort) {
+        const auto n = offer_sequence(*st.eng, *st.cfg.store, t.tokens, t.cache_salt);
+        if (st.metrics)
+          st.metrics->store_offered.inc(static_cast<double>(n));
+      }
+    }
     tell(self, t.reply_to, caf::make_message(token_atom_v, std::move(out)));
     if (prefill_done) {
       start_handoff(self, id);
@@ -318,6 +342,11 @@ worker_impl::behavior_type worker_fn(worker_pointer self, std::shared_ptr<engine
         return make_engine_error(engine_errc::unknown_request,
                                  "request " + std::to_string(id) + " is already running here");
       auto r = h.request;
+      if (st.cfg.store) {
+        const auto n = fetch_prefix(*st.eng, *st.cfg.store, r.prompt, r.cache_salt);
+        if (st.metrics)
+          st.metrics->store_fetched.inc(static_cast<double>(n));
+      }
       const bool prefill_only = !h.decode_at.empty() && r.params.max_tokens > 1;
       if (prefill_only) {
         r.keep_kv = true;
@@ -327,8 +356,12 @@ worker_impl::behavior_type worker_fn(worker_pointer self, std::shared_ptr<engine
       }
       if (auto err = st.eng->add_request(std::move(r)))
         return err;
-      st.requests[id] = tracked{h.reply_to, prefill_only ? h.decode_at : wire::actor_address{},
-                                std::move(h.request)};
+      auto& t = st.requests[id] = tracked{h.reply_to, prefill_only ? h.decode_at : wire::actor_address{},
+                                          std::move(h.request), {}, {}};
+      if (st.cfg.store && !prefill_only) {
+        t.tokens = t.original.prompt;
+        t.cache_salt = t.original.cache_salt;
+      }
       kick(self);
       return caf::unit;
     },
@@ -337,7 +370,11 @@ worker_impl::behavior_type worker_fn(worker_pointer self, std::shared_ptr<engine
       auto grant = grant_handoff(*st.eng, h, st.cfg.pool_region);
       if (!grant)
         return grant.error();
-      st.grants[grant->request_id] = granted{*grant, h.reply_to};
+      auto& g = st.grants[grant->request_id] = granted{*grant, h.reply_to, {}, {}};
+      if (st.cfg.store) {
+        g.tokens = h.kv->tokens;
+        g.cache_salt = h.request.cache_salt;
+      }
       self->delayed_send(self, st.cfg.handoff_timeout, expire_atom_v, grant->request_id);
       return *grant;
     },
@@ -352,7 +389,7 @@ worker_impl::behavior_type worker_fn(worker_pointer self, std::shared_ptr<engine
       st.grants.erase(it);
       if (auto err = commit_handoff(*st.eng, g.grant, d))
         return err;
-      st.requests[d.request_id] = tracked{g.reply_to, {}, {}};
+      st.requests[d.request_id] = tracked{g.reply_to, {}, {}, std::move(g.tokens), std::move(g.cache_salt)};
       kick(self);
       return caf::unit;
     },

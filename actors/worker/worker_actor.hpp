@@ -45,6 +45,7 @@
 #include "actors/bridge/bridge_actor.hpp"
 #include "cluster/metrics.hpp"
 #include "engine/engine.hpp"
+#include "kvstore/block_store.hpp"
 
 namespace tessera::actors {
 
@@ -108,6 +109,10 @@ struct worker_config {
   std::shared_ptr<cluster::metrics_registry> metrics;
   /// Obey fault_atom (chaos drills). Default: false.
   bool fault_injection = false;
+  /// The node's kv store (kv_tiering.hpp): a prompt this worker computes
+  /// first takes the cached prefix its pool lacks from there, and a
+  /// sequence that finishes here is offered to it. Null: none.
+  std::shared_ptr<kvstore::block_store> store;
 };
 
 /// Spawns a worker on its own thread, driving `eng` (which it shares with

@@ -31,11 +31,9 @@ TEST(EngineTiersTest, BlocksMovedThroughATierAreHitsAndChangeNothing) {
     auto b = test::make_test_engine("nano", with_blocks(64));
     EXPECT_EQ(b->hash_seed(), a->hash_seed());
     EXPECT_EQ(b->cached_prefix_blocks(hashes), 0u);
-    std::vector<std::byte> block(a->get_backend().layout().block_bytes());
-    for (auto h : hashes) {
-      ASSERT_TRUE(a->read_cached_block(h, block));
-      ASSERT_TRUE(b->insert_cached_block(h, block));
-    }
+    EXPECT_EQ(b->extend_cached_prefix(hashes, [&](size_t i, std::span<std::byte> out) {
+      return a->read_cached_block(hashes[i], out);
+    }), 3u);
     EXPECT_EQ(b->cached_prefix_blocks(hashes), 3u);
     EXPECT_EQ(b->stats().free_blocks, 64) << "inserted blocks are cached and free";
     const auto got = test::run_one(*b, r);
@@ -45,23 +43,44 @@ TEST(EngineTiersTest, BlocksMovedThroughATierAreHitsAndChangeNothing) {
   }
 }
 
-TEST(EngineTiersTest, ReadAndInsertRefuseWhatDoesNotFit) {
+// Bytes of block i: i + 1 everywhere.
+bool fake_block(size_t i, std::span<std::byte> out) {
+  std::fill(out.begin(), out.end(), static_cast<std::byte>(i + 1));
+  return true;
+}
+
+TEST(EngineTiersTest, ReadAndExtendStopWhereTheyMust) {
   auto e = test::make_test_engine("nano", with_blocks(4));
   const size_t bb = e->get_backend().layout().block_bytes();
   std::vector<std::byte> block(bb), small(bb - 1);
   EXPECT_FALSE(e->read_cached_block(12345, block)) << "not cached";
-  EXPECT_FALSE(e->insert_cached_block(7, small)) << "wrong size";
-  EXPECT_TRUE(e->insert_cached_block(7, block));
-  EXPECT_TRUE(e->insert_cached_block(7, block)) << "already cached: nothing to do";
+  const std::vector<kv_block_hash> chain{7, 8, 9};
+  EXPECT_EQ(e->extend_cached_prefix(chain, [](size_t i, std::span<std::byte> out) {
+    return i < 2 && fake_block(i, out);
+  }), 2u) << "the source has 2 blocks";
   EXPECT_FALSE(e->read_cached_block(7, small)) << "wrong size";
-  EXPECT_TRUE(e->read_cached_block(7, block));
-  // Every block held by a running request: nothing can be inserted.
+  ASSERT_TRUE(e->read_cached_block(8, block));
+  EXPECT_EQ(block, std::vector<std::byte>(bb, std::byte{2}));
+  EXPECT_EQ(e->extend_cached_prefix(chain, fake_block), 3u) << "cached blocks are kept, the rest fetched";
+  // Every block held by a running request: nothing can be added.
   auto r = test::make_request(2, test::random_prompt(60, 3), 4);
   ASSERT_FALSE(e->add_request(r));
   (void) e->step();
   EXPECT_EQ(e->stats().free_blocks, 0);
-  EXPECT_FALSE(e->insert_cached_block(8, block));
-  EXPECT_EQ(e->cached_prefix_blocks(std::vector<kv_block_hash>{7}), 0u) << "evicted for the request";
+  EXPECT_EQ(e->extend_cached_prefix(std::vector<kv_block_hash>{20, 21}, fake_block), 0u);
+  EXPECT_EQ(e->cached_prefix_blocks(chain), 0u) << "evicted for the request";
+}
+
+TEST(EngineTiersTest, ExtendingNeverEvictsTheChainItExtends) {
+  // A full pool of cached blocks whose least recently freed is the chain's
+  // own first block: the blocks fetched after it must not evict it.
+  auto e = test::make_test_engine("nano", with_blocks(8));
+  const std::vector<kv_block_hash> chain{31, 32, 33, 34, 35, 36, 37, 38};
+  EXPECT_EQ(e->extend_cached_prefix(std::span{chain}.first(1), fake_block), 1u);
+  EXPECT_EQ(e->extend_cached_prefix(std::vector<kv_block_hash>{41, 42, 43, 44, 45, 46, 47}, fake_block), 7u);
+  EXPECT_EQ(e->cached_prefix_blocks(chain), 1u);
+  EXPECT_EQ(e->extend_cached_prefix(chain, fake_block), 8u) << "the whole pool, the first block kept";
+  EXPECT_EQ(e->cached_prefix_blocks(chain), 8u);
 }
 
 TEST(EngineTiersTest, SaltedHashesDifferAndMatchWhatRequestsCache) {

@@ -1,0 +1,174 @@
+#include "actors/kvstore/kvstore_actor.hpp"
+
+#include <algorithm>
+
+#include <spdlog/spdlog.h>
+
+namespace tessera::actors {
+
+namespace {
+
+namespace wire = transport::wire;
+
+/// The interface plus the actor's own ticks.
+using kvstore_impl = kvstore_actor::extend<
+  /// Time to send the store's events.
+  caf::reacts_to<kv_events_atom>,
+  /// Time to repeat the join, report the load and update the metrics.
+  caf::reacts_to<heartbeat_atom>>;
+
+/// Hashes per kv_event (well under wire_limits::max_event_hashes).
+constexpr size_t hashes_per_event = 4096;
+
+struct kvstore_state {
+  static inline const char* name = "kvstore";
+  kvstore_config cfg;
+  uint64_t next_event = 0;
+  /// Last counter values exported (the registry's counters only add).
+  kvstore::store_stats exported;
+};
+
+using kvstore_pointer = kvstore_impl::stateful_pointer<kvstore_state>;
+
+void tell_router(kvstore_pointer self, caf::message msg) {
+  const auto& to = self->state.cfg.router;
+  if (!to.empty())
+    caf::anon_send(self->state.cfg.bridge, forward_atom_v, to.node, to.actor, std::move(msg));
+}
+
+wire::kv_tier wire_tier(kvstore::kv_tier t) {
+  return t == kvstore::kv_tier::host ? wire::kv_tier::g2_host : wire::kv_tier::g3_disk;
+}
+
+void send_event(kvstore_pointer self, wire::kv_event_kind kind, wire::kv_tier tier,
+                std::vector<engine::kv_block_hash> hashes) {
+  wire::kv_event ev;
+  ev.worker_id = self->state.cfg.store_id;
+  ev.event_id = self->state.next_event++;
+  ev.tier = tier;
+  ev.kind = kind;
+  ev.block_hashes = std::move(hashes);
+  tell_router(self, caf::make_message(kv_events_atom_v, std::move(ev)));
+}
+
+void publish_events(kvstore_pointer self) {
+  auto& st = self->state;
+  bool lost = false;
+  for (auto& run : st.cfg.store->drain_events()) {
+    if (run.what == kvstore::store_event::kind::lost) {
+      lost = true;
+      continue;
+    }
+    if (run.ns != st.cfg.hash_seed)
+      continue; // another model's blocks: not this router's business
+    const auto kind = run.what == kvstore::store_event::kind::stored ? wire::kv_event_kind::stored
+                                                                    : wire::kv_event_kind::removed;
+    for (size_t i = 0; i < run.hashes.size(); i += hashes_per_event) {
+      const auto end = std::min(run.hashes.size(), i + hashes_per_event);
+      send_event(self, kind, wire_tier(run.tier), {run.hashes.begin() + static_cast<std::ptrdiff_t>(i),
+                                                   run.hashes.begin() + static_cast<std::ptrdiff_t>(end)});
+    }
+  }
+  if (lost) {
+    // The router's view of this store is stale: start it over.
+    spdlog::warn("kvstore {}: events were lost; re-announcing every block", st.cfg.name);
+    send_event(self, wire::kv_event_kind::cleared, wire::kv_tier::g2_host, {});
+    st.cfg.store->record_events(false);
+    st.cfg.store->record_events(true);
+  }
+}
+
+wire::heartbeat load_of(kvstore_pointer self) {
+  const auto s = self->state.cfg.store->stats();
+  wire::heartbeat h;
+  h.node_id = self->state.cfg.node + "/" + self->state.cfg.name;
+  h.kv_usage.push_back({wire::kv_tier::g2_host, s.host.used_bytes, std::max(s.host.used_bytes, s.host.capacity_bytes)});
+  if (s.disk.capacity_bytes > 0)
+    h.kv_usage.push_back({wire::kv_tier::g3_disk, s.disk.used_bytes, std::max(s.disk.used_bytes, s.disk.capacity_bytes)});
+  return h;
+}
+
+/// Adds to `c` what `now` has beyond `before` (counters only go up).
+void export_counter(cluster::metric_counter& c, uint64_t now, uint64_t before) {
+  if (now > before)
+    c.inc(static_cast<double>(now - before));
+}
+
+void export_metrics(kvstore_pointer self) {
+  auto& st = self->state;
+  if (!st.cfg.metrics)
+    return;
+  auto& r = *st.cfg.metrics;
+  const auto s = st.cfg.store->stats();
+  auto tier = [&](const char* name, const kvstore::tier_stats& now, const kvstore::tier_stats& before) {
+    const cluster::metric_labels l{{"tier", name}};
+    r.gauge("tessera_kvstore_blocks", "Blocks the node's kv store holds, per tier.", l)
+      .set(static_cast<double>(now.blocks));
+    r.gauge("tessera_kvstore_used_bytes", "Bytes the node's kv store holds, per tier.", l)
+      .set(static_cast<double>(now.used_bytes));
+    r.gauge("tessera_kvstore_capacity_bytes", "Capacity of the node's kv store, per tier.", l)
+      .set(static_cast<double>(now.capacity_bytes));
+    export_counter(r.counter("tessera_kvstore_hits_total", "Blocks read from the kv store, per tier.", l),
+                   now.hits, before.hits);
+    export_counter(r.counter("tessera_kvstore_misses_total", "Kv store reads that found no usable block.", l),
+                   now.misses, before.misses);
+    export_counter(r.counter("tessera_kvstore_evictions_total", "Blocks evicted from a kv store tier.", l),
+                   now.evictions, before.evictions);
+    export_counter(r.counter("tessera_kvstore_checksum_failures_total",
+                             "Kv store blocks that failed verification on a read (served as misses).", l),
+                   now.checksum_failures, before.checksum_failures);
+    export_counter(r.counter("tessera_kvstore_io_errors_total", "Kv store disk read and write errors.", l),
+                   now.io_errors, before.io_errors);
+  };
+  tier("host", s.host, st.exported.host);
+  tier("disk", s.disk, st.exported.disk);
+  export_counter(r.counter("tessera_kvstore_spills_total", "Blocks written from host memory to disk.", {}),
+                 s.spills, st.exported.spills);
+  export_counter(r.counter("tessera_kvstore_spill_drops_total",
+                           "Blocks evicted from host memory and lost because the spill queue stayed full.", {}),
+                 s.spill_drops, st.exported.spill_drops);
+  export_counter(r.counter("tessera_kvstore_promotions_total", "Disk hits copied back into host memory.", {}),
+                 s.promotions, st.exported.promotions);
+  st.exported = s;
+}
+
+void on_heartbeat(kvstore_pointer self) {
+  auto& st = self->state;
+  wire::worker_join j;
+  j.worker_id = st.cfg.store_id;
+  j.at = {st.cfg.node, st.cfg.name};
+  j.roles = {wire::node_role::kvstore};
+  j.model_fingerprint = st.cfg.model_fingerprint;
+  j.block_tokens = st.cfg.block_tokens;
+  j.num_blocks = static_cast<int32_t>(std::clamp<uint64_t>(st.cfg.store->stats().host.blocks, 1, INT32_MAX));
+  j.hash_seed = st.cfg.hash_seed;
+  tell_router(self, caf::make_message(join_atom_v, std::move(j)));
+  tell_router(self, caf::make_message(heartbeat_atom_v, load_of(self)));
+  export_metrics(self);
+  self->delayed_send(self, st.cfg.heartbeat_interval, heartbeat_atom_v);
+}
+
+kvstore_impl::behavior_type kvstore_fn(kvstore_pointer self, kvstore_config cfg) {
+  self->state.cfg = std::move(cfg);
+  // The join goes out before the first events: the router indexes a
+  // store's events by the id its join announced.
+  on_heartbeat(self);
+  self->state.cfg.store->record_events(!self->state.cfg.router.empty());
+  self->send(self, kv_events_atom_v);
+  return {
+    [self](load_atom) { return load_of(self); },
+    [self](kv_events_atom) {
+      publish_events(self);
+      self->delayed_send(self, self->state.cfg.event_interval, kv_events_atom_v);
+    },
+    [self](heartbeat_atom) { on_heartbeat(self); },
+  };
+}
+
+} // namespace
+
+kvstore_actor spawn_kvstore(caf::actor_system& sys, kvstore_config cfg) {
+  return sys.spawn(kvstore_fn, std::move(cfg));
+}
+
+} // namespace tessera::actors

@@ -1,0 +1,67 @@
+#pragma once
+/// @file
+/// The kv store actor of a node: it owns nothing the workers wait on. The
+/// node's tiered block store (kvstore/) is shared with the node's workers,
+/// which read and write it directly (it is thread-safe): a worker fetches a
+/// prompt's cached prefix from it before computing the rest, and offers a
+/// finished sequence's blocks to it. The actor makes the store known:
+///
+///   every event_interval:      store events --> kv_event (g2 host / g3 disk)
+///                                                --> router (prefix index)
+///   every heartbeat_interval:  worker_join (role kvstore) + heartbeat
+///                              (kv_usage per tier) --> router;
+///                              store counters --> metrics
+///
+/// The router credits each worker with the blocks its node's store holds
+/// (router_options::host_tier_credit). If the store dropped events (its
+/// log overflowed), the actor sends `cleared` and re-announces everything
+/// the store holds.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <caf/all.hpp>
+
+#include "actors/actor_types.hpp"
+#include "actors/bridge/bridge_actor.hpp"
+#include "cluster/metrics.hpp"
+#include "kvstore/block_store.hpp"
+
+namespace tessera::actors {
+
+/// What other nodes may call on a kv store actor.
+using kvstore_actor = caf::typed_actor<
+  /// Its tiers' use now.
+  caf::replies_to<load_atom>::with<transport::wire::heartbeat>>;
+
+/// How a kv store actor runs.
+struct kvstore_config {
+  /// This node's id and the actor's published name. Required / "kvstore".
+  std::string node;
+  std::string name = "kvstore";
+  bridge_actor bridge;
+  /// The node's store (shared with its workers). Required.
+  std::shared_ptr<kvstore::block_store> store;
+  /// Where joins, heartbeats and KV events go; empty: nowhere.
+  transport::wire::actor_address router;
+  /// The store's id in the router's index: unique in the cluster, new
+  /// for every start.
+  uint64_t store_id = 0;
+  /// The namespace of the node's engines (engine::hash_seed), the model
+  /// fingerprint and block size: the store announces only blocks of this
+  /// namespace.
+  uint64_t hash_seed = 0;
+  uint64_t model_fingerprint = 0;
+  int32_t block_tokens = 16;
+  std::chrono::milliseconds event_interval{100};
+  std::chrono::milliseconds heartbeat_interval{1000};
+  /// Where tessera_kvstore_* series go; null: nowhere.
+  std::shared_ptr<cluster::metrics_registry> metrics;
+};
+
+/// Spawns the actor (it turns the store's event recording on).
+[[nodiscard]] kvstore_actor spawn_kvstore(caf::actor_system& sys, kvstore_config cfg);
+
+} // namespace tessera::actors
