@@ -30,7 +30,8 @@ struct block_hit {
 enum class lookup_mode : uint8_t {
   /// Read, verify and copy disk hits back into host memory, so the blocks
   /// are ready to serve; a disk block failing verification ends the match.
-  /// Host hits are marked recently used.
+  /// Host hits are marked recently used but not re-hashed (no bytes are
+  /// returned; get() verifies them).
   promote,
   /// Consult the indexes only: no I/O, no promotion, no LRU change. Cheap
   /// enough for a router probe; a block it reports may still fail
