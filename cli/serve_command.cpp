@@ -10,6 +10,7 @@
 #include "actors/node/serve_node.hpp"
 #include "cli/commands.hpp"
 #include "cli/demo_model.hpp"
+#include "cli/engine_options.hpp"
 #include "common/error.hpp"
 
 namespace tessera::cli {
@@ -19,7 +20,7 @@ namespace {
 struct serve_args {
   actors::serve_options opts;
   std::string model;
-  size_t kv_cache_mb = 256;
+  size_t kv_cache_mb = 0;
   int scheduler_threads = 0;
 };
 
@@ -101,14 +102,19 @@ command add_serve_command(CLI::App& app) {
                   "Chat template: llama3, chatml, mistral, llama2, or a file");
   sub->add_option("--threads", o.threads_per_worker, "Compute threads per worker (0: cores shared out)")
     ->capture_default_str();
-  sub->add_option("--kv-cache-mb", a->kv_cache_mb, "KV pool per worker, MiB")->capture_default_str()
-    ->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--kv-cache-mb", a->kv_cache_mb,
+                  "KV pool per worker, MiB; with --engine sim the modelled GPU's KV capacity "
+                  "(0: the backend's default: cpu 256 MiB, sim what the GPU's memory leaves "
+                  "after the weights)")
+    ->capture_default_str()
+    ->check(CLI::Range(0, 1 << 20));
   sub->add_option("--max-model-len", o.max_model_len, "Longest prompt + output (0: the model's)")
     ->capture_default_str();
   sub->add_option("--http-threads", o.http_threads, "HTTP I/O threads")->capture_default_str()
     ->check(CLI::Range(1, 64));
   sub->add_option("--actor-threads", a->scheduler_threads, "Actor scheduler threads (0: CAF's default)")
     ->capture_default_str();
+  add_engine_options(sub, o.engine);
   return {sub, [a] { return run_serve(*a); }};
 }
 
