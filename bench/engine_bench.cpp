@@ -12,10 +12,10 @@
 #include <nlohmann/json.hpp>
 #include <sys/resource.h>
 
+#include "bench/engine_bench_sim.hpp"
 #include "bench/stream.hpp"
 #include "bench/svg_chart.hpp"
 #include "common/error.hpp"
-#include "engine/cpu/cpu_backend.hpp"
 #include "engine/cpu/kernels.hpp"
 #include "engine/cpu/thread_pool.hpp"
 #include "engine/engine.hpp"
@@ -117,22 +117,25 @@ double measure_decode(engine::engine& eng, int c, int prompt, int gen, uint64_t 
 } // namespace
 
 int run_engine_bench(const engine_bench_options& o) {
-  auto loaded = engine::load_model_weights(o.model);
+  if (o.engine.kind == engine::backend_kind::sim)
+    return run_sim_engine_bench(o);
+  auto loaded = engine::load_model_files(o.model, engine::backend_kind::cpu);
   if (!loaded) {
     std::fprintf(stderr, "bench: %s\n", error_text(loaded.error()).c_str());
     return 1;
   }
-  std::shared_ptr<const engine::model_weights> weights{std::move(*loaded)};
+  std::shared_ptr<const engine::model_weights> weights = loaded->weights;
   const auto& cfg = weights->config;
   if (o.concurrency.empty() || o.runs < 1) {
     std::fprintf(stderr, "bench: need at least one concurrency and one run\n");
     return 2;
   }
   const int max_c = *std::max_element(o.concurrency.begin(), o.concurrency.end());
-  engine::cpu::cpu_backend_options bopts;
+  engine::backend_options bopts;
+  bopts.choice = o.engine;
   bopts.threads = o.threads;
   bopts.kv_cache_bytes = size_t{1} << 30;
-  auto be = engine::cpu::make_cpu_backend(weights, bopts);
+  auto be = engine::make_backend(*loaded, bopts);
   if (!be) {
     std::fprintf(stderr, "bench: %s\n", error_text(be.error()).c_str());
     return 1;

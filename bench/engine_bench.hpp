@@ -2,10 +2,14 @@
 /// @file
 /// `tessera bench engine`: prefill and decode throughput of one CPU engine,
 /// with the machine's memory bandwidth measured in the same run so decode
-/// at batch 1 can be reported as a fraction of its roofline.
+/// at batch 1 can be reported as a fraction of its roofline. With the sim
+/// backend (engine.kind sim) the same loads report the modelled GPU's
+/// throughput instead (engine_bench_sim.hpp).
 
 #include <string>
 #include <vector>
+
+#include "engine/factory/backend_factory.hpp"
 
 namespace tessera::bench {
 
@@ -29,6 +33,8 @@ struct engine_bench_options {
   int decode_prompt_tokens = 16;
   /// Concurrencies of the decode measurement. Default: 1, 4, 16, 32.
   std::vector<int> concurrency = {1, 4, 16, 32};
+  /// The backend. Default: cpu.
+  engine::backend_choice engine;
 };
 
 /// Runs the benchmark, prints a table to stdout (progress to stderr) and

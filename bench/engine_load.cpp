@@ -5,10 +5,9 @@
 #include <unordered_map>
 
 #include "common/error.hpp"
-#include "engine/cpu/cpu_backend.hpp"
 #include "engine/engine.hpp"
+#include "engine/factory/backend_factory.hpp"
 #include "engine/tokenizer.hpp"
-#include "engine/weights.hpp"
 
 namespace tessera::bench {
 
@@ -17,25 +16,22 @@ using clock_type = std::chrono::steady_clock;
 } // namespace
 
 caf::expected<std::unique_ptr<engine_load>> engine_load::open(const engine_load_options& opts) {
-  auto loaded = engine::load_model_weights(opts.model);
-  if (!loaded)
-    return loaded.error();
-  std::shared_ptr<const engine::model_weights> weights{std::move(*loaded)};
-  auto tok = engine::load_tokenizer(opts.model, weights->config);
-  if (!tok)
-    return tok.error();
-  std::shared_ptr<const engine::tokenizer> tokenizer{std::move(*tok)};
-  engine::cpu::cpu_backend_options bo;
+  auto files = engine::load_model_files(opts.model, opts.engine.kind);
+  if (!files)
+    return files.error();
+  engine::backend_options bo;
+  bo.choice = opts.engine;
   bo.threads = opts.threads;
   bo.kv_cache_bytes = opts.kv_cache_bytes;
-  auto be = engine::cpu::make_cpu_backend(weights, bo);
+  auto be = engine::make_backend(*files, bo);
   if (!be)
     return be.error();
   std::unique_ptr<engine_load> out{new engine_load};
   out->description_ = (*be)->description();
   // The default engine_config, as serve_node gives its workers: the same
   // batching limits and prefix caching (the prompts never share a block).
-  out->engine_ = std::make_unique<engine::engine>(std::move(*be), engine::engine_config{}, tokenizer);
+  out->engine_ = std::make_unique<engine::engine>(std::move(*be), engine::engine_config{},
+                                                  files->tokenizer);
   return out;
 }
 

@@ -21,6 +21,7 @@
 #include <caf/expected.hpp>
 
 #include "bench/load_stats.hpp"
+#include "engine/factory/backend_factory.hpp"
 
 namespace tessera::engine {
 class engine;
@@ -34,8 +35,11 @@ struct engine_load_options {
   std::string model;
   /// CPU threads; <= 0: all cores. Default: 0.
   int threads = 0;
-  /// KV pool. Default: 256 MiB (a `tessera serve` worker's default).
+  /// KV pool (backend_options::kv_cache_bytes: 0 is the backend's
+  /// default). Default: 256 MiB (a `tessera serve` worker's cpu default).
   size_t kv_cache_bytes = size_t{256} << 20;
+  /// The backend (match the server's --engine). Default: cpu.
+  engine::backend_choice engine;
 };
 
 /// One level of a closed-loop load.

@@ -529,6 +529,7 @@ int run_serve_bench(const serve_bench_options& o) {
     eo.model = o.model_dir;
     eo.threads = o.engine_threads;
     eo.kv_cache_bytes = o.engine_kv_cache_bytes;
+    eo.engine = o.engine_backend;
     auto opened = engine_load::open(eo);
     if (!opened) {
       say("engine baseline: " + error_text(opened.error()));

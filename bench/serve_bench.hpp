@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/factory/backend_factory.hpp"
+
 namespace tessera::bench {
 
 /// Options of the serve benchmark.
@@ -75,6 +77,10 @@ struct serve_bench_options {
   /// KV pool of the baseline engine; match the server's --kv-cache-mb.
   /// Default: 256 MiB (the server's default).
   size_t engine_kv_cache_bytes = size_t{256} << 20;
+  /// Backend of the baseline engine; match the server's --engine and
+  /// --sim-* (the CLI's --engine / --sim-* set this; give the spawned
+  /// server the same in --server-args). Default: cpu.
+  engine::backend_choice engine_backend;
 };
 
 /// Runs the benchmark. Returns a process exit code: 0; 1 when a request

@@ -9,6 +9,7 @@
 #include "bench/transport_peer.hpp"
 #include "cli/commands.hpp"
 #include "cli/demo_model.hpp"
+#include "cli/engine_options.hpp"
 #include "common/error.hpp"
 
 namespace tessera::cli {
@@ -33,7 +34,8 @@ std::vector<std::string> split_words(const std::string& s) {
 
 void add_engine(CLI::App* bench, std::vector<std::pair<CLI::App*, std::function<int()>>>& subs) {
   auto* eng = bench->add_subcommand("engine", "Prefill/decode throughput of one CPU engine, "
-                                              "with the memory-bandwidth roofline");
+                                              "with the memory-bandwidth roofline (--engine sim: "
+                                              "the modelled GPU's, without waiting)");
   auto o = std::make_shared<bench::engine_bench_options>();
   eng->add_option("--model", o->model, "Model folder")->required();
   eng->add_option("--json", o->json_path, "Write results as JSON to this file");
@@ -50,6 +52,7 @@ void add_engine(CLI::App* bench, std::vector<std::pair<CLI::App*, std::function<
     ->capture_default_str()->check(CLI::Range(1, 1 << 20));
   eng->add_option("--concurrency", o->concurrency, "Decode concurrencies")->capture_default_str()
     ->delimiter(',');
+  add_engine_options(eng, o->engine);
   subs.emplace_back(eng, [o] { return bench::run_engine_bench(*o); });
 }
 
@@ -118,8 +121,12 @@ void add_serve(CLI::App* bench, std::vector<std::pair<CLI::App*, std::function<i
   srv->add_option("--engine-threads", o.engine_threads, "Threads of the baseline engine (0: all cores)")
     ->capture_default_str();
   srv->add_option("--engine-kv-cache-mb", a->engine_kv_cache_mb,
-                  "KV pool of the baseline engine, MiB (match the server's --kv-cache-mb)")
-    ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+                  "KV pool of the baseline engine, MiB (match the server's --kv-cache-mb; 0: "
+                  "the backend's default)")
+    ->capture_default_str()->check(CLI::Range(0, 1 << 20));
+  // --engine / --sim-*: the baseline engine's backend (give the server the
+  // same through --server-args).
+  add_engine_options(srv, o.engine_backend);
   srv->add_flag("--quick", a->quick, "A smoke run: concurrency 1,4, 16 prompt + 8 output tokens, "
                                      "4 requests per level, no warm-up (options given win)");
   subs.emplace_back(srv, [a, conc, prompt, output, requests, warmup] {

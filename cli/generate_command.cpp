@@ -8,11 +8,11 @@
 
 #include "cli/commands.hpp"
 #include "cli/demo_model.hpp"
+#include "cli/engine_options.hpp"
 #include "common/error.hpp"
-#include "engine/cpu/cpu_backend.hpp"
 #include "engine/engine.hpp"
+#include "engine/factory/backend_factory.hpp"
 #include "engine/tokenizer.hpp"
-#include "engine/weights.hpp"
 
 namespace tessera::cli {
 
@@ -29,6 +29,7 @@ struct generate_args {
   int threads = 0;
   bool json = false;
   bool ignore_eos = false;
+  engine::backend_choice engine;
 };
 
 int fail(const caf::error& err) {
@@ -45,25 +46,23 @@ int run_generate(const generate_args& a) {
       return fail(d.error());
     dir = *d;
   }
-  auto loaded = engine::load_model_weights(dir);
-  if (!loaded)
-    return fail(loaded.error());
-  std::shared_ptr<const engine::model_weights> weights{std::move(*loaded)};
-  auto tok = engine::load_tokenizer(dir, weights->config);
-  if (!tok)
-    return fail(tok.error());
-  std::shared_ptr<const engine::tokenizer> tokenizer{std::move(*tok)};
-  engine::cpu::cpu_backend_options bopts;
+  auto files = engine::load_model_files(dir, a.engine.kind);
+  if (!files)
+    return fail(files.error());
+  std::shared_ptr<const engine::tokenizer> tokenizer = files->tokenizer;
+  engine::backend_options bopts;
+  bopts.choice = a.engine;
   bopts.threads = a.threads;
-  // Enough KV for this one request, not the serving default.
-  bopts.kv_cache_bytes = size_t{64} << 20;
-  auto be = engine::cpu::make_cpu_backend(weights, bopts);
+  // cpu: enough KV for this one request, not the serving default; sim: what
+  // the modelled GPU leaves for KV (its host pool is touched only where used).
+  bopts.kv_cache_bytes = a.engine.kind == engine::backend_kind::cpu ? size_t{64} << 20 : 0;
+  auto be = engine::make_backend(*files, bopts);
   if (!be)
     return fail(be.error());
   if (!a.json)
     std::fprintf(stderr, "tessera: %s%s, %.1fM parameters, %s\n", dir.c_str(),
                  demo ? " (built-in demo model: RANDOM WEIGHTS, the text is gibberish)" : "",
-                 static_cast<double>(weights->config.parameter_count()) / 1e6,
+                 static_cast<double>(files->config.parameter_count()) / 1e6,
                  (*be)->description().c_str());
   engine::engine eng{std::move(*be), {}, tokenizer};
 
@@ -138,6 +137,7 @@ command add_generate_command(CLI::App& app) {
   sub->add_option("--seed", a->seed, "Sampling seed");
   sub->add_option("--threads", a->threads, "CPU threads (0: all cores)")->capture_default_str();
   sub->add_flag("--ignore-eos", a->ignore_eos, "Keep generating through end-of-sequence");
+  add_engine_options(sub, a->engine);
   sub->add_flag("--json", a->json,
                 "Print one JSON object (prompt_token_ids, token_ids, logprobs, text) instead of streaming");
   return {sub, [a] { return run_generate(*a); }};

@@ -1,4 +1,6 @@
-// `tessera model init`: writes a random-weight Llama-family model folder.
+// `tessera model init`: writes a random-weight Llama-family model folder, or
+// (--no-weights, and always for shapes above max_random_parameters) only its
+// config and tokenizer: a folder for `--engine sim`.
 #include <chrono>
 #include <cstdio>
 
@@ -12,12 +14,17 @@ namespace tessera::cli {
 
 namespace {
 
+/// Random weights beyond this many parameters are refused: gigabytes of
+/// noise help no test, and the sim backend needs none.
+constexpr int64_t max_random_parameters = int64_t{2} << 30;
+
 struct model_init_args {
   std::string shape = "tiny";
   uint64_t seed = 0;
   std::string dtype = "bf16";
   std::string out;
   int shards = 1;
+  bool no_weights = false;
 };
 
 int run_model_init(const model_init_args& a) {
@@ -35,14 +42,33 @@ int run_model_init(const model_init_args& a) {
     return 2;
   }
   cfg->torch_dtype = *dt;
+  const auto t0 = std::chrono::steady_clock::now();
+  const double params_m = static_cast<double>(cfg->parameter_count()) / 1e6;
+  if (a.no_weights || cfg->parameter_count() > max_random_parameters) {
+    std::fprintf(stderr,
+                 "tessera: writing %s (%.1fM parameters) config-only, no weights%s, to %s ...\n",
+                 a.shape.c_str(), params_m,
+                 a.no_weights ? "" : " (random weights are written up to 2G parameters)",
+                 a.out.c_str());
+    if (auto err = engine::write_model_config(a.out, *cfg)) {
+      std::fprintf(stderr, "tessera: %s\n", error_text(err).c_str());
+      return 1;
+    }
+    if (auto err = engine::write_demo_tokenizer(a.out, cfg->vocab_size)) {
+      std::fprintf(stderr, "tessera: %s\n", error_text(err).c_str());
+      return 1;
+    }
+    std::fprintf(stderr, "tessera: done in %.1f s; serve it with --engine sim\n",
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    return 0;
+  }
   engine::random_model_options opts;
   opts.seed = a.seed;
   opts.weight_dtype = *dt;
   opts.shards = a.shards;
   std::fprintf(stderr, "tessera: writing %s (%.1fM parameters, %s, seed %llu) to %s ...\n",
-               a.shape.c_str(), static_cast<double>(cfg->parameter_count()) / 1e6, a.dtype.c_str(),
+               a.shape.c_str(), params_m, a.dtype.c_str(),
                static_cast<unsigned long long>(a.seed), a.out.c_str());
-  const auto t0 = std::chrono::steady_clock::now();
   if (auto err = engine::write_random_model(a.out, *cfg, opts)) {
     std::fprintf(stderr, "tessera: %s\n", error_text(err).c_str());
     return 1;
@@ -62,7 +88,8 @@ command add_model_command(CLI::App& app) {
   auto* model = app.add_subcommand("model", "Model folders: init");
   model->require_subcommand(1);
   auto* init = model->add_subcommand("init", "Write a random-weight model (config.json, "
-                                             "model.safetensors, tokenizer.json)");
+                                             "model.safetensors, tokenizer.json), or its "
+                                             "config only (--no-weights)");
   auto args = std::make_shared<model_init_args>();
   std::string shapes;
   for (const auto& n : engine::model_shape_names())
@@ -74,6 +101,9 @@ command add_model_command(CLI::App& app) {
     ->capture_default_str()
     ->check(CLI::Range(1, 64));
   init->add_option("--out", args->out, "Output folder")->required();
+  init->add_flag("--no-weights", args->no_weights,
+                 "Write config.json and the tokenizer only (for --engine sim); implied for "
+                 "shapes above 2G parameters (llama3-8b, llama3-70b)");
   return {model, [args] { return run_model_init(*args); }};
 }
 

@@ -11,6 +11,7 @@
 #include "actors/node/serve_node.hpp"
 #include "cli/commands.hpp"
 #include "cli/demo_model.hpp"
+#include "cli/engine_options.hpp"
 #include "common/error.hpp"
 
 namespace tessera::cli {
@@ -20,7 +21,7 @@ namespace {
 struct serve_args {
   actors::serve_options opts;
   std::string model;
-  size_t kv_cache_mb = 256;
+  size_t kv_cache_mb = 0;
   size_t kv_store_host_mb = 1024;
   std::string kv_store_disk_dir;
   size_t kv_store_disk_mb = 16384;
@@ -107,8 +108,12 @@ command add_serve_command(CLI::App& app) {
                   "Chat template: llama3, chatml, mistral, llama2, or a file");
   sub->add_option("--threads", o.threads_per_worker, "Compute threads per worker (0: cores shared out)")
     ->capture_default_str();
-  sub->add_option("--kv-cache-mb", a->kv_cache_mb, "KV pool per worker, MiB")->capture_default_str()
-    ->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--kv-cache-mb", a->kv_cache_mb,
+                  "KV pool per worker, MiB; with --engine sim the modelled GPU's KV capacity "
+                  "(0: the backend's default: cpu 256 MiB, sim what the GPU's memory leaves "
+                  "after the weights)")
+    ->capture_default_str()
+    ->check(CLI::Range(0, 1 << 20));
   sub->add_option("--kv-store-host-mb", a->kv_store_host_mb,
                   "Kv store host-memory tier for cross-turn KV reuse, MiB (0: no kv store)")
     ->capture_default_str()->check(CLI::Range(0, 1 << 30));
@@ -125,6 +130,7 @@ command add_serve_command(CLI::App& app) {
                "crashes that worker (the supervisor restarts it)");
   sub->add_option("--actor-threads", a->scheduler_threads, "Actor scheduler threads (0: 2)")
     ->capture_default_str();
+  add_engine_options(sub, o.engine);
   return {sub, [a] { return run_serve(*a); }};
 }
 

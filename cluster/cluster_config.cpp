@@ -32,13 +32,35 @@ std::string host_port(const std::string& value, const std::string& key, std::str
   return {};
 }
 
+std::string toml_number(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
 caf::error bad(const std::string& name, const std::string& what) {
   return caf::make_error(caf::sec::invalid_argument, name + ": " + what);
 }
 
 const std::set<std::string> known_roles{"frontend", "router", "prefill", "decode", "worker"};
 
+const std::set<std::string> sim_keys{"gpu",
+                                     "time_scale",
+                                     "payload_scale",
+                                     "tensor_parallel",
+                                     "memory_efficiency",
+                                     "compute_efficiency",
+                                     "step_overhead_us",
+                                     "gpu_memory_utilization",
+                                     "eos_probability"};
+
 } // namespace
+
+const std::vector<std::string>& sim_gpu_names() {
+  // The sim backend's presets (engine/sim/sim_gpu.cpp); a test checks the two agree.
+  static const std::vector<std::string> names{"a100", "h100", "h200"};
+  return names;
+}
 
 bool node_spec::has(const std::string& role) const {
   return std::find(roles.begin(), roles.end(), role) != roles.end();
@@ -91,6 +113,19 @@ caf::expected<cluster_config> parse_cluster_config(std::string_view text, const 
     }
     out = static_cast<std::remove_reference_t<decltype(out)>>(*x);
   };
+  auto flt = [&](const toml::node_view<toml::node>& v, const std::string& key, double lo, double hi,
+                 auto& out) {
+    if (!v)
+      return;
+    auto x = v.value<double>();
+    if (!x || !(*x >= lo && *x <= hi)) {
+      if (err.empty())
+        err = "'" + key + "' must be a number in [" + toml_number(lo) + ", " + toml_number(hi) +
+              "]";
+      return;
+    }
+    out = *x;
+  };
   str(t["model"], "model", c.model);
   str(t["served_model_name"], "served_model_name", c.served_model_name);
   str(t["router_policy"], "router_policy", c.router_policy);
@@ -98,13 +133,47 @@ caf::expected<cluster_config> parse_cluster_config(std::string_view text, const 
   str(t["transport"], "transport", c.transport);
   str(t["ucx_tls"], "ucx_tls", c.ucx_tls);
   num(t["threads_per_worker"], "threads_per_worker", 0, 1024, c.threads_per_worker);
-  num(t["kv_cache_mb"], "kv_cache_mb", 1, 1 << 20, c.kv_cache_mb);
+  num(t["kv_cache_mb"], "kv_cache_mb", 0, 1 << 20, c.kv_cache_mb);
   num(t["max_model_len"], "max_model_len", 0, 1 << 24, c.max_model_len);
   num(t["kvstore_host_mb"], "kvstore_host_mb", 0, int64_t{1} << 30, c.kvstore_host_mb);
   str(t["kvstore_disk_dir"], "kvstore_disk_dir", c.kvstore_disk_dir);
   num(t["kvstore_disk_mb"], "kvstore_disk_mb", 1, int64_t{1} << 40, c.kvstore_disk_mb);
+  str(t["engine"], "engine", c.engine);
+  if (auto sim = t["sim"]; sim) {
+    auto* st = sim.as_table();
+    if (st == nullptr)
+      return bad(name, "'sim' must be a table ([sim])");
+    for (const auto& [k, _] : *st)
+      if (!sim_keys.contains(std::string{k.str()}))
+        return bad(name, "unknown key 'sim." + std::string{k.str()} +
+                           "' (known: gpu, time_scale, payload_scale, tensor_parallel, "
+                           "memory_efficiency, compute_efficiency, step_overhead_us, "
+                           "gpu_memory_utilization, eos_probability)");
+    auto& m = c.sim;
+    str(sim["gpu"], "sim.gpu", m.gpu);
+    flt(sim["time_scale"], "sim.time_scale", 0.0, 1e6, m.time_scale);
+    num(sim["payload_scale"], "sim.payload_scale", 1, 1 << 20, m.payload_scale);
+    num(sim["tensor_parallel"], "sim.tensor_parallel", 1, 1024, m.tensor_parallel);
+    flt(sim["memory_efficiency"], "sim.memory_efficiency", 0.001, 1.0, m.memory_efficiency);
+    flt(sim["compute_efficiency"], "sim.compute_efficiency", 0.001, 1.0, m.compute_efficiency);
+    flt(sim["step_overhead_us"], "sim.step_overhead_us", 0.0, 1e7, m.step_overhead_us);
+    flt(sim["gpu_memory_utilization"], "sim.gpu_memory_utilization", 0.001, 1.0,
+        m.gpu_memory_utilization);
+    flt(sim["eos_probability"], "sim.eos_probability", 0.0, 1.0, m.eos_probability);
+    if (err.empty()) {
+      const auto& gpus = sim_gpu_names();
+      if (std::find(gpus.begin(), gpus.end(), m.gpu) == gpus.end()) {
+        std::string known;
+        for (const auto& g : gpus)
+          known += (known.empty() ? "" : ", ") + g;
+        err = "'sim.gpu' must be one of " + known + ", got '" + m.gpu + "'";
+      }
+    }
+  }
   if (!err.empty())
     return bad(name, err);
+  if (c.engine != "cpu" && c.engine != "sim")
+    return bad(name, "'engine' must be cpu or sim, got '" + c.engine + "'");
   if (c.transport != "ucx" && c.transport != "loopback")
     return bad(name, "'transport' must be ucx or loopback, got '" + c.transport + "'");
   auto* nodes = t["node"].as_array();

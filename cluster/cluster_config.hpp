@@ -12,6 +12,17 @@
 ///   ucx_tls = "tcp"
 ///   kvstore_host_mb = 1024          # per node with workers; 0: no kv store
 ///   kvstore_disk_dir = ""           # RocksDB tier under <dir>/<node id>
+///   engine = "cpu"                  # or "sim": no model math, a GPU's timing
+///   [sim]                           # only with engine = "sim"; all optional
+///   gpu = "h100"                    # a100, h100, h200
+///   time_scale = 1.0                # wall seconds per modelled second (0: no wait)
+///   payload_scale = 1               # host KV bytes = real / payload_scale
+///   tensor_parallel = 1
+///   memory_efficiency = 0.7         # default: the sim's calibration table
+///   compute_efficiency = 0.6
+///   step_overhead_us = 0.0
+///   gpu_memory_utilization = 0.9    # for kv_cache_mb = 0
+///   eos_probability = 0.0
 ///   [[node]]
 ///   id = "front"
 ///   address = "127.0.0.1:14000"     # where its transport listens
@@ -27,6 +38,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,6 +67,23 @@ struct node_spec {
   [[nodiscard]] bool has(const std::string& role) const;
 };
 
+/// The [sim] table: the sim backend's settings (engine/sim/sim_backend.hpp,
+/// sim_settings; converted by the node). Defaults as there.
+struct sim_config {
+  std::string gpu = "h100";
+  double time_scale = 1.0;
+  int32_t payload_scale = 1;
+  int32_t tensor_parallel = 1;
+  std::optional<double> memory_efficiency;
+  std::optional<double> compute_efficiency;
+  std::optional<double> step_overhead_us;
+  double gpu_memory_utilization = 0.9;
+  double eos_probability = 0.0;
+};
+
+/// GPU names the [sim] table accepts (the sim backend's presets).
+[[nodiscard]] const std::vector<std::string>& sim_gpu_names();
+
 /// The whole cluster.
 struct cluster_config {
   /// Model folder ("" = the built-in demo model).
@@ -69,6 +98,9 @@ struct cluster_config {
   /// UCX_TLS for this cluster's transports. Default: "tcp".
   std::string ucx_tls = "tcp";
   /// Per worker. Defaults: 0 (cores shared out), 256 MiB, 0 (the model's).
+  /// kv_cache_mb is, with the sim, the modelled GPU's KV capacity; 0 is the
+  /// backend's default (cpu 256 MiB; sim: the GPU's memory left by the
+  /// weights).
   int threads_per_worker = 0;
   uint64_t kv_cache_mb = 256;
   int32_t max_model_len = 0;
@@ -78,6 +110,10 @@ struct cluster_config {
   uint64_t kvstore_host_mb = 1024;
   std::string kvstore_disk_dir;
   uint64_t kvstore_disk_mb = 16384;
+  /// The workers' backend: "cpu" or "sim". Default: cpu.
+  std::string engine = "cpu";
+  /// The [sim] table.
+  sim_config sim;
   std::vector<node_spec> nodes;
 
   /// The node `id`, or null.
@@ -89,7 +125,8 @@ struct cluster_config {
 /// Reads and checks `file`. Errors (caf::sec::invalid_argument) name the
 /// file and the key at fault: a TOML syntax error (with line), an unknown
 /// role or key type, no or two router nodes, a frontend not on the
-/// router's node, duplicate ids or addresses, workers < 1.
+/// router's node, duplicate ids or addresses, workers < 1, an engine other
+/// than cpu or sim, a [sim] key unknown or out of range.
 [[nodiscard]] caf::expected<cluster_config> load_cluster_config(const std::filesystem::path& file);
 
 /// As load_cluster_config, from TOML text (`name` for messages).

@@ -468,6 +468,19 @@ std::optional<model_config> model_shape(std::string_view name) {
     } else if (name != "nano") {
       return std::nullopt;
     }
+  } else if (name == "llama3-8b" || name == "llama3-70b") {
+    // Llama 3.1's published configs (meta-llama/Llama-3.1-8B, -70B), for
+    // the sim backend; BOS/EOS stay the demo tokenizer's.
+    if (name == "llama3-8b")
+      set(4096, 32, 32, 8, 14336, 128256, 131072);
+    else
+      set(8192, 80, 64, 8, 28672, 128256, 131072);
+    c.rope_theta = 500000.0f;
+    c.rope_scaling = {.type = "llama3",
+                      .factor = 8.0f,
+                      .low_freq_factor = 1.0f,
+                      .high_freq_factor = 4.0f,
+                      .original_max_position_embeddings = 8192};
   } else {
     return std::nullopt;
   }
@@ -475,7 +488,8 @@ std::optional<model_config> model_shape(std::string_view name) {
 }
 
 std::vector<std::string> model_shape_names() {
-  return {"tiny", "small", "micro", "nano", "nano-tied", "nano-mha", "nano-qwen2", "nano-llama3"};
+  return {"tiny",       "small",      "micro",       "nano",      "nano-tied",
+          "nano-mha",   "nano-qwen2", "nano-llama3", "llama3-8b", "llama3-70b"};
 }
 
 } // namespace tessera::engine

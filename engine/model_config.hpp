@@ -88,8 +88,9 @@ nlohmann::json to_json(const model_config& cfg);
 
 /// A named random-model shape for `tessera model init`: "tiny", "small",
 /// and smaller test shapes ("nano", "nano-tied", "nano-mha", "nano-qwen2",
-/// "nano-llama3", "micro"). All use the demo tokenizer's ids (BOS 0, EOS
-/// {1, 4}).
+/// "nano-llama3", "micro"); and the shapes of real models, for the sim
+/// backend (written config-only): "llama3-8b" (Llama 3.1 8B) and
+/// "llama3-70b". All use the demo tokenizer's ids (BOS 0, EOS {1, 4}).
 /// Returns nullopt for an unknown name.
 std::optional<model_config> model_shape(std::string_view name);
 

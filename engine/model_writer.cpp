@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 #include <numbers>
+#include <set>
 #include <system_error>
 
 #include <nlohmann/json.hpp>
@@ -141,27 +142,14 @@ std::vector<size_t> split_by_bytes(const std::vector<uint64_t>& sizes, int n) {
   return starts;
 }
 
-} // namespace
-
-caf::error write_random_model(const fs::path& dir, const model_config& cfg,
-                              const random_model_options& opts) {
-  // Validate through the parser, so nothing absurd is ever allocated or
-  // written, and the config.json we write is one we can read back.
+/// Writes config.json and generation_config.json for `cfg`, checked through
+/// the parser (so nothing absurd is ever allocated or written, and the
+/// config.json written is one we can read back); returns the checked config.
+caf::expected<model_config> write_config_files(const fs::path& dir, const model_config& cfg) {
   auto config_json = to_json(cfg);
   auto checked = parse_model_config(config_json.dump(), (dir / "config.json").string());
   if (!checked)
     return checked.error();
-  if (!std::isfinite(opts.init_std) || opts.init_std < 0.0f)
-    return make_engine_error(engine_errc::bad_config,
-                             dir.string() + ": init_std must be finite and non-negative");
-
-  const auto layout = weight_layout(*checked);
-  if (opts.shards < 1 || static_cast<size_t>(opts.shards) > layout.size())
-    return make_engine_error(engine_errc::bad_config,
-                             dir.string() + ": shards must be between 1 and " +
-                               std::to_string(layout.size()) + ", got " +
-                               std::to_string(opts.shards));
-
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec)
@@ -174,6 +162,61 @@ caf::error write_random_model(const fs::path& dir, const model_config& cfg,
               {"do_sample", false}};
   if (auto err = write_text(dir / "generation_config.json", gen.dump(2) + "\n"))
     return err;
+  return checked;
+}
+
+/// Removes model.safetensors, model.safetensors.index.json and the shards
+/// it names, if present.
+void remove_weight_files(const fs::path& dir) {
+  std::error_code ec;
+  fs::remove(dir / "model.safetensors", ec);
+  auto index = dir / "model.safetensors.index.json";
+  if (!fs::exists(index, ec))
+    return;
+  try {
+    std::ifstream in{index};
+    auto doc = json::parse(in);
+    std::set<std::string> shards;
+    for (auto& [name, file] : doc.at("weight_map").items())
+      if (file.is_string())
+        shards.insert(file.get<std::string>());
+    for (const auto& f : shards)
+      if (f.find('/') == std::string::npos && f != "." && f != "..")
+        fs::remove(dir / f, ec);
+  } catch (const json::exception&) {
+    // A malformed index names nothing we may delete; the index goes anyway.
+  }
+  fs::remove(index, ec);
+}
+
+} // namespace
+
+caf::error write_model_config(const fs::path& dir, const model_config& cfg) {
+  if (auto checked = write_config_files(dir, cfg); !checked)
+    return checked.error();
+  remove_weight_files(dir);
+  return {};
+}
+
+caf::error write_random_model(const fs::path& dir, const model_config& cfg,
+                              const random_model_options& opts) {
+  auto parsed = parse_model_config(to_json(cfg).dump(), (dir / "config.json").string());
+  if (!parsed)
+    return parsed.error();
+  if (!std::isfinite(opts.init_std) || opts.init_std < 0.0f)
+    return make_engine_error(engine_errc::bad_config,
+                             dir.string() + ": init_std must be finite and non-negative");
+
+  const auto layout = weight_layout(*parsed);
+  if (opts.shards < 1 || static_cast<size_t>(opts.shards) > layout.size())
+    return make_engine_error(engine_errc::bad_config,
+                             dir.string() + ": shards must be between 1 and " +
+                               std::to_string(layout.size()) + ", got " +
+                               std::to_string(opts.shards));
+
+  if (auto written = write_config_files(dir, cfg); !written)
+    return written.error();
+  std::error_code ec;
 
   std::vector<tensor_spec> specs;
   std::vector<uint64_t> sizes;

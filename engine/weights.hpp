@@ -82,4 +82,12 @@ struct random_model_options {
                                             const model_config& cfg,
                                             const random_model_options& opts);
 
+/// Writes config.json and generation_config.json for `cfg` into `dir`
+/// (created if missing) and no weights: a folder for the sim backend.
+/// Removes weight files of an earlier model there (model.safetensors, the
+/// index and its shards), so no stale weights pair with the new config.
+/// Errors as write_random_model.
+[[nodiscard]] caf::error write_model_config(const std::filesystem::path& dir,
+                                            const model_config& cfg);
+
 } // namespace tessera::engine

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/node/metrics_endpoint.hpp"
+#include "actors/node/engine_choice.hpp"
 #include "actors/node/node_parts.hpp"
 #include "actors/node/worker_supervisor.hpp"
 #include "common/error.hpp"
@@ -72,7 +73,8 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
     return detail::bad_option("a multi-process cluster needs transport = \"ucx\" (loopback is in-process: "
                       "use tessera serve)");
   say("loading " + model_dir.string());
-  auto model = detail::load_model(model_dir);
+  const auto engine = detail::backend_choice_of(cfg);
+  auto model = detail::load_model(model_dir, engine.kind);
   if (!model)
     return model.error();
 
@@ -136,6 +138,7 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
       spec.threads = cfg.threads_per_worker > 0 ? cfg.threads_per_worker
                                                 : std::max(1, cores / me->workers);
       spec.kv_cache_bytes = cfg.kv_cache_mb << 20;
+      spec.engine = engine;
       spec.max_model_len = cfg.max_model_len;
       spec.worker_id = id_base + static_cast<uint64_t>(i);
       spec.router = router_at;

@@ -5,7 +5,6 @@
 #include "actors/common/token_sink.hpp"
 #include "actors/node/worker_supervisor.hpp"
 #include "kvstore/tiered_block_store.hpp"
-#include "engine/cpu/cpu_backend.hpp"
 #include "engine/engine_errc.hpp"
 
 namespace tessera::actors::detail {
@@ -27,17 +26,13 @@ caf::error bad_option(const std::string& what) {
   return engine::make_engine_error(engine::engine_errc::bad_request, what);
 }
 
-caf::expected<loaded_model> load_model(const std::filesystem::path& dir) {
-  auto weights = engine::load_model_weights(dir);
-  if (!weights)
-    return weights.error();
-  loaded_model m;
-  m.weights = std::move(*weights);
-  auto tok = engine::load_tokenizer(dir, m.weights->config);
-  if (!tok)
-    return tok.error();
-  m.tokenizer = std::move(*tok);
-  return m;
+caf::expected<loaded_model> load_model(const std::filesystem::path& dir,
+                                       engine::backend_kind kind) {
+  auto files = engine::load_model_files(dir, kind);
+  if (!files)
+    return files.error();
+  return loaded_model{std::move(files->config), std::move(files->weights),
+                      std::move(files->tokenizer)};
 }
 
 std::shared_ptr<const bridge_protocol> node_protocol() {
@@ -48,10 +43,11 @@ std::shared_ptr<const bridge_protocol> node_protocol() {
 
 caf::expected<started_worker> start_worker(caf::actor_system& sys, bridge& br,
                                            const loaded_model& model, const worker_spec& spec) {
-  engine::cpu::cpu_backend_options bo;
+  engine::backend_options bo;
+  bo.choice = spec.engine;
   bo.threads = spec.threads;
   bo.kv_cache_bytes = spec.kv_cache_bytes;
-  auto be = engine::cpu::make_cpu_backend(model.weights, bo);
+  auto be = engine::make_backend({model.config, model.weights, model.tokenizer}, bo);
   if (!be)
     return be.error();
   started_worker out;
@@ -150,7 +146,7 @@ start_frontend(caf::actor_system& sys, bridge& br, const router_local_actor& rou
 }
 
 int32_t model_len(const loaded_model& model, int32_t max_model_len) {
-  const auto positions = static_cast<int32_t>(model.weights->config.max_position_embeddings);
+  const auto positions = static_cast<int32_t>(model.config.max_position_embeddings);
   return max_model_len > 0 ? std::min(max_model_len, positions) : positions;
 }
 

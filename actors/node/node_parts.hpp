@@ -19,6 +19,7 @@
 #include "actors/router/router_actor.hpp"
 #include "actors/worker/worker_actor.hpp"
 #include "cluster/metrics.hpp"
+#include "engine/factory/backend_factory.hpp"
 #include "engine/tokenizer.hpp"
 #include "engine/weights.hpp"
 
@@ -50,13 +51,17 @@ struct node_actors {
 /// A bad option or setting, as an error naming it.
 [[nodiscard]] caf::error bad_option(const std::string& what);
 
-/// Weights and tokenizer, shared by every worker of the process.
+/// Config, weights (null for the sim backend) and tokenizer, shared by
+/// every worker of the process.
 struct loaded_model {
+  engine::model_config config;
   std::shared_ptr<const engine::model_weights> weights;
   std::shared_ptr<const engine::tokenizer> tokenizer;
 };
 
-[[nodiscard]] caf::expected<loaded_model> load_model(const std::filesystem::path& dir);
+/// Loads what a `kind` backend needs (engine::load_model_files).
+[[nodiscard]] caf::expected<loaded_model> load_model(const std::filesystem::path& dir,
+                                                     engine::backend_kind kind);
 
 /// The operations other nodes may call on this node's actors.
 [[nodiscard]] std::shared_ptr<const bridge_protocol> node_protocol();
@@ -67,7 +72,10 @@ struct worker_spec {
   std::string name;
   std::vector<transport::wire::node_role> roles;
   int threads = 1;
+  /// engine::backend_options::kv_cache_bytes (0: the backend's default).
   size_t kv_cache_bytes = size_t{256} << 20;
+  /// The backend (cpu or sim) and the sim's settings.
+  engine::backend_choice engine;
   int32_t max_model_len = 0;
   uint64_t worker_id = 0;
   transport::wire::actor_address router;

@@ -53,7 +53,7 @@ caf::expected<std::unique_ptr<serve_node>> serve_node::start(caf::actor_system& 
   const int n_workers = opts.decode_workers + (disagg ? opts.prefill_workers : 0);
 
   say("loading " + opts.model_dir.string());
-  auto model = detail::load_model(opts.model_dir);
+  auto model = detail::load_model(opts.model_dir, opts.engine.kind);
   if (!model)
     return model.error();
 
@@ -92,6 +92,7 @@ caf::expected<std::unique_ptr<serve_node>> serve_node::start(caf::actor_system& 
       spec.roles = {prefill ? wire::node_role::prefill : wire::node_role::decode};
     spec.threads = opts.threads_per_worker > 0 ? opts.threads_per_worker : std::max(1, cores / n_workers);
     spec.kv_cache_bytes = opts.kv_cache_bytes;
+    spec.engine = opts.engine;
     spec.max_model_len = opts.max_model_len;
     spec.worker_id = id_base + static_cast<uint64_t>(i);
     spec.router = {node_id, "router"};

@@ -21,6 +21,7 @@
 
 #include "actors/frontend/openai_request.hpp"
 #include "actors/router/router_actor.hpp"
+#include "engine/factory/backend_factory.hpp"
 
 namespace tessera::actors {
 
@@ -39,8 +40,11 @@ struct serve_options {
   /// Compute threads per worker; 0: the machine's cores shared out
   /// (at least 1 each). Default: 0.
   int threads_per_worker = 0;
-  /// KV pool per worker. Default: 256 MiB.
+  /// KV pool per worker; with the sim, the modelled GPU's KV capacity; 0:
+  /// the backend's default (engine::backend_options). Default: 256 MiB.
   size_t kv_cache_bytes = size_t{256} << 20;
+  /// Every worker's backend (cpu or sim) and the sim's settings.
+  engine::backend_choice engine;
   /// Longest prompt + output; 0: the model's max_position_embeddings.
   int32_t max_model_len = 0;
   /// The routing policy and its options.
