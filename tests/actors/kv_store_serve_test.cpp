@@ -58,31 +58,61 @@ double metric(const std::string& text, const std::string& series) {
   return at == std::string::npos ? -1 : std::stod(text.substr(at + series.size() + 2));
 }
 
-TEST(KvStoreServeTest, ThreeTurnsComputeOnlyTheirNewTokensAndMatchNoCache) {
-  tessera::test::temp_dir dir;
+/// One worker with a pool of 32 blocks, a kv store of 3 blocks in host
+/// memory and the rest on disk under `dir`.
+std::unique_ptr<serve_node> start_node(caf::actor_system& sys, const std::filesystem::path& dir) {
   auto probe = tessera::test::make_test_engine("nano");
   const size_t bb = probe->get_backend().layout().block_bytes();
-  caf::actor_system_config cfg;
-  caf::actor_system sys{cfg};
   serve_options o;
   o.model_dir = tessera::test::test_model_dir("nano");
   o.model_name = "nano";
   o.mode = "agg";
   o.port = 0;
   o.threads_per_worker = 1;
-  o.kv_cache_bytes = 32 * bb;                   // a pool of 32 blocks
-  o.kv_store_host_bytes = 3 * (bb + 128);       // 3 blocks in host memory
-  o.kv_store_disk_dir = dir.path() / "kvstore"; // the rest on disk
+  o.kv_cache_bytes = 32 * bb;
+  o.kv_store_host_bytes = 3 * (bb + 128);
+  o.kv_store_disk_dir = dir;
   auto node = serve_node::start(sys, o);
-  ASSERT_TRUE(node) << error_text(node.error());
-  const auto url = (*node)->url();
+  EXPECT_TRUE(node) << error_text(node.error());
+  return node ? std::move(*node) : nullptr;
+}
 
-  // Different prompts that fill the pool: the conversation's blocks leave
-  // the worker's prefix cache (and the store's host tier, for disk).
-  auto flush = [&](uint64_t seed) {
-    for (uint64_t i = 0; i < 5; ++i)
-      (void) complete(url, tessera::test::random_prompt(160, 1000 * seed + i));
-  };
+/// Different prompts that fill the pool: a conversation's blocks leave the
+/// worker's prefix cache (and the store's host tier, for disk).
+void flush(const std::string& url, uint64_t seed) {
+  for (uint64_t i = 0; i < 5; ++i)
+    (void) complete(url, tessera::test::random_prompt(160, 1000 * seed + i));
+}
+
+/// The next turn: `prompt`, its answer, and 20 new tokens.
+std::vector<int32_t> next_turn(std::vector<int32_t> prompt, uint64_t seed) {
+  auto answer = output_ids(prompt);
+  prompt.insert(prompt.end(), answer.begin(), answer.end());
+  auto user = tessera::test::random_prompt(20, seed);
+  prompt.insert(prompt.end(), user.begin(), user.end());
+  return prompt;
+}
+
+/// The server's metrics once `series` is above 0 (the store's counters are
+/// exported every second), or after 5 s.
+std::string metrics_once(const std::string& url, const std::string& series) {
+  std::string m;
+  for (int i = 0; i < 100; ++i) {
+    m = tessera::test::http_get(url + "/metrics").body;
+    if (metric(m, series) > 0)
+      break;
+    std::this_thread::sleep_for(50ms);
+  }
+  return m;
+}
+
+TEST(KvStoreServeTest, ThreeTurnsComputeOnlyTheirNewTokensAndMatchNoCache) {
+  tessera::test::temp_dir dir;
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  auto node = start_node(sys, dir.path() / "kvstore");
+  ASSERT_TRUE(node);
+  const auto url = node->url();
 
   auto prompt = tessera::test::random_prompt(40, 1);
   std::vector<int64_t> cached;
@@ -90,12 +120,8 @@ TEST(KvStoreServeTest, ThreeTurnsComputeOnlyTheirNewTokensAndMatchNoCache) {
     auto got = complete(url, prompt);
     EXPECT_EQ(got.out, tessera::test::run_alone("nano", prompt, output_tokens, 0, 7)) << "turn " << turn;
     cached.push_back(got.cached_tokens);
-    // The next turn: this prompt, the answer, and 20 new tokens.
-    auto answer = output_ids(prompt);
-    prompt.insert(prompt.end(), answer.begin(), answer.end());
-    auto user = tessera::test::random_prompt(20, 100 + static_cast<uint64_t>(turn));
-    prompt.insert(prompt.end(), user.begin(), user.end());
-    flush(static_cast<uint64_t>(turn));
+    prompt = next_turn(prompt, 100 + static_cast<uint64_t>(turn));
+    flush(url, static_cast<uint64_t>(turn));
   }
   // Turn 1 is new. Turn 2's prompt is 40 + 12 + 20 tokens: the first 51
   // had KV at the end of turn 1 (the last sampled token has none), so 3
@@ -103,17 +129,32 @@ TEST(KvStoreServeTest, ThreeTurnsComputeOnlyTheirNewTokensAndMatchNoCache) {
   // the 5 full blocks of turn 2's 83.
   EXPECT_EQ(cached, (std::vector<int64_t>{0, 48, 80}));
 
-  std::string m;
-  for (int i = 0; i < 100; ++i) { // the store's counters are exported every second
-    m = tessera::test::http_get(url + "/metrics").body;
-    if (metric(m, "tessera_kvstore_hits_total{tier=\"disk\"}") > 0)
-      break;
-    std::this_thread::sleep_for(50ms);
-  }
+  const auto m = metrics_once(url, "tessera_kvstore_hits_total{tier=\"disk\"}");
   EXPECT_EQ(metric(m, "tessera_kvstore_fetched_blocks_total{worker=\"worker-0\"}"), 8) << m;
   EXPECT_GT(metric(m, "tessera_kvstore_hits_total{tier=\"disk\"}"), 0) << m;
   EXPECT_GT(metric(m, "tessera_kvstore_spills_total"), 0) << m;
   EXPECT_EQ(metric(m, "tessera_kvstore_checksum_failures_total{tier=\"disk\"}"), 0) << m;
+}
+
+TEST(KvStoreServeTest, ARestartedServerServesTheBlocksItHadOnDisk) {
+  tessera::test::temp_dir dir;
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  auto prompt = tessera::test::random_prompt(40, 2);
+  {
+    auto first = start_node(sys, dir.path() / "kvstore");
+    ASSERT_TRUE(first);
+    (void) complete(first->url(), prompt);
+    flush(first->url(), 9); // the conversation's blocks go to disk
+  } // stopped: its store writes what it still queues and closes
+  auto second = start_node(sys, dir.path() / "kvstore");
+  ASSERT_TRUE(second);
+  prompt = next_turn(prompt, 7);
+  auto got = complete(second->url(), prompt);
+  EXPECT_EQ(got.out, tessera::test::run_alone("nano", prompt, output_tokens, 0, 7));
+  EXPECT_EQ(got.cached_tokens, 48) << "turn 1's 3 full blocks, from the disk the first server left";
+  const auto m = metrics_once(second->url(), "tessera_kvstore_hits_total{tier=\"disk\"}");
+  EXPECT_EQ(metric(m, "tessera_kvstore_hits_total{tier=\"disk\"}"), 3) << m;
 }
 
 } // namespace
