@@ -229,7 +229,7 @@ private:
   /// One connection and the request it carries.
   class client final : public connection_events {
   public:
-    client(open_loop_run& run)
+    explicit client(open_loop_run& run)
         : run_(run), conn_(run.ioc_, run.ep_, run.addrs_, run.opts_.io_timeout, *this) {}
 
     void send(size_t index, http_post post) {

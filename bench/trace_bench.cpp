@@ -197,6 +197,7 @@ int run_trace_bench(const trace_bench_options& o) {
   auto ep = parse_http_url(url);
   if (!ep) {
     say(error_text(ep.error()));
+    stop();
     return 2;
   }
   if (auto err = await_health(*ep, std::chrono::seconds{60}, o.spawn_server)) {
