@@ -103,6 +103,34 @@ TEST(BenchTraceTest, ReplayReportsTheHitsTheEngineBlocksAllow) {
   EXPECT_NE(table.out.find("51.8"), std::string::npos) << "hit % " << table.out;
 }
 
+TEST(BenchTraceTest, SimultaneousArrivalsAreAllInFlightAtOnce) {
+  // Open loop: 300 requests due at the same moment go out together, each on
+  // a connection of its own, whatever the server's pace (a closed-loop or
+  // fixed-pool client would hold them back).
+  tessera::test::temp_dir dir{"tessera-bench-trace-burst"};
+  const auto model = dir.path() / "nano";
+  auto init = run("model init --shape nano --seed 5 --out " + model.string());
+  ASSERT_EQ(init.exit_code, 0) << init.out;
+  const auto trace = dir.path() / "burst.jsonl";
+  {
+    std::ofstream f{trace};
+    for (int i = 0; i < 300; ++i)
+      f << R"({"timestamp": 0, "input_length": 256, "output_length": 32, "hash_ids": [)" << 2 * i << ", "
+        << 2 * i + 1 << "]}\n";
+  }
+  const auto json_path = dir.path() / "burst.json";
+  auto r = run("bench trace --trace " + trace.string() + " --block-tokens 128 --spawn-server --model-dir " +
+               model.string() + " --server-args '--mode agg --decode 1 --threads 1' --json " + json_path.string());
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  auto j = nlohmann::json::parse(std::ifstream{json_path});
+  EXPECT_EQ(j["requests"], 300);
+  EXPECT_EQ(j["errors"], 0) << j.value("first_error", "");
+  EXPECT_EQ(j["output_tokens"], 300 * 32);
+  EXPECT_EQ(j["cached_tokens"], 0) << "no two requests share a block";
+  EXPECT_GE(j["client"]["peak_in_flight"].get<int>(), 100);
+  EXPECT_GE(j["client"]["connections_opened"].get<int>(), j["client"]["peak_in_flight"].get<int>());
+}
+
 TEST(BenchTraceTest, OptimumOnlyNeedsNoServer) {
   auto r = run("bench trace --trace " + fixture + " --block-tokens 32 --optimum-only");
   ASSERT_EQ(r.exit_code, 0) << r.out;
