@@ -259,6 +259,31 @@ int run_trace_bench(const trace_bench_options& o) {
   for (const auto& w : windows)
     ws.push_back(trace_window_json(w));
   j["windows"] = std::move(ws);
+  if (o.per_request_json) {
+    json per = json::array();
+    for (size_t i = 0; i < replay->samples.size(); ++i) {
+      const auto& x = replay->samples[i];
+      json r{{"line", requests[i].line},
+             {"trace_s", x.trace_s},
+             {"due_s", x.due_s},
+             {"sent", x.sent},
+             {"prompt_tokens", x.prompt_tokens},
+             {"max_tokens", x.max_tokens},
+             {"cached_tokens", x.cached_tokens},
+             {"optimal_hit_tokens", optimal_hits[i]},
+             {"output_tokens", x.timing.output_tokens}};
+      if (x.sent) {
+        r["sent_s"] = x.timing.start_s;
+        r["end_s"] = x.timing.end_s;
+        if (x.timing.first_token_s >= 0)
+          r["ttft_ms"] = 1e3 * (x.timing.first_token_s - x.timing.start_s);
+      }
+      if (!x.timing.error.empty())
+        r["error"] = x.timing.error;
+      per.push_back(std::move(r));
+    }
+    j["per_request"] = std::move(per);
+  }
 
   std::printf("\n%s", trace_table({j}).c_str());
   std::printf("(hit %% = cached / prompt tokens of the successful requests; opt %% = an unbounded cache on "

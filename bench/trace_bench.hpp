@@ -56,6 +56,9 @@ struct trace_bench_options {
   double window_s = 30;
   /// Where to write JSON results ("" for none).
   std::string json_path;
+  /// Also write one record per request into the JSON ("per_request").
+  /// Default: false.
+  bool per_request_json = false;
   /// Where to write the SVG chart ("" for none).
   std::string svg_path;
   /// Longest wait for any step of a request. Default: 300 s.

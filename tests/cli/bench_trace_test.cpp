@@ -55,7 +55,7 @@ TEST(BenchTraceTest, ReplayReportsTheHitsTheEngineBlocksAllow) {
   // every earlier one cached.
   auto r = run("bench trace --trace " + fixture + " --block-tokens 32 --speedup 2 --window 1 --spawn-server"
                " --model-dir " + model.string() + " --server-args '--mode agg --decode 1 --threads 1'"
-               " --label smoke --json " + json_path.string() + " --svg " + svg_path.string());
+               " --label smoke --per-request --json " + json_path.string() + " --svg " + svg_path.string());
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("smoke"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("hit %"), std::string::npos) << r.out;
@@ -90,6 +90,17 @@ TEST(BenchTraceTest, ReplayReportsTheHitsTheEngineBlocksAllow) {
     EXPECT_EQ(w["start_s"], static_cast<double>(i));
     EXPECT_EQ(w["requests"], 1);
     EXPECT_EQ(w["cached_tokens"], want_cached[i]) << "request " << i;
+  }
+
+  ASSERT_EQ(j["per_request"].size(), 6u);
+  const int want_optimal[] = {0, 64, 96, 96, 0, 64};
+  for (size_t i = 0; i < 6; ++i) {
+    const auto& p = j["per_request"][i];
+    EXPECT_EQ(p["line"], i + 1);
+    EXPECT_EQ(p["cached_tokens"], want_cached[i]);
+    EXPECT_EQ(p["optimal_hit_tokens"], want_optimal[i]);
+    EXPECT_GT(p["ttft_ms"].get<double>(), 0);
+    EXPECT_FALSE(p.contains("error"));
   }
 
   std::ifstream svg{svg_path};
