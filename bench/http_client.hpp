@@ -1,15 +1,18 @@
 #pragma once
 /// @file
-/// The HTTP/1.1 client of `tessera bench serve` (Boost.Beast + Asio, kept
-/// out of this header): a one-shot request for /health and /v1/models, and
-/// many keep-alive connections driven on one thread, each streaming POST
-/// after POST and handing the response body to an observer as it arrives.
+/// The HTTP/1.1 client of `tessera bench serve` and `tessera bench trace`
+/// (Boost.Beast + Asio, kept out of this header): a one-shot request for
+/// /health and /v1/models, and many keep-alive connections driven on one
+/// thread, streaming POSTs and handing each response body to an observer
+/// as it arrives. Two ways to drive them: closed loop (run_stream_clients:
+/// C connections, each sends its next request when the last one ended) and
+/// open loop (run_open_loop: each request at its own time, on an idle
+/// connection or a new one, however many are still in flight).
 ///
-/// Each stream connection runs this loop until the observer has no more
-/// requests for it:
+/// Each exchange on a connection:
 ///
-///   next_request --(none)--> closed
-///        | (a request)
+///   a request (closed loop: next_request; open loop: its send time)
+///        |
 ///        v
 ///   connect (if not connected) --> write --> read header --> read body ...
 ///        ^                                      |  on_response   |  on_body per piece
@@ -20,8 +23,10 @@
 ///                                               reconnected for the next one)
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -99,5 +104,63 @@ struct stream_client_options {
 /// host cannot be resolved (before any request is asked for).
 [[nodiscard]] caf::error run_stream_clients(const http_endpoint& ep, const stream_client_options& opts,
                                             http_stream_observer& observer);
+
+/// Decides what an open-loop run sends and receives what it gets. All calls
+/// are made on the thread that runs run_open_loop, one at a time; `index`
+/// is the request's position in the schedule.
+class http_open_loop_observer {
+public:
+  virtual ~http_open_loop_observer() = default;
+  /// Request `index`, asked for at its send time right before it is written
+  /// (so building a large body costs no memory before then, and a caller
+  /// that notes the time here measures from the send); nullopt to send
+  /// nothing more (the run ends when the requests in flight have).
+  virtual std::optional<http_post> make_request(size_t index) = 0;
+  /// The status line and header fields of request `index`'s response arrived.
+  virtual void on_response(size_t index, int status) = 0;
+  /// Body bytes of request `index` (chunked encoding removed) as they arrive.
+  virtual void on_body(size_t index, std::string_view bytes) = 0;
+  /// Request `index` ended: `error` empty when its response was complete.
+  virtual void on_complete(size_t index, const std::string& error) = 0;
+  /// Called about every open_loop_options::tick while the run lasts (for
+  /// progress lines). Default: nothing.
+  virtual void on_tick() {}
+};
+
+/// Options of run_open_loop.
+struct open_loop_options {
+  /// Longest wait for any one step of an exchange (connect, write, the next
+  /// bytes of the response); past it the exchange fails with "timeout".
+  /// Default: 120 s.
+  std::chrono::milliseconds io_timeout{120'000};
+  /// How often on_tick is called. Default: 1 s.
+  std::chrono::milliseconds tick{1000};
+  /// A connection idle this long is closed rather than reused (servers
+  /// close idle keep-alive connections; `tessera serve` after 60 s).
+  /// Default: 20 s.
+  std::chrono::milliseconds max_idle{20'000};
+};
+
+/// What an open-loop run did with its connections.
+struct open_loop_stats {
+  /// Connections opened (each at most once at a time).
+  size_t connections_opened = 0;
+  /// Most requests in flight at once.
+  size_t peak_in_flight = 0;
+  /// Requests sent (all of them unless make_request said stop).
+  size_t sent = 0;
+};
+
+/// Sends request i (0 <= i < send_at.size()) at `send_at[i]` after the
+/// start (non-decreasing offsets; a request whose time has passed is sent
+/// at once, in order), on an idle keep-alive connection or a new one, and
+/// runs on the calling thread until every request sent has ended and none
+/// is left to send. Requests in
+/// flight are not bounded: open loop (mind the process's open-file limit).
+/// Errors (caf::sec::runtime_error): the host cannot be resolved (before any
+/// request is asked for).
+[[nodiscard]] caf::expected<open_loop_stats> run_open_loop(const http_endpoint& ep, const open_loop_options& opts,
+                                                           std::span<const std::chrono::nanoseconds> send_at,
+                                                           http_open_loop_observer& observer);
 
 } // namespace tessera::bench

@@ -12,15 +12,14 @@
 #include <sstream>
 #include <thread>
 
-#include <caf/sec.hpp>
 #include <nlohmann/json.hpp>
 
 #include "bench/engine_load.hpp"
 #include "bench/http_client.hpp"
 #include "bench/load_stats.hpp"
+#include "bench/server_process.hpp"
 #include "bench/sse_parser.hpp"
 #include "bench/svg_chart.hpp"
-#include "common/child_process.hpp"
 #include "common/error.hpp"
 
 namespace tessera::bench {
@@ -259,88 +258,6 @@ private:
   int64_t tokens_ = 0;
 };
 
-/// A `tessera serve` this benchmark started.
-struct spawned_server {
-  child_process child;
-  std::string url;
-  std::string description;
-};
-
-caf::expected<spawned_server> spawn_server(const serve_bench_options& o) {
-  std::vector<std::string> args{"serve", "--host", "127.0.0.1", "--port", "0"};
-  if (!o.model_dir.empty()) {
-    args.emplace_back("--model");
-    args.push_back(o.model_dir);
-  }
-  args.insert(args.end(), o.server_args.begin(), o.server_args.end());
-  std::string cmd = o.server_program;
-  for (const auto& a : args)
-    cmd += " " + a;
-  say("starting " + cmd);
-  auto child = child_process::spawn(o.server_program, args);
-  if (!child)
-    return child.error();
-  spawned_server s{std::move(*child), "", ""};
-  // The demo model is written on first use (a few seconds); loading is fast.
-  const auto deadline = clock_type::now() + std::chrono::minutes{5};
-  while (s.url.empty()) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now());
-    auto line = s.child.read_line(std::max(left, std::chrono::milliseconds{1}));
-    if (!line)
-      return caf::make_error(caf::sec::runtime_error,
-                             "the server did not start (" + cmd + "): " + error_text(line.error()));
-    constexpr std::string_view listening = "listening on ";
-    if (auto at = line->find(listening); at != std::string::npos) {
-      auto url = line->substr(at + listening.size());
-      s.url = url.substr(0, url.find(' '));
-    } else if (line->find("worker(s)") != std::string::npos) {
-      s.description = line->substr(line->find(": ") == std::string::npos ? 0 : line->find(": ") + 2);
-    }
-  }
-  return s;
-}
-
-void stop_server(spawned_server& s) {
-  s.child.kill(SIGTERM);
-  if (!s.child.wait(std::chrono::seconds{15})) {
-    say("the server did not stop within 15 s of SIGTERM; killing it");
-    s.child.kill(SIGKILL);
-    (void)s.child.wait(std::chrono::seconds{5});
-  }
-}
-
-/// Waits until GET /health answers 200 (a server still starting answers
-/// 503). A server that cannot be reached fails at once unless
-/// `retry_unreachable`.
-caf::error await_health(const http_endpoint& ep, std::chrono::seconds limit, bool retry_unreachable) {
-  const auto deadline = clock_type::now() + limit;
-  std::string last = "no answer";
-  while (clock_type::now() < deadline) {
-    auto r = http_fetch(ep, "GET", "/health", "", std::chrono::seconds{5});
-    if (r && r->status == 200)
-      return {};
-    if (!r && !retry_unreachable)
-      return r.error();
-    last = r ? "HTTP " + std::to_string(r->status) + " " + r->body : error_text(r.error());
-    std::this_thread::sleep_for(std::chrono::milliseconds{100});
-  }
-  return caf::make_error(caf::sec::runtime_error, "/health did not answer 200 within " +
-                                                    std::to_string(limit.count()) + " s: " + last);
-}
-
-/// The first model GET /v1/models lists.
-caf::expected<std::string> first_model(const http_endpoint& ep) {
-  auto r = http_fetch(ep, "GET", "/v1/models", "", std::chrono::seconds{10});
-  if (!r)
-    return r.error();
-  json j = json::parse(r->body, nullptr, false);
-  if (r->status != 200 || j.is_discarded() || !j.contains("data") || !j["data"].is_array() ||
-      j["data"].empty() || !j["data"][0].contains("id") || !j["data"][0]["id"].is_string())
-    return caf::make_error(caf::sec::runtime_error, "GET /v1/models: no model in HTTP " +
-                                                      std::to_string(r->status) + " " + r->body.substr(0, 200));
-  return j["data"][0]["id"].get<std::string>();
-}
-
 json latency_json(const latency_percentiles& p) {
   return {{"count", p.count}, {"mean", p.mean_ms}, {"p50", p.p50_ms}, {"p90", p.p90_ms}, {"p99", p.p99_ms}};
 }
@@ -470,7 +387,11 @@ int run_serve_bench(const serve_bench_options& o) {
   http_endpoint ep;
   auto connect = [&]() -> bool {
     if (o.spawn_server) {
-      auto s = spawn_server(o);
+      server_spawn_options so;
+      so.program = o.server_program;
+      so.model_dir = o.model_dir;
+      so.args = o.server_args;
+      auto s = spawn_server(so, say);
       if (!s) {
         say(error_text(s.error()));
         return false;
@@ -517,7 +438,7 @@ int run_serve_bench(const serve_bench_options& o) {
   };
   auto disconnect = [&] {
     if (server) {
-      stop_server(*server);
+      stop_server(*server, say);
       server.reset();
     }
   };

@@ -96,6 +96,11 @@ completion_event parse_completion_event(std::string_view data) {
     e.kind = completion_event_kind::usage;
     if (auto n = u->find("completion_tokens"); n != u->end() && n->is_number_integer())
       e.completion_tokens = n->get<int64_t>();
+    if (auto n = u->find("prompt_tokens"); n != u->end() && n->is_number_integer())
+      e.prompt_tokens = n->get<int64_t>();
+    if (auto d = u->find("prompt_tokens_details"); d != u->end() && d->is_object())
+      if (auto n = d->find("cached_tokens"); n != d->end() && n->is_number_integer())
+        e.cached_tokens = n->get<int64_t>();
   }
   return e;
 }

@@ -62,6 +62,11 @@ struct completion_event {
   size_t text_bytes = 0;
   /// kind usage: usage.completion_tokens (-1 if absent).
   int64_t completion_tokens = -1;
+  /// kind usage: usage.prompt_tokens (-1 if absent).
+  int64_t prompt_tokens = -1;
+  /// kind usage: usage.prompt_tokens_details.cached_tokens, the prompt
+  /// tokens served from the prefix cache (-1 if absent).
+  int64_t cached_tokens = -1;
   /// The first choice's finish_reason, if the chunk carries one (any kind).
   std::string finish_reason;
   /// kind error: error.message; kind malformed: what was wrong.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <vector>
 
 namespace tessera::bench {
 
@@ -46,11 +47,12 @@ double nice_ceiling(double v) {
   return 10 * p;
 }
 
-} // namespace
+constexpr double chart_width = 720, chart_height = 440;
 
-std::string render_svg(const chart& c) {
-  const double w = 720, h = 440, left = 80, right = 180, top = 50, bottom = 60;
-  const double pw = w - left - right, ph = h - top - bottom;
+// The elements of line chart `c`, its top-left corner at (0, y0).
+std::string chart_body(const chart& c, double y0) {
+  const double w = chart_width, h = chart_height, left = 80, right = 180, top = y0 + 50, bottom = 60;
+  const double pw = w - left - right, ph = h - 50 - bottom;
   double x_min = 1e300, x_max = -1e300, y_max = 0;
   for (const auto& s : c.series)
     for (auto [x, y] : s.points) {
@@ -64,17 +66,15 @@ std::string render_svg(const chart& c) {
     x_min = 1;
     x_max = 2;
   }
-  const double lx0 = std::log2(x_min), lx1 = std::max(std::log2(x_max), lx0 + 1);
-  y_max = nice_ceiling(y_max * 1.05);
-  auto px = [&](double x) { return left + (std::log2(x) - lx0) / (lx1 - lx0) * pw; };
+  const double lx0 = c.log2_x ? std::log2(x_min) : std::min(x_min, 0.0);
+  const double lx1 = c.log2_x ? std::max(std::log2(x_max), lx0 + 1) : nice_ceiling(std::max(x_max, lx0 + 1e-9));
+  y_max = c.y_max > 0 ? c.y_max : nice_ceiling(y_max * 1.05);
+  auto px = [&](double x) { return left + ((c.log2_x ? std::log2(x) : x) - lx0) / (lx1 - lx0) * pw; };
   auto py = [&](double y) { return top + ph - y / y_max * ph; };
   static const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e"};
 
-  std::string s = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(w) + "\" height=\"" +
-                  num(h) + "\" font-family=\"sans-serif\" font-size=\"12\">\n";
-  s += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  s += "<text x=\"" + num(w / 2) + "\" y=\"24\" text-anchor=\"middle\" font-size=\"15\">" +
-       escape(c.title) + "</text>\n";
+  std::string s = "<text x=\"" + num(w / 2) + "\" y=\"" + num(y0 + 24) +
+                  "\" text-anchor=\"middle\" font-size=\"15\">" + escape(c.title) + "</text>\n";
   // Grid and y ticks.
   for (int i = 0; i <= 5; ++i) {
     const double y = y_max * i / 5;
@@ -83,24 +83,37 @@ std::string render_svg(const chart& c) {
     s += "<text x=\"" + num(left - 6) + "\" y=\"" + num(py(y) + 4) + "\" text-anchor=\"end\">" +
          tick(y) + "</text>\n";
   }
-  // x ticks at the powers of two in range.
-  for (double lx = std::ceil(lx0); lx <= lx1 + 1e-9; ++lx) {
-    const double x = std::exp2(lx);
+  // x ticks at the powers of two in range, or five even steps.
+  const double x_step = c.log2_x ? 1 : (lx1 - lx0) / 5;
+  for (double lx = c.log2_x ? std::ceil(lx0) : lx0; lx <= lx1 + x_step * 1e-6; lx += x_step) {
+    const double x = c.log2_x ? std::exp2(lx) : lx;
     s += "<text x=\"" + num(px(x)) + "\" y=\"" + num(top + ph + 18) + "\" text-anchor=\"middle\">" +
          tick(x) + "</text>\n";
   }
-  s += "<text x=\"" + num(left + pw / 2) + "\" y=\"" + num(h - 16) + "\" text-anchor=\"middle\">" +
+  s += "<text x=\"" + num(left + pw / 2) + "\" y=\"" + num(y0 + h - 16) + "\" text-anchor=\"middle\">" +
        escape(c.x_label) + "</text>\n";
   s += "<text transform=\"translate(20," + num(top + ph / 2) + ") rotate(-90)\" text-anchor=\"middle\">" +
        escape(c.y_label) + "</text>\n";
   s += "<rect x=\"" + num(left) + "\" y=\"" + num(top) + "\" width=\"" + num(pw) + "\" height=\"" +
        num(ph) + "\" fill=\"none\" stroke=\"#333\"/>\n";
   double ly = top + 10;
+  // Labels of lines close together are pushed apart (in the order given).
+  std::vector<double> label_ys;
   for (const auto& [label, y] : c.hlines) {
     s += "<line x1=\"" + num(left) + "\" y1=\"" + num(py(y)) + "\" x2=\"" + num(left + pw) + "\" y2=\"" +
          num(py(y)) + "\" stroke=\"#888\" stroke-dasharray=\"6,4\"/>\n";
-    s += "<text x=\"" + num(left + pw + 8) + "\" y=\"" + num(py(y) + 4) + "\" fill=\"#555\">" +
-         escape(label) + "</text>\n";
+    double at = py(y) + 4;
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (double other : label_ys)
+        if (std::abs(at - other) < 13) {
+          at = other + 13;
+          moved = true;
+        }
+    }
+    label_ys.push_back(at);
+    s += "<text x=\"" + num(left + pw + 8) + "\" y=\"" + num(at) + "\" fill=\"#555\">" + escape(label) +
+         "</text>\n";
   }
   for (size_t i = 0; i < c.series.size(); ++i) {
     const auto& ser = c.series[i];
@@ -116,8 +129,24 @@ std::string render_svg(const chart& c) {
     s += "<text x=\"" + num(left + pw + 28) + "\" y=\"" + num(ly + 50) + "\">" + escape(ser.label) + "</text>\n";
     ly += 20;
   }
-  s += "</svg>\n";
   return s;
+}
+
+std::string svg_document(double w, double h, const std::string& inside) {
+  return "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(w) + "\" height=\"" + num(h) +
+         "\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" "
+         "fill=\"white\"/>\n" + inside + "</svg>\n";
+}
+
+} // namespace
+
+std::string render_svg(const chart& c) { return svg_document(chart_width, chart_height, chart_body(c, 0)); }
+
+std::string render_svg(const std::vector<chart>& charts) {
+  std::string inside;
+  for (size_t i = 0; i < charts.size(); ++i)
+    inside += chart_body(charts[i], static_cast<double>(i) * chart_height);
+  return svg_document(chart_width, chart_height * static_cast<double>(std::max<size_t>(charts.size(), 1)), inside);
 }
 
 std::string render_svg(const bar_chart& c) {

@@ -2,7 +2,8 @@
 /// @file
 /// Dependency-free SVG charts for benchmark results, so a run leaves a
 /// picture beside its JSON: a line chart (series of (x, y) points on a log2
-/// x axis) and a grouped bar chart (one bar per series in each group).
+/// or linear x axis), several line charts stacked in one picture, and a
+/// grouped bar chart (one bar per series in each group).
 
 #include <string>
 #include <utility>
@@ -13,7 +14,7 @@ namespace tessera::bench {
 /// One line of a chart.
 struct chart_series {
   std::string label;
-  std::vector<std::pair<double, double>> points; ///< (x, y), x > 0
+  std::vector<std::pair<double, double>> points; ///< (x, y); x > 0 on a log2 axis
 };
 
 /// A chart: title, axis labels, series, and optional horizontal reference
@@ -24,10 +25,20 @@ struct chart {
   std::string y_label;
   std::vector<chart_series> series;
   std::vector<std::pair<std::string, double>> hlines;
+  /// x on a log2 scale (ticks at powers of two); false: linear from the
+  /// smallest x (or 0 if none is negative) to the largest. Default: true.
+  bool log2_x = true;
+  /// > 0: the top of the y axis (e.g. 100 for percentages); else a round
+  /// number above the largest y. Default: 0.
+  double y_max = 0;
 };
 
-/// Renders `c` as a standalone SVG document (x on a log2 scale).
+/// Renders `c` as a standalone SVG document.
 std::string render_svg(const chart& c);
+
+/// Renders `charts` one above the other in one SVG document (for the same
+/// x axis, e.g. several measures over time).
+std::string render_svg(const std::vector<chart>& charts);
 
 /// A grouped bar chart: for each group (an x-axis category), one bar per
 /// series.

@@ -5,6 +5,7 @@
 
 #include "bench/engine_bench.hpp"
 #include "bench/serve_bench.hpp"
+#include "bench/trace_bench.hpp"
 #include "bench/transport_bench.hpp"
 #include "bench/transport_peer.hpp"
 #include "cli/commands.hpp"
@@ -30,6 +31,13 @@ std::vector<std::string> split_words(const std::string& s) {
   for (std::string w; in >> w;)
     out.push_back(w);
   return out;
+}
+
+// This tessera binary, to start as a server.
+std::string self_program() {
+  std::error_code ec;
+  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? "/proc/self/exe" : self.string();
 }
 
 void add_engine(CLI::App* bench, std::vector<std::pair<CLI::App*, std::function<int()>>>& subs) {
@@ -61,11 +69,8 @@ int run_bench_serve(serve_bench_args& a) {
   o.server_args = split_words(a.server_args);
   o.engine_kv_cache_bytes = a.engine_kv_cache_mb << 20;
   o.io_timeout = std::chrono::milliseconds{static_cast<int64_t>(a.timeout_s * 1000)};
-  if (o.spawn_server) {
-    std::error_code ec; // this tessera binary
-    auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-    o.server_program = ec ? "/proc/self/exe" : self.string();
-  }
+  if (o.spawn_server)
+    o.server_program = self_program();
   if (o.engine_baseline && o.model_dir.empty()) {
     // The server's default model is the demo model; so is the baseline's.
     auto dir = ensure_demo_model();
@@ -146,6 +151,74 @@ void add_serve(CLI::App* bench, std::vector<std::pair<CLI::App*, std::function<i
   });
 }
 
+void add_trace(CLI::App* bench, std::vector<std::pair<CLI::App*, std::function<int()>>>& subs) {
+  auto* tr = bench->add_subcommand(
+    "trace", "Replay a Mooncake-format request trace (open loop, at its arrival times) against the HTTP "
+             "API: prefix-cache hit rate against the trace's optimum, prefill tokens, TTFT, ITL, throughput");
+  struct trace_args {
+    bench::trace_bench_options opts;
+    std::string server_args;
+    std::string token_range = "8:263";
+    double timeout_s = 300;
+  };
+  auto a = std::make_shared<trace_args>();
+  auto& o = a->opts;
+  tr->add_option("--trace", o.trace_path, "The trace, JSON lines: timestamp (ms), input_length, output_length, "
+                                          "hash_ids");
+  tr->add_option("--url", o.url, "The server, http://host:port (or --spawn-server)");
+  tr->add_option("--speedup", o.speedup, "Replay this many times faster than the trace's arrival times")
+    ->capture_default_str()->check(CLI::Range(1e-6, 1e9));
+  tr->add_option("--minutes", o.minutes, "Only the requests of the trace's first M minutes (0: all)")
+    ->check(CLI::Range(0.0, 1e9));
+  tr->add_option("--json", o.json_path, "Write results (and per-window time series) as JSON to this file");
+  tr->add_flag("--per-request", o.per_request_json, "Also write one record per request into the JSON");
+  tr->add_option("--svg", o.svg_path, "Write charts of hit rate and TTFT over trace time as SVG to this file");
+  tr->add_option("--label", o.label, "Name of this configuration in the table and JSON (default: the server "
+                                     "arguments or the URL)");
+  tr->add_option("--model", o.model_name, "The \"model\" of each request (default: the first /v1/models lists)");
+  tr->add_option("--max-output", o.max_output, "Cap max_tokens (the trace's output_length) at N (0: no cap)")
+    ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+  tr->add_option("--max-input-tokens", o.max_input_tokens,
+                 "Skip requests with more input tokens, e.g. the model's context (0: none skipped)")
+    ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+  tr->add_option("--max-requests", o.max_requests, "Only the first N requests (0: all)");
+  tr->add_option("--block-tokens", o.block_tokens, "Tokens per hash id")->capture_default_str()
+    ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  tr->add_option("--token-range", a->token_range, "Token ids LO:HI (inclusive) the blocks are drawn from; the "
+                                                  "default, the demo tokenizer's byte tokens, suits any model with "
+                                                  "at least 264 ids")
+    ->capture_default_str();
+  tr->add_option("--seed", o.seed, "Seeds the blocks' tokens (change it to replay against a server that "
+                                   "cached an earlier replay)")->capture_default_str();
+  tr->add_option("--window", o.window_s, "Seconds of trace time per window of the time series")
+    ->capture_default_str()->check(CLI::Range(1e-3, 1e9));
+  tr->add_option("--timeout", a->timeout_s, "Seconds to wait for any step of a request")
+    ->capture_default_str()->check(CLI::Range(0.1, 86400.0));
+  tr->add_flag("--spawn-server", o.spawn_server,
+               "Start `tessera serve` (this binary) on a free port for the run, stop it after");
+  tr->add_option("--server-args", a->server_args,
+                 "Arguments of the spawned server, one string, e.g. \"--mode agg --decode 1\"");
+  tr->add_option("--model-dir", o.model_dir, "Model folder of the spawned server (default: the demo model)");
+  tr->add_flag("--optimum-only", o.optimum_only,
+               "Only compute the trace's unbounded-cache hit rate (of the selected requests); no server");
+  tr->add_option("--compare", o.compare, "Print the results of earlier runs (their --json files) as one "
+                                         "table; nothing is replayed");
+  subs.emplace_back(tr, [a] {
+    auto& o = a->opts;
+    auto range = bench::parse_token_range(a->token_range);
+    if (!range) {
+      std::fprintf(stderr, "bench trace: %s\n", error_message(range.error()).c_str());
+      return 2;
+    }
+    o.tokens = *range;
+    o.server_args = split_words(a->server_args);
+    o.io_timeout = std::chrono::milliseconds{static_cast<int64_t>(a->timeout_s * 1000)};
+    if (o.spawn_server)
+      o.server_program = self_program();
+    return bench::run_trace_bench(o);
+  });
+}
+
 void add_transport(CLI::App* bench,
                    std::vector<std::pair<CLI::App*, std::function<int()>>>& subs) {
   auto* tr = bench->add_subcommand("transport", "UCX transport between two processes on loopback "
@@ -186,11 +259,12 @@ void add_transport(CLI::App* bench,
 } // namespace
 
 command add_bench_command(CLI::App& app) {
-  auto* bench = app.add_subcommand("bench", "Benchmarks: engine, serve, transport");
+  auto* bench = app.add_subcommand("bench", "Benchmarks: engine, serve, trace, transport");
   bench->require_subcommand(1);
   auto subs = std::make_shared<std::vector<std::pair<CLI::App*, std::function<int()>>>>();
   add_engine(bench, *subs);
   add_serve(bench, *subs);
+  add_trace(bench, *subs);
   add_transport(bench, *subs);
   return {bench, [subs] {
             for (auto& [sub, run] : *subs)

@@ -78,6 +78,17 @@ TEST(CompletionEventTest, UsageChunkGivesCompletionTokens) {
     R"({"choices":[],"usage":{"prompt_tokens":128,"completion_tokens":64,"total_tokens":192}})");
   EXPECT_EQ(e.kind, completion_event_kind::usage);
   EXPECT_EQ(e.completion_tokens, 64);
+  EXPECT_EQ(e.prompt_tokens, 128);
+  EXPECT_EQ(e.cached_tokens, -1) << "no prompt_tokens_details: unknown, not zero";
+}
+
+TEST(CompletionEventTest, UsageChunkGivesCachedPromptTokens) {
+  auto e = parse_completion_event(
+    R"({"choices":[],"usage":{"prompt_tokens":96,"completion_tokens":4,"total_tokens":100,)"
+    R"("prompt_tokens_details":{"cached_tokens":64}}})");
+  EXPECT_EQ(e.kind, completion_event_kind::usage);
+  EXPECT_EQ(e.prompt_tokens, 96);
+  EXPECT_EQ(e.cached_tokens, 64);
 }
 
 TEST(CompletionEventTest, ErrorEventGivesItsMessage) {

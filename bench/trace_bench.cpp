@@ -1,0 +1,310 @@
+#include "bench/trace_bench.hpp"
+
+#include <sys/resource.h>
+
+#include <cstdio>
+#include <fstream>
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/http_client.hpp"
+#include "bench/mooncake_trace.hpp"
+#include "bench/server_process.hpp"
+#include "bench/svg_chart.hpp"
+#include "bench/trace_cache_optimum.hpp"
+#include "bench/trace_replay.hpp"
+#include "bench/trace_report.hpp"
+#include "common/error.hpp"
+
+namespace tessera::bench {
+
+namespace {
+
+using json = nlohmann::json;
+
+void say(const std::string& line) { std::fprintf(stderr, "bench trace: %s\n", line.c_str()); }
+
+std::string format(const char* fmt, double a, double b = 0, double c = 0) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, fmt, a, b, c);
+  return buf;
+}
+
+std::string join(const std::vector<std::string>& words) {
+  std::string out;
+  for (const auto& w : words)
+    out += (out.empty() ? "" : " ") + w;
+  return out;
+}
+
+// Open loop means one socket per request in flight: allow as many as the
+// hard limit does.
+void raise_open_file_limit() {
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    (void)::setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
+size_t open_file_limit() {
+  rlimit rl{};
+  return ::getrlimit(RLIMIT_NOFILE, &rl) == 0 ? static_cast<size_t>(rl.rlim_cur) : 0;
+}
+
+int print_comparison(const std::vector<std::string>& files) {
+  std::vector<json> rows;
+  for (const auto& f : files) {
+    std::ifstream in{f};
+    json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (!in.is_open() || j.is_discarded() || !j.is_object() || !j.contains("hit_rate")) {
+      say(f + ": not a `tessera bench trace --json` result");
+      return 2;
+    }
+    rows.push_back(std::move(j));
+  }
+  std::printf("%s", trace_table(rows).c_str());
+  return 0;
+}
+
+bool write_file(const std::string& path, const std::string& text) {
+  std::ofstream f{path};
+  f << text;
+  f.close();
+  if (!f) {
+    say("cannot write " + path);
+    return false;
+  }
+  return true;
+}
+
+} // namespace
+
+int run_trace_bench(const trace_bench_options& o) {
+  if (!o.compare.empty())
+    return print_comparison(o.compare);
+  if (o.trace_path.empty()) {
+    say("give the trace file (--trace)");
+    return 2;
+  }
+  if (!(o.speedup > 0) || o.block_tokens < 1 || !(o.window_s > 0) || o.minutes < 0) {
+    say("--speedup and --window must be above 0, --block-tokens at least 1, --minutes not negative");
+    return 2;
+  }
+  if (!o.optimum_only && !o.spawn_server && o.url.empty()) {
+    say("give the server's --url, or --spawn-server");
+    return 2;
+  }
+
+  trace_parse_options po;
+  po.block_tokens = o.block_tokens;
+  auto trace = load_mooncake_trace(o.trace_path, po);
+  if (!trace) {
+    say(error_message(trace.error()));
+    return 2;
+  }
+  if (trace->out_of_order_lines > 0)
+    say(std::to_string(trace->out_of_order_lines) + " line(s) of " + o.trace_path +
+        " arrive before the line above them; replaying in timestamp order");
+  trace_selection sel;
+  sel.minutes = o.minutes;
+  sel.max_input_tokens = o.max_input_tokens;
+  sel.max_requests = o.max_requests;
+  size_t skipped_long = 0;
+  const auto requests = select_requests(*trace, sel, &skipped_long);
+  if (requests.empty()) {
+    say("no request of " + o.trace_path + " is selected (--minutes, --max-input-tokens, --max-requests)");
+    return 2;
+  }
+  const auto optimal_hits = optimal_prefix_hits(requests, o.block_tokens);
+  const auto everything = optimal_prefix_reuse(trace->requests, o.block_tokens);
+  prefix_reuse best;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    best.input_tokens += requests[i].input_length;
+    best.hit_tokens += optimal_hits[i];
+  }
+  const double span_s =
+    static_cast<double>(requests.back().timestamp_ms - requests.front().timestamp_ms) / 1e3;
+  auto optimum_text = [](const prefix_reuse& r) {
+    return format("%.1f%% (", 100 * r.rate()) + token_count(r.hit_tokens) + " of " + token_count(r.input_tokens) +
+           " input tokens)";
+  };
+  say(o.trace_path + ": " + std::to_string(trace->requests.size()) + " requests; unbounded-cache optimum " +
+      optimum_text(everything));
+  say("replaying " + std::to_string(requests.size()) + " request(s) over " +
+      format("%.1f s of trace time (%.1f s at speed-up %g)", span_s, span_s / o.speedup, o.speedup) +
+      (skipped_long ? ", " + std::to_string(skipped_long) + " skipped as longer than --max-input-tokens" : "") +
+      "; their optimum " + optimum_text(best));
+
+  json config;
+  config["trace"] = o.trace_path;
+  config["trace_requests"] = trace->requests.size();
+  config["trace_out_of_order_lines"] = trace->out_of_order_lines;
+  config["minutes"] = o.minutes;
+  config["max_requests"] = o.max_requests;
+  config["max_input_tokens"] = o.max_input_tokens;
+  config["skipped_long_requests"] = skipped_long;
+  config["speedup"] = o.speedup;
+  config["max_output"] = o.max_output;
+  config["block_tokens"] = o.block_tokens;
+  config["token_range"] = {o.tokens.lo, o.tokens.hi};
+  config["seed"] = o.seed;
+  config["window_s"] = o.window_s;
+  config["trace_optimal_hit_rate"] = everything.rate();
+
+  if (o.optimum_only) {
+    std::printf("%s: %zu requests, unbounded-cache optimum %s\n", o.trace_path.c_str(), requests.size(),
+                optimum_text(best).c_str());
+    if (!o.json_path.empty()) {
+      json j;
+      j["config"] = config;
+      j["requests"] = requests.size();
+      j["optimal_hit_rate"] = best.rate();
+      j["optimal_hit_tokens"] = best.hit_tokens;
+      j["optimal_input_tokens"] = best.input_tokens;
+      if (!write_file(o.json_path, j.dump(2) + "\n"))
+        return 1;
+    }
+    return 0;
+  }
+
+  raise_open_file_limit();
+  std::optional<spawned_server> server;
+  std::string url = o.url;
+  std::string description;
+  if (o.spawn_server) {
+    server_spawn_options so;
+    so.program = o.server_program;
+    so.model_dir = o.model_dir;
+    so.args = o.server_args;
+    auto s = spawn_server(so, say);
+    if (!s) {
+      say(error_text(s.error()));
+      return 1;
+    }
+    server.emplace(std::move(*s));
+    url = server->url;
+    description = server->description;
+    say("server at " + url + (description.empty() ? "" : ": " + description));
+  }
+  auto stop = [&] {
+    if (server) {
+      stop_server(*server, say);
+      server.reset();
+    }
+  };
+  auto ep = parse_http_url(url);
+  if (!ep) {
+    say(error_text(ep.error()));
+    stop();
+    return 2;
+  }
+  if (auto err = await_health(*ep, std::chrono::seconds{60}, o.spawn_server)) {
+    say(error_text(err));
+    stop();
+    return 1;
+  }
+  std::string model = o.model_name;
+  if (model.empty()) {
+    auto m = first_model(*ep);
+    if (!m) {
+      say(error_text(m.error()));
+      stop();
+      return 1;
+    }
+    model = *m;
+  }
+
+  trace_replay_options ro;
+  ro.model = model;
+  ro.speedup = o.speedup;
+  ro.max_output = o.max_output;
+  ro.block_tokens = o.block_tokens;
+  ro.tokens = o.tokens;
+  ro.seed = o.seed;
+  ro.io_timeout = o.io_timeout;
+  const size_t total = requests.size();
+  auto progress = [&](const trace_progress& p) {
+    say(format("%.0f s: ", p.elapsed_s) + std::to_string(p.sent) + " of " + std::to_string(total) + " sent, " +
+        std::to_string(p.done) + " done, " + std::to_string(p.sent - p.done) + " in flight, " +
+        std::to_string(p.errors) + " errors; hit rate " + format("%.1f%%", 100 * p.hit_rate) +
+        format("; send lag max %.0f ms", 1e3 * p.max_lag_s));
+  };
+  auto replay = replay_trace(*ep, requests, ro, progress);
+  stop();
+  if (!replay) {
+    say(error_text(replay.error()));
+    return 1;
+  }
+  if (replay->peak_in_flight + 64 > open_file_limit())
+    say("warning: " + std::to_string(replay->peak_in_flight) + " requests were in flight at once, near the " +
+        "open-file limit of " + std::to_string(open_file_limit()));
+
+  const auto summary = summarize_trace(replay->samples, optimal_hits);
+  const auto windows = trace_windows(replay->samples, optimal_hits, o.window_s);
+  const std::string label =
+    !o.label.empty() ? o.label : o.spawn_server ? (o.server_args.empty() ? "serve" : join(o.server_args)) : url;
+  json j = trace_summary_json(summary);
+  j["label"] = label;
+  config["url"] = o.spawn_server ? "(spawned) " + url : url;
+  config["model"] = model;
+  config["server"] = {{"spawned", o.spawn_server},
+                      {"args", o.server_args},
+                      {"model_dir", o.model_dir},
+                      {"description", description}};
+  j["config"] = config;
+  j["client"] = {{"connections_opened", replay->connections_opened}, {"peak_in_flight", replay->peak_in_flight}};
+  json ws = json::array();
+  for (const auto& w : windows)
+    ws.push_back(trace_window_json(w));
+  j["windows"] = std::move(ws);
+  if (o.per_request_json) {
+    json per = json::array();
+    for (size_t i = 0; i < replay->samples.size(); ++i) {
+      const auto& x = replay->samples[i];
+      json r{{"line", requests[i].line},
+             {"trace_s", x.trace_s},
+             {"due_s", x.due_s},
+             {"sent", x.sent},
+             {"prompt_tokens", x.prompt_tokens},
+             {"max_tokens", x.max_tokens},
+             {"cached_tokens", x.cached_tokens},
+             {"optimal_hit_tokens", optimal_hits[i]},
+             {"output_tokens", x.timing.output_tokens}};
+      if (x.sent) {
+        r["sent_s"] = x.timing.start_s;
+        r["end_s"] = x.timing.end_s;
+        if (x.timing.first_token_s >= 0)
+          r["ttft_ms"] = 1e3 * (x.timing.first_token_s - x.timing.start_s);
+      }
+      if (!x.timing.error.empty())
+        r["error"] = x.timing.error;
+      per.push_back(std::move(r));
+    }
+    j["per_request"] = std::move(per);
+  }
+
+  std::printf("\n%s", trace_table({j}).c_str());
+  std::printf("(hit %% = cached / prompt tokens of the successful requests; opt %% = an unbounded cache on "
+              "the same requests; prefill tok = prompt tokens computed; open loop at %gx the "
+              "trace's arrival times; send lag p99 %.1f ms; %zu in flight at most)\n",
+              o.speedup, summary.send_lag.p99_ms, replay->peak_in_flight);
+  if (summary.errors > 0)
+    say(std::to_string(summary.errors) + " request(s) failed; first: " + summary.first_error);
+  if (summary.missing_cached_tokens > 0)
+    say(std::to_string(summary.missing_cached_tokens) +
+        " successful response(s) had no usage.prompt_tokens_details.cached_tokens (counted as 0)");
+  if (summary.prompt_token_mismatches > 0)
+    say(std::to_string(summary.prompt_token_mismatches) +
+        " response(s) counted other prompt tokens than were sent (the hit rate uses the server's count)");
+
+  bool ok = summary.errors == 0;
+  if (!o.svg_path.empty())
+    ok = write_file(o.svg_path, render_svg(trace_charts(label, summary, windows))) && ok;
+  if (!o.json_path.empty())
+    ok = write_file(o.json_path, j.dump(2) + "\n") && ok;
+  return ok ? 0 : 1;
+}
+
+} // namespace tessera::bench
