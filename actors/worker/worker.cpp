@@ -212,6 +212,15 @@ void publish_kv_events(worker_pointer self) {
   }
 }
 
+/// Offers the node's kv store the full blocks of `tokens` this worker's pool
+/// caches (kv_tiering.hpp).
+void offer(worker_pointer self, std::span<const int32_t> tokens, const std::string& cache_salt) {
+  auto& st = self->state;
+  const auto n = offer_sequence(*st.eng, *st.cfg.store, tokens, cache_salt);
+  if (st.metrics)
+    st.metrics->store_offered.inc(static_cast<double>(n));
+}
+
 void on_step(worker_pointer self) {
   auto& st = self->state;
   auto outputs = st.eng->step();
@@ -229,13 +238,16 @@ void on_step(worker_pointer self) {
       out.finish = engine::finish_reason::none; // the client's request goes on elsewhere
     const auto finished = out.finish != engine::finish_reason::none;
     const auto id = out.id;
-    if (st.cfg.store && !prefill_done) {
+    if (st.cfg.store && prefill_done) {
+      // The prompt's blocks serve the node's other workers from now on, not
+      // only once the turn ends on the decode worker.
+      auto seq = t.original.prompt;
+      seq.insert(seq.end(), out.tokens.begin(), out.tokens.end());
+      offer(self, seq, t.original.cache_salt);
+    } else if (st.cfg.store) {
       t.tokens.insert(t.tokens.end(), out.tokens.begin(), out.tokens.end());
-      if (finished && out.finish != engine::finish_reason::abort) {
-        const auto n = offer_sequence(*st.eng, *st.cfg.store, t.tokens, t.cache_salt);
-        if (st.metrics)
-          st.metrics->store_offered.inc(static_cast<double>(n));
-      }
+      if (finished && out.finish != engine::finish_reason::abort)
+        offer(self, t.tokens, t.cache_salt);
     }
     tell(self, t.reply_to, caf::make_message(token_atom_v, std::move(out)));
     if (prefill_done) {

@@ -110,8 +110,9 @@ struct worker_config {
   /// Obey fault_atom (chaos drills). Default: false.
   bool fault_injection = false;
   /// The node's kv store (kv_tiering.hpp): a prompt this worker computes
-  /// first takes the cached prefix its pool lacks from there, and a
-  /// sequence that finishes here is offered to it. Null: none.
+  /// first takes the cached prefix its pool lacks from there; a prompt it
+  /// prefilled for another worker, and a sequence that finishes here, are
+  /// offered to it. Null: none.
   std::shared_ptr<kvstore::block_store> store;
 };
 
