@@ -1,6 +1,7 @@
 #include "actors/worker/worker_actor.hpp"
 
 #include <algorithm>
+#include <deque>
 #include <map>
 #include <stdexcept>
 #include <unordered_map>
@@ -53,6 +54,16 @@ struct granted {
   std::string cache_salt;
 };
 
+/// A hand-off that found too few free blocks: it waits (first come, first
+/// served) until steps free some, for at most handoff_timeout, as a
+/// request waits in a scheduler queue; the prefill side holds its KV
+/// meanwhile.
+struct waiting_grant {
+  wire::request_handoff handoff;
+  caf::typed_response_promise<wire::kv_grant> promise;
+  std::chrono::steady_clock::time_point deadline;
+};
+
 /// The worker's series in the process's metrics registry.
 struct worker_metrics {
   worker_metrics(cluster::metrics_registry& r, const std::string& worker)
@@ -88,6 +99,7 @@ struct worker_state {
   worker_config cfg;
   std::unordered_map<uint64_t, tracked> requests;
   std::unordered_map<uint64_t, granted> grants;
+  std::deque<waiting_grant> waiting_grants;
   remote_actor_cache<worker_actor> peers;
   std::unique_ptr<worker_metrics> metrics;
   bool stepping = false;
@@ -188,6 +200,55 @@ void start_handoff(worker_pointer self, uint64_t id) {
       [self, id](caf::error& err) { drop_handoff(self, id, err); });
 }
 
+/// Reserves blocks for hand-off `h` and records the grant.
+caf::expected<wire::kv_grant> try_grant(worker_pointer self, const wire::request_handoff& h) {
+  auto& st = self->state;
+  auto grant = grant_handoff(*st.eng, h, st.cfg.pool_region);
+  if (!grant)
+    return grant.error();
+  auto& g = st.grants[grant->request_id] = granted{*grant, h.reply_to, {}, {}};
+  if (st.cfg.store) {
+    g.tokens = h.kv->tokens;
+    g.cache_salt = h.request.cache_salt;
+  }
+  self->delayed_send(self, st.cfg.handoff_timeout, expire_atom_v, grant->request_id);
+  return grant;
+}
+
+/// Whether a hand-off refused for lack of blocks would fit the pool once
+/// other requests free theirs.
+bool could_fit_later(worker_pointer self, const wire::request_handoff& h, const caf::error& err) {
+  const auto& eng = *self->state.eng;
+  const auto capacity = static_cast<int64_t>(eng.get_backend().num_blocks()) * eng.get_backend().layout().block_tokens;
+  return err == engine::engine_errc::out_of_blocks && h.kv &&
+         static_cast<int64_t>(h.kv->tokens.size()) + h.request.params.max_tokens <= capacity;
+}
+
+/// Grants the waiting hand-offs that fit now, in order; fails those past
+/// their deadline.
+void grant_waiting(worker_pointer self) {
+  auto& q = self->state.waiting_grants;
+  const auto now = std::chrono::steady_clock::now();
+  while (!q.empty()) {
+    auto& w = q.front();
+    if (now > w.deadline) {
+      w.promise.deliver(make_engine_error(engine_errc::out_of_blocks,
+                                          "worker " + self->state.cfg.name + " freed too few KV blocks for request " +
+                                            std::to_string(w.handoff.request.id) + " within the hand-off timeout"));
+      q.pop_front();
+      continue;
+    }
+    auto g = try_grant(self, w.handoff);
+    if (!g && could_fit_later(self, w.handoff, g.error()))
+      return;
+    if (g)
+      w.promise.deliver(std::move(*g));
+    else
+      w.promise.deliver(g.error());
+    q.pop_front();
+  }
+}
+
 /// Sends the engine's prefix-cache changes to the router, one kv_event per
 /// run of same-kind changes, in order.
 void publish_kv_events(worker_pointer self) {
@@ -259,6 +320,7 @@ void on_step(worker_pointer self) {
     }
   }
   update_kv_gauge(self);
+  grant_waiting(self);
   st.stepping = false;
   kick(self);
 }
@@ -306,8 +368,11 @@ void fail_all(worker_pointer self, const std::string& why) {
   }
   for (auto& [id, g] : st.grants)
     fail(self, g.reply_to, id, why);
+  for (auto& w : st.waiting_grants) // the prefill side tells the client
+    w.promise.deliver(make_engine_error(engine_errc::device_error, why));
   st.requests.clear();
   st.grants.clear();
+  st.waiting_grants.clear();
 }
 
 worker_impl::behavior_type worker_fn(worker_pointer self, std::shared_ptr<engine::engine> eng,
@@ -379,16 +444,16 @@ worker_impl::behavior_type worker_fn(worker_pointer self, std::shared_ptr<engine
     },
     [self](handoff_atom, const wire::request_handoff& h) -> caf::result<wire::kv_grant> {
       auto& st = self->state;
-      auto grant = grant_handoff(*st.eng, h, st.cfg.pool_region);
-      if (!grant)
-        return grant.error();
-      auto& g = st.grants[grant->request_id] = granted{*grant, h.reply_to, {}, {}};
-      if (st.cfg.store) {
-        g.tokens = h.kv->tokens;
-        g.cache_salt = h.request.cache_salt;
+      if (st.waiting_grants.empty()) {
+        auto grant = try_grant(self, h);
+        if (grant)
+          return std::move(*grant);
+        if (!could_fit_later(self, h, grant.error()))
+          return grant.error();
       }
-      self->delayed_send(self, st.cfg.handoff_timeout, expire_atom_v, grant->request_id);
-      return *grant;
+      auto rp = self->make_response_promise<wire::kv_grant>();
+      st.waiting_grants.push_back({h, rp, std::chrono::steady_clock::now() + st.cfg.handoff_timeout});
+      return rp;
     },
     [self](commit_atom, const wire::kv_transfer_batch& d) -> caf::result<void> {
       auto& st = self->state;
@@ -407,6 +472,13 @@ worker_impl::behavior_type worker_fn(worker_pointer self, std::shared_ptr<engine
     },
     [self](cancel_atom, const wire::request_cancel& c) {
       auto& st = self->state;
+      for (auto w = st.waiting_grants.begin(); w != st.waiting_grants.end(); ++w)
+        if (w->handoff.request.id == c.request_id) {
+          w->promise.deliver(make_engine_error(engine_errc::unknown_request, "request " + std::to_string(c.request_id) +
+                                                                                " was cancelled: " + c.reason));
+          st.waiting_grants.erase(w);
+          break;
+        }
       if (auto g = st.grants.find(c.request_id); g != st.grants.end()) {
         (void) st.eng->cancel_import(c.request_id);
         st.grants.erase(g);
@@ -419,6 +491,7 @@ worker_impl::behavior_type worker_fn(worker_pointer self, std::shared_ptr<engine
         st.requests.erase(t);
       }
       update_kv_gauge(self);
+      grant_waiting(self);
     },
     [self](load_atom) { return load_of(self); },
     [self](step_atom) { on_step(self); },
@@ -429,6 +502,7 @@ worker_impl::behavior_type worker_fn(worker_pointer self, std::shared_ptr<engine
                      st.cfg.name, id);
         (void) st.eng->cancel_import(id);
         st.grants.erase(g);
+        grant_waiting(self);
       }
     },
   };

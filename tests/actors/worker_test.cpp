@@ -99,8 +99,8 @@ struct node {
       caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
   }
   worker_actor add_worker(const std::string& name, size_t max_waiting = 1024,
-                          wire::actor_address router = {}) {
-    engines.push_back(make_engine());
+                          wire::actor_address router = {}, int32_t blocks = 256) {
+    engines.push_back(make_engine(blocks));
     auto* eng = engines.back().get();
     auto region = br->register_region(eng->get_backend().kv_pool_memory()).value();
     worker_config cfg{id, name, br->actor(), region, max_waiting, 10s, router, workers.size() + 1};
@@ -217,6 +217,23 @@ TEST_F(WorkerTest, DisaggregatedAcrossTwoNodesEqualsOneEngine) {
   auto got = collect({9});
   EXPECT_TRUE(got[9].failure.empty()) << got[9].failure;
   EXPECT_EQ(got[9], alone(r));
+}
+
+TEST_F(WorkerTest, AHandOffThatDoesNotFitYetWaitsForBlocks) {
+  // The decode pool holds one of these requests at a time (7 of its 8
+  // blocks each): the second hand-off waits until the first is done.
+  node n(sys, fabric, "n");
+  publish_sink(n);
+  auto prefill = n.add_worker("prefill");
+  n.add_worker("decode", 1024, {}, 8);
+  std::vector<engine::request> reqs{make_request(1, 60, 0.0f, 40), make_request(2, 61, 0.8f, 40)};
+  for (const auto& r : reqs)
+    ASSERT_FALSE(generate(prefill, handoff(r, "n", {"n", "decode"})));
+  auto got = collect({1, 2});
+  for (const auto& r : reqs) {
+    EXPECT_TRUE(got[r.id].failure.empty()) << got[r.id].failure;
+    EXPECT_EQ(got[r.id], alone(r)) << "request " << r.id;
+  }
 }
 
 TEST_F(WorkerTest, AHandOffToAMissingWorkerFailsTheRequestAndFreesItsBlocks) {
