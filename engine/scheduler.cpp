@@ -107,6 +107,19 @@ void scheduler::preempt(sequence& seq, schedule_output& out) {
   out.preempted.push_back(&seq);
 }
 
+bool scheduler::release_waiting_holder(const sequence* keep, schedule_output& out) {
+  for (auto it = waiting_.rbegin(); it != waiting_.rend(); ++it) {
+    sequence* w = *it;
+    if (w == keep || w->blocks.empty())
+      continue;
+    release_blocks(*w);
+    ++w->num_preemptions;
+    out.preempted.push_back(w);
+    return true;
+  }
+  return false;
+}
+
 void scheduler::match_prefix(sequence& seq) {
   TESSERA_ASSERT(seq.blocks.empty() && seq.num_computed == 0);
   const int32_t bt = cache_.block_tokens();
@@ -131,6 +144,9 @@ schedule_output scheduler::schedule() {
     int32_t n = chunk(*s, budget());
     bool lost_self = false;
     while (!reserve(*s, n, out)) {
+      // Blocks held by waiting sequences go first: they are not running.
+      if (release_waiting_holder(nullptr, out))
+        continue;
       // running_ is sorted, so the back is the lowest-priority, newest one,
       // and (at index >= i) not yet scheduled in this step.
       sequence* victim = running_.back();
@@ -163,6 +179,8 @@ schedule_output scheduler::schedule() {
       match_prefix(*s);
     int32_t n = chunk(*s, budget());
     if (!reserve(*s, n, out)) {
+      if (release_waiting_holder(s, out))
+        continue;
       if (can_bump) {
         preempt(**lowest, out);
         continue;

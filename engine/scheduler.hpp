@@ -103,6 +103,12 @@ private:
   void preempt(sequence& seq, schedule_output& out);
   /// Frees seq's blocks; it will be computed from its first token again.
   void release_blocks(sequence& seq);
+  /// Frees the blocks of the newest waiting sequence other than `keep` that
+  /// holds some (a committed import, a sequence whose prefix hits were
+  /// matched): it will recompute what its blocks held, from the prefix
+  /// cache where they are still cached. Without this, waiting sequences
+  /// holding the pool would wait for each other forever. False if none.
+  bool release_waiting_holder(const sequence* keep, schedule_output& out);
   void insert_waiting(sequence* seq);
   int32_t chunk(const sequence& seq, int32_t budget) const;
   void match_prefix(sequence& seq);

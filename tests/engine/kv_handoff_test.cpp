@@ -405,3 +405,45 @@ TEST(KvHandoffTest, StopStringSpanningPrefillAndDecodeIsCutAsOnOneEngine) {
 }
 
 } // namespace
+
+namespace {
+
+// Imports committed into a small pool wait holding their blocks; a request
+// ahead of them (higher priority) that needs those blocks must not wait for
+// them forever: their blocks are released (they recompute from the prefix
+// cache), and every request still generates what it generates alone.
+TEST(KvHandoffTest, WaitingImportsGiveTheirBlocksToTheRequestAhead) {
+  const auto a = make_request(11, random_prompt(100, 11), 20);
+  const auto b = make_request(12, random_prompt(100, 12), 20);
+  const auto c = [] {
+    auto r = make_request(13, random_prompt(100, 13), 20);
+    r.priority = 1;
+    return r;
+  }();
+  std::map<uint64_t, result> want;
+  for (const auto* r : {&a, &b, &c})
+    want[r->id] = run_one(*test::make_test_engine("nano", opts_with()), *r);
+
+  auto prefill = test::make_test_engine("nano", opts_with());
+  auto decode = test::make_test_engine("nano", opts_with(18));
+  std::map<uint64_t, result> head;
+  for (const auto* r : {&a, &b}) {
+    head[r->id] = prefill_held(*prefill, *r);
+    auto src = prefill->export_request_blocks(r->id);
+    ASSERT_TRUE(src) << error_text(src.error());
+    auto plan = decode->reserve_import(*r, src->meta);
+    ASSERT_TRUE(plan) << error_text(plan.error());
+    put_blocks(*prefill, *src, *decode, *plan);
+    EXPECT_TRUE(prefill->release_request(r->id));
+    ASSERT_FALSE(decode->commit_import(r->id));
+  }
+  EXPECT_EQ(decode->stats().free_blocks, 4) << "two imports of 7 blocks each in a pool of 18";
+  ASSERT_FALSE(decode->add_request(c)) << "c needs 8 blocks for its prompt";
+  auto got = drain(*decode);
+  EXPECT_EQ(got[c.id], want[c.id]);
+  for (const auto* r : {&a, &b})
+    EXPECT_EQ(joined(head[r->id], got[r->id]), want[r->id]) << "request " << r->id;
+  EXPECT_GT(decode->stats().preemptions, 0u);
+}
+
+} // namespace
