@@ -539,9 +539,9 @@ caf::error engine::import_request(request r, const kv_export& kv) {
 bool engine::has_unfinished() const { return num_unfinished() > 0; }
 
 size_t engine::num_unfinished() const {
-  return static_cast<size_t>(std::count_if(requests_.begin(), requests_.end(), [](const auto& kv) {
-    return kv.second->seq.state != sequence_state::finished && !kv.second->reserved_import;
-  }));
+  // Waiting and running sequences are exactly the scheduler's (held and
+  // reserved requests are not in its queues).
+  return scheduler_->num_waiting() + scheduler_->num_running();
 }
 
 void engine::record_kv_events(bool on) {

@@ -258,10 +258,15 @@ caf::expected<std::unique_ptr<backend>> make_sim_backend(const model_config& cfg
   auto layout = scaled_layout(cfg, opts.block_tokens, opts.kv_dtype, s.payload_scale);
   if (!layout)
     return layout.error();
+  // The rows the engine sees cover logits_vocab ids; the cost model keeps
+  // the model's own vocabulary.
+  model_config rows = cfg;
+  if (opts.logits_vocab > 0 && opts.logits_vocab < cfg.vocab_size)
+    rows.vocab_size = opts.logits_vocab;
   for (auto id : opts.emit_ids)
-    if (id < 0 || id >= cfg.vocab_size)
+    if (id < 0 || id >= rows.vocab_size)
       return bad("sim emit id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                 std::to_string(cfg.vocab_size) + ")");
+                 std::to_string(rows.vocab_size) + ")");
   auto gpu = *find_gpu(s.gpu);
   auto cal = default_calibration(s.gpu);
   if (s.memory_efficiency)
@@ -294,7 +299,8 @@ caf::expected<std::unique_ptr<backend>> make_sim_backend(const model_config& cfg
                " bytes holds no block of " + fixed(real_block, 0) + " bytes");
   if (blocks > (int64_t{1} << 30))
     return bad("too many KV blocks: " + std::to_string(blocks));
-  return std::unique_ptr<backend>(new sim_backend(cfg, std::move(opts), *layout,
+  std::erase_if(rows.eos_token_ids, [&](int32_t id) { return id >= rows.vocab_size; });
+  return std::unique_ptr<backend>(new sim_backend(rows, std::move(opts), *layout,
                                                   static_cast<int32_t>(blocks), std::move(costs)));
 }
 

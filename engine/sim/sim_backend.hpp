@@ -99,6 +99,12 @@ struct sim_backend_options {
   /// the config's BOS and EOS. (backend_factory passes the served
   /// tokenizer's readable, non-special ids.)
   std::vector<int32_t> emit_ids;
+  /// Ids the logits rows cover (the backend's config().vocab_size), when
+  /// smaller than the model's: the served tokenizer's vocabulary, so a step
+  /// does not write and the sampler does not scan 128k-entry rows of which
+  /// the sim uses two entries. The LM head's cost is still modelled for the
+  /// model's whole vocabulary. 0: the model's. Default: 0.
+  int32_t logits_vocab = 0;
   /// Waits until a deadline; empty: std::this_thread::sleep_until. Called
   /// only when time_scale > 0. Tests inject a recorder.
   std::function<void(std::chrono::steady_clock::time_point)> sleep_until;
