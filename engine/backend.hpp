@@ -75,10 +75,15 @@ public:
   /// Short description for banners and benchmarks, e.g. "cpu avx512 x2".
   [[nodiscard]] virtual std::string description() const = 0;
 
+  /// Entries of each logits row forward() writes: the ids below it. Ids
+  /// from it to vocab_size are never sampled (as if their logit were -inf).
+  /// Default: config().vocab_size.
+  [[nodiscard]] virtual int32_t logits_vocab() const { return config().vocab_size; }
+
   /// Runs one forward step over `seqs` (all tokens of all sequences as one
   /// batch), writing each computed token's K and V into its block. For
-  /// every sequence with want_logits, in order, one row of vocab_size
-  /// logits goes to `logits` ([n_want_logits, vocab_size]).
+  /// every sequence with want_logits, in order, one row of logits_vocab()
+  /// logits goes to `logits` ([n_want_logits, logits_vocab()]).
   virtual void forward(std::span<const forward_seq> seqs, float* logits) = 0;
 
   /// Copies block `src`'s bytes to block `dst` (copy-on-write).

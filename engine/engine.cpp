@@ -279,7 +279,7 @@ std::vector<request_output> engine::step() {
     n_logits += f.want_logits ? 1 : 0;
     batch.push_back(f);
   }
-  const size_t vocab = static_cast<size_t>(backend_->config().vocab_size);
+  const size_t vocab = static_cast<size_t>(backend_->logits_vocab());
   logits_.resize(n_logits * vocab);
   backend_->forward(batch, logits_.data());
   // How much of each newly admitted prompt came from the prefix cache.

@@ -182,17 +182,18 @@ void apply_penalties(std::vector<float>& logits, const sampling_params& params,
   const size_t vocab = logits.size();
   if (counts.size() != vocab)
     counts.assign(vocab, 0);
-  auto check = [vocab](int32_t id) {
-    TESSERA_ASSERT(id >= 0 && static_cast<size_t>(id) < vocab,
-                   "prompt/output token id out of the vocabulary");
+  // Ids at or past the row's end (a backend's logits_vocab() below the
+  // vocabulary) are never sampled: nothing to penalise.
+  auto in_row = [vocab](int32_t id) {
+    TESSERA_ASSERT(id >= 0, "prompt/output token id out of the vocabulary");
+    return static_cast<size_t>(id) < vocab;
   };
   if (params.repetition_penalty != 1.0f) {
     const float p = params.repetition_penalty;
     // counts marks tokens already penalised: a token is penalised once,
     // however often it occurs.
     auto penalise = [&](int32_t id) {
-      check(id);
-      if (counts[id] != 0)
+      if (!in_row(id) || counts[id] != 0)
         return;
       counts[id] = 1;
       float& x = logits[id];
@@ -203,17 +204,18 @@ void apply_penalties(std::vector<float>& logits, const sampling_params& params,
     for (const int32_t id : output)
       penalise(id);
     for (const int32_t id : prompt)
-      counts[id] = 0;
+      if (in_row(id))
+        counts[id] = 0;
     for (const int32_t id : output)
-      counts[id] = 0;
+      if (in_row(id))
+        counts[id] = 0;
   }
   if (params.frequency_penalty != 0.0f || params.presence_penalty != 0.0f) {
+    for (const int32_t id : output)
+      if (in_row(id))
+        ++counts[id];
     for (const int32_t id : output) {
-      check(id);
-      ++counts[id];
-    }
-    for (const int32_t id : output) {
-      if (counts[id] == 0)
+      if (!in_row(id) || counts[id] == 0)
         continue; // a repeat of a token already done
       logits[id] -= params.frequency_penalty * static_cast<float>(counts[id]);
       logits[id] -= params.presence_penalty;

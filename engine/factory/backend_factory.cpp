@@ -109,10 +109,8 @@ caf::expected<std::unique_ptr<backend>> make_backend(const model_files& files,
   so.block_tokens = opts.block_tokens;
   so.kv_dtype = opts.kv_dtype;
   so.kv_cache_bytes = opts.kv_cache_bytes;
-  if (files.tokenizer) {
+  if (files.tokenizer)
     so.emit_ids = sim_emit_ids(*files.tokenizer, files.config);
-    so.logits_vocab = files.tokenizer->vocab_size();
-  }
   return sim::make_sim_backend(files.config, std::move(so));
 }
 

@@ -142,6 +142,10 @@ sim_backend::sim_backend(const model_config& cfg, sim_backend_options opts, kv_l
   }
   if (!cfg_.eos_token_ids.empty())
     eos_id_ = cfg_.eos_token_ids.front();
+  // Rows cover the ids the sim can emit (two entries of a row are used).
+  logits_vocab_ = 1 + *std::max_element(opts_.emit_ids.begin(), opts_.emit_ids.end());
+  if (opts_.settings.eos_probability > 0 && eos_id_)
+    logits_vocab_ = std::max(logits_vocab_, *eos_id_ + 1);
   if (!opts_.sleep_until)
     opts_.sleep_until = [](std::chrono::steady_clock::time_point t) {
       std::this_thread::sleep_until(t);
@@ -192,7 +196,7 @@ void sim_backend::write_logits(uint64_t digest, float* row) const {
       chosen = *eos_id_;
     }
   }
-  std::fill_n(row, cfg_.vocab_size, other_logit);
+  std::fill_n(row, logits_vocab_, other_logit);
   row[fallback] = fallback_logit;
   row[chosen] = chosen_logit;
 }
@@ -217,7 +221,7 @@ void sim_backend::forward(std::span<const forward_seq> seqs, float* logits) {
       std::memcpy(digest_slot(f.block_table[pos / bt], pos % bt), &d, digest_bytes);
     }
     if (f.want_logits)
-      write_logits(d, logits + row++ * static_cast<size_t>(cfg_.vocab_size));
+      write_logits(d, logits + row++ * static_cast<size_t>(logits_vocab_));
   }
   last_ = costs_.step(shapes_);
   if (last_.tokens == 0)
@@ -258,15 +262,10 @@ caf::expected<std::unique_ptr<backend>> make_sim_backend(const model_config& cfg
   auto layout = scaled_layout(cfg, opts.block_tokens, opts.kv_dtype, s.payload_scale);
   if (!layout)
     return layout.error();
-  // The rows the engine sees cover logits_vocab ids; the cost model keeps
-  // the model's own vocabulary.
-  model_config rows = cfg;
-  if (opts.logits_vocab > 0 && opts.logits_vocab < cfg.vocab_size)
-    rows.vocab_size = opts.logits_vocab;
   for (auto id : opts.emit_ids)
-    if (id < 0 || id >= rows.vocab_size)
+    if (id < 0 || id >= cfg.vocab_size)
       return bad("sim emit id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                 std::to_string(rows.vocab_size) + ")");
+                 std::to_string(cfg.vocab_size) + ")");
   auto gpu = *find_gpu(s.gpu);
   auto cal = default_calibration(s.gpu);
   if (s.memory_efficiency)
@@ -299,8 +298,7 @@ caf::expected<std::unique_ptr<backend>> make_sim_backend(const model_config& cfg
                " bytes holds no block of " + fixed(real_block, 0) + " bytes");
   if (blocks > (int64_t{1} << 30))
     return bad("too many KV blocks: " + std::to_string(blocks));
-  std::erase_if(rows.eos_token_ids, [&](int32_t id) { return id >= rows.vocab_size; });
-  return std::unique_ptr<backend>(new sim_backend(rows, std::move(opts), *layout,
+  return std::unique_ptr<backend>(new sim_backend(cfg, std::move(opts), *layout,
                                                   static_cast<int32_t>(blocks), std::move(costs)));
 }
 

@@ -99,12 +99,6 @@ struct sim_backend_options {
   /// the config's BOS and EOS. (backend_factory passes the served
   /// tokenizer's readable, non-special ids.)
   std::vector<int32_t> emit_ids;
-  /// Ids the logits rows cover (the backend's config().vocab_size), when
-  /// smaller than the model's: the served tokenizer's vocabulary, so a step
-  /// does not write and the sampler does not scan 128k-entry rows of which
-  /// the sim uses two entries. The LM head's cost is still modelled for the
-  /// model's whole vocabulary. 0: the model's. Default: 0.
-  int32_t logits_vocab = 0;
   /// Waits until a deadline; empty: std::this_thread::sleep_until. Called
   /// only when time_scale > 0. Tests inject a recorder.
   std::function<void(std::chrono::steady_clock::time_point)> sleep_until;
@@ -131,6 +125,10 @@ public:
   ~sim_backend() override;
 
   const model_config& config() const override { return cfg_; }
+  /// Up to the highest id it may emit: a step neither writes nor has the
+  /// sampler scan 128k-entry rows of which two entries are used (the LM
+  /// head's cost is still modelled for the whole vocabulary).
+  int32_t logits_vocab() const override { return logits_vocab_; }
   const kv_layout& layout() const override { return layout_; }
   int32_t num_blocks() const override { return num_blocks_; }
   uint64_t model_fingerprint() const override { return fingerprint_; }
@@ -163,6 +161,7 @@ private:
   void write_logits(uint64_t digest, float* row) const;
 
   model_config cfg_;
+  int32_t logits_vocab_ = 0;
   sim_backend_options opts_;
   kv_layout layout_;
   int32_t num_blocks_ = 0;

@@ -318,6 +318,25 @@ TEST(SimBackendTest, EmitsOnlyIdsTheServedTokenizerCanDecode) {
   }
 }
 
+TEST(SimBackendTest, LogitsRowsEndAfterTheIdsItCanEmit) {
+  // Rows of 10 entries instead of 128256: the engine samples within them,
+  // and penalties for prompt ids beyond them are no-ops, not overruns.
+  auto o = sim_opts();
+  o.emit_ids = {5, 6, 7, 8, 9};
+  auto eng = make_sim_engine(llama8b(), o);
+  EXPECT_EQ(eng->get_backend().logits_vocab(), 10);
+  EXPECT_EQ(eng->get_backend().config().vocab_size, 128256) << "prompts may use every id";
+  auto r = make_request(1, random_prompt(40, 3), 30, 0.7f);
+  r.params.repetition_penalty = 1.3f;
+  r.params.frequency_penalty = 0.5f;
+  r.params.presence_penalty = 0.2f;
+  const auto out = run_one(*eng, r);
+  ASSERT_EQ(out.tokens.size(), 30u);
+  for (auto t : out.tokens)
+    EXPECT_TRUE(t >= 5 && t <= 9) << t;
+  EXPECT_EQ(run_one(*make_sim_engine(llama8b(), o), r).tokens, out.tokens) << "deterministic";
+}
+
 TEST(SimBackendTest, ForwardSleepsForTheScaledModelledTime) {
   std::vector<std::chrono::steady_clock::time_point> deadlines;
   auto o = sim_opts();
