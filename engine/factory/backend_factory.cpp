@@ -18,6 +18,10 @@ constexpr size_t default_cpu_kv_cache_bytes = size_t{256} << 20;
 
 /// Fewer readable ids than this and the sim emits any non-special id.
 constexpr size_t min_readable_ids = 16;
+/// The sim emits the lowest this many readable ids: its text is noise
+/// anyway, and its logits rows then end there (backend::logits_vocab), not
+/// at a 128k vocabulary.
+constexpr size_t max_emit_ids = 4096;
 
 bool printable(const std::string& bytes) {
   return !bytes.empty() && std::all_of(bytes.begin(), bytes.end(), [](char c) {
@@ -80,10 +84,11 @@ std::vector<int32_t> sim_emit_ids(const tokenizer& tok, const model_config& cfg)
     return !tok.is_special(id) && std::find(stop.begin(), stop.end(), id) == stop.end();
   };
   std::vector<int32_t> readable, any;
-  for (int32_t id = 0; id < limit; ++id) {
+  for (int32_t id = 0; id < limit && readable.size() < max_emit_ids; ++id) {
     if (!usable(id))
       continue;
-    any.push_back(id);
+    if (any.size() < max_emit_ids)
+      any.push_back(id);
     if (printable(tok.token_bytes(id)))
       readable.push_back(id);
   }

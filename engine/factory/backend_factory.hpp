@@ -85,7 +85,8 @@ struct backend_options {
 [[nodiscard]] caf::expected<std::unique_ptr<backend>> make_backend(const model_files& files,
                                                                    const backend_options& opts);
 
-/// Ids a sim may emit for `tok` and `cfg` (see make_backend).
+/// Ids a sim may emit for `tok` and `cfg` (see make_backend): the lowest
+/// 4096 readable ones.
 [[nodiscard]] std::vector<int32_t> sim_emit_ids(const tokenizer& tok, const model_config& cfg);
 
 } // namespace tessera::engine
