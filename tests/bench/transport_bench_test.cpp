@@ -11,30 +11,13 @@
 #include <sys/wait.h>
 
 #include "bench/ucx_perftest_runner.hpp"
+#include "tests/support/run_tessera.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace {
 
-struct run_result {
-  int exit_code = -1;
-  std::string out; // stdout and stderr together
-};
-
-run_result run_tessera(const std::string& args) {
-  const char* dir = std::getenv("TESSERA_BINARY_DIR");
-  std::string cmd = std::string{dir ? dir : "."} + "/cli/tessera " + args + " 2>&1";
-  run_result r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr)
-    return r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0)
-    r.out.append(buf.data(), n);
-  int status = ::pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using tessera::test::run_result;
+using tessera::test::run_tessera;
 
 bool positive(const nlohmann::json& v) {
   return v.is_number() && v.get<double>() > 0;

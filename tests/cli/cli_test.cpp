@@ -10,33 +10,15 @@
 #include <nlohmann/json.hpp>
 #include <sys/wait.h>
 
+#include "tests/support/run_tessera.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace {
 
-struct run_result {
-  int exit_code = -1;
-  std::string out; // stdout and stderr together
-};
-
-std::string tessera_binary() {
-  const char* dir = std::getenv("TESSERA_BINARY_DIR");
-  return std::string{dir ? dir : "."} + "/cli/tessera";
-}
+using tessera::test::run_result;
 
 run_result run(const std::string& args) {
-  run_result r;
-  std::string cmd = tessera_binary() + " " + args + " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr)
-    return r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0)
-    r.out.append(buf.data(), n);
-  int status = ::pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return tessera::test::run_tessera(args);
 }
 
 class CliTest : public testing::Test {
