@@ -152,19 +152,24 @@ TEST_F(ServeTest, SixtyFourConcurrentStreamsAllComplete) {
   EXPECT_EQ(complete, 64);
 }
 
+/// curl streaming a 480-token completion (seconds on `small`), its body in `dir`.
+caf::expected<child_process> long_stream(const std::string& url, const tessera::test::temp_dir& dir) {
+  json b = {{"model", "nano"}, {"prompt", prompt_ids(3, 30)}, {"max_tokens", 480},
+            {"ignore_eos", true}, {"stream", true}};
+  std::ofstream(dir.path() / "b") << b.dump();
+  return child_process::spawn("/usr/bin/curl", {"-sN", "-H", "Content-Type: application/json",
+                                                "--data-binary", "@" + (dir.path() / "b").string(),
+                                                url + "/v1/completions"});
+}
+
 TEST_F(ServeTest, AClientThatGoesAwayFreesItsBlocks) {
   // The `small` shape (124M parameters): 480 tokens take one thread
   // seconds, and the disconnect after the first chunk reaches the worker
   // in milliseconds, so the request is surely still running when it does.
   auto node = start("agg", 1000, "small");
   ASSERT_TRUE(node);
-  json b = {{"model", "nano"}, {"prompt", prompt_ids(3, 30)}, {"max_tokens", 480},
-            {"ignore_eos", true}, {"stream", true}};
   tessera::test::temp_dir dir;
-  std::ofstream(dir.path() / "b") << b.dump();
-  auto c = child_process::spawn("/usr/bin/curl", {"-sN", "-H", "Content-Type: application/json",
-                                                  "--data-binary", "@" + (dir.path() / "b").string(),
-                                                  node->url() + "/v1/completions"});
+  auto c = long_stream(node->url(), dir);
   ASSERT_TRUE(c);
   auto first = c->read_line(30s);
   ASSERT_TRUE(first) << "no first chunk";
@@ -189,13 +194,8 @@ TEST_F(ServeTest, ACrashedWorkerFailsItsRequestsAndIsRestarted) {
   // `small` again, so the stream is surely running when the fault lands.
   auto node = start("disagg", 0, "small", true);
   ASSERT_TRUE(node);
-  json b = {{"model", "nano"}, {"prompt", prompt_ids(3, 30)}, {"max_tokens", 480},
-            {"ignore_eos", true}, {"stream", true}};
   tessera::test::temp_dir dir;
-  std::ofstream(dir.path() / "b") << b.dump();
-  auto c = child_process::spawn("/usr/bin/curl", {"-sN", "-H", "Content-Type: application/json",
-                                                  "--data-binary", "@" + (dir.path() / "b").string(),
-                                                  node->url() + "/v1/completions"});
+  auto c = long_stream(node->url(), dir);
   ASSERT_TRUE(c);
   ASSERT_TRUE(c->read_line(30s)) << "no first chunk";
   auto fault = post(node->url() + "/admin/fault", R"({"worker": "decode-0", "fault": "crash"})");
