@@ -82,7 +82,7 @@ struct worker_metrics {
                                 "Prompt blocks a worker took from its node's kv store instead of computing them.",
                                 {{"worker", worker}})),
         store_offered(r.counter("tessera_kvstore_offered_blocks_total",
-                                "Blocks of finished sequences a worker gave its node's kv store.",
+                                "Blocks a worker gave its node's kv store (prompts it prefilled, sequences that finished).",
                                 {{"worker", worker}})) {}
   cluster::metric_gauge& kv_used;
   cluster::metric_counter& aborted;
