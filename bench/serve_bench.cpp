@@ -18,7 +18,7 @@
 #include "bench/http_client.hpp"
 #include "bench/load_stats.hpp"
 #include "bench/server_process.hpp"
-#include "bench/sse_parser.hpp"
+#include "bench/completion_stream.hpp"
 #include "bench/svg_chart.hpp"
 #include "common/error.hpp"
 
@@ -153,66 +153,19 @@ public:
     return http_post{"/v1/completions", std::move(body)};
   }
 
-  void on_response(int conn, int status) override { active_[static_cast<size_t>(conn)].status = status; }
+  void on_response(int conn, int status) override {
+    active_[static_cast<size_t>(conn)].stream.on_response(status);
+  }
 
   void on_body(int conn, std::string_view bytes) override {
     auto& a = active_[static_cast<size_t>(conn)];
-    if (a.status != 200) {
-      a.error_body.append(bytes.substr(0, std::min<size_t>(bytes.size(), 2000)));
-      return;
-    }
-    const double t = now_s();
-    for (const auto& data : a.parser.feed(bytes)) {
-      auto e = parse_completion_event(data);
-      auto& s = a.sample;
-      switch (e.kind) {
-        case completion_event_kind::text:
-          if (s.first_token_s < 0)
-            s.first_token_s = t;
-          else
-            s.token_gaps_s.push_back(t - s.last_token_s);
-          s.last_token_s = t;
-          ++s.text_chunks;
-          break;
-        case completion_event_kind::usage:
-          a.usage_tokens = e.completion_tokens;
-          break;
-        case completion_event_kind::error:
-          if (s.error.empty())
-            s.error = "error event: " + e.message;
-          break;
-        case completion_event_kind::malformed:
-          if (s.error.empty())
-            s.error = "malformed event: " + e.message;
-          break;
-        case completion_event_kind::done:
-          a.done = true;
-          break;
-        case completion_event_kind::empty:
-          break;
-      }
-    }
+    a.stream.on_body(bytes, now_s(), a.sample);
   }
 
   void on_complete(int conn, const std::string& error) override {
     auto& a = active_[static_cast<size_t>(conn)];
     auto& s = a.sample;
-    s.end_s = now_s();
-    s.output_tokens = a.usage_tokens >= 0 ? a.usage_tokens : s.text_chunks;
-    if (!s.error.empty()) {
-      // an error event already said what went wrong
-    } else if (!error.empty()) {
-      s.error = error;
-    } else if (a.status != 200) {
-      auto e = parse_completion_event(a.error_body);
-      s.error = "HTTP " + std::to_string(a.status) + ": " +
-                (e.kind == completion_event_kind::error ? e.message : a.error_body.substr(0, 200));
-    } else if (!a.done) {
-      s.error = "the stream ended without [DONE]";
-    } else if (s.output_tokens != level_.output_tokens) {
-      s.error = "generated " + std::to_string(s.output_tokens) + " tokens, expected " +
-                std::to_string(level_.output_tokens) + " (ignore_eos)";
-    }
+    a.stream.finish(error, now_s(), level_.output_tokens, s);
     if (s.error.empty()) {
       ++ok_;
       tokens_ += s.output_tokens;
@@ -236,11 +189,7 @@ public:
 private:
   struct in_flight {
     request_sample sample;
-    sse_parser parser;
-    int status = 0;
-    int64_t usage_tokens = -1;
-    bool done = false;
-    std::string error_body;
+    completion_stream stream;
   };
 
   double now_s() const { return seconds_between(t0_, clock_type::now()); }

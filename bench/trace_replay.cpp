@@ -6,7 +6,7 @@
 #include <caf/sec.hpp>
 #include <nlohmann/json.hpp>
 
-#include "bench/sse_parser.hpp"
+#include "bench/completion_stream.hpp"
 
 namespace tessera::bench {
 
@@ -50,72 +50,20 @@ public:
     return http_post{"/v1/completions", std::move(body)};
   }
 
-  void on_response(size_t index, int status) override { active_[index].status = status; }
+  void on_response(size_t index, int status) override { active_[index].on_response(status); }
 
   void on_body(size_t index, std::string_view bytes) override {
-    auto& a = active_[index];
-    if (a.status != 200) {
-      if (a.error_body.size() < 2000)
-        a.error_body.append(bytes.substr(0, 2000 - a.error_body.size()));
-      return;
-    }
-    const double t = now_s();
-    auto& s = samples_[index];
-    auto& timing = s.timing;
-    for (const auto& data : a.parser.feed(bytes)) {
-      auto e = parse_completion_event(data);
-      switch (e.kind) {
-        case completion_event_kind::text:
-          if (timing.first_token_s < 0)
-            timing.first_token_s = t;
-          else
-            timing.token_gaps_s.push_back(t - timing.last_token_s);
-          timing.last_token_s = t;
-          ++timing.text_chunks;
-          break;
-        case completion_event_kind::usage:
-          a.usage_tokens = e.completion_tokens;
-          s.usage_prompt_tokens = e.prompt_tokens;
-          s.cached_tokens = e.cached_tokens;
-          break;
-        case completion_event_kind::error:
-          if (timing.error.empty())
-            timing.error = "error event: " + e.message;
-          break;
-        case completion_event_kind::malformed:
-          if (timing.error.empty())
-            timing.error = "malformed event: " + e.message;
-          break;
-        case completion_event_kind::done:
-          a.done = true;
-          break;
-        case completion_event_kind::empty:
-          break;
-      }
-    }
+    active_[index].on_body(bytes, now_s(), samples_[index].timing);
   }
 
   void on_complete(size_t index, const std::string& error) override {
     auto node = active_.extract(index);
-    auto& a = node.mapped();
+    const auto& a = node.mapped();
     auto& s = samples_[index];
-    auto& t = s.timing;
-    t.end_s = now_s();
-    t.output_tokens = a.usage_tokens >= 0 ? a.usage_tokens : t.text_chunks;
-    if (!t.error.empty()) {
-      // an error event already said what went wrong
-    } else if (!error.empty()) {
-      t.error = error;
-    } else if (a.status != 200) {
-      auto e = parse_completion_event(a.error_body);
-      t.error = "HTTP " + std::to_string(a.status) + ": " +
-                (e.kind == completion_event_kind::error ? e.message : a.error_body.substr(0, 200));
-    } else if (!a.done) {
-      t.error = "the stream ended without [DONE]";
-    } else if (t.output_tokens != s.max_tokens) {
-      t.error = "generated " + std::to_string(t.output_tokens) + " tokens, expected " +
-                std::to_string(s.max_tokens) + " (ignore_eos)";
-    }
+    s.usage_prompt_tokens = a.usage().prompt_tokens;
+    s.cached_tokens = a.usage().cached_tokens;
+    a.finish(error, now_s(), s.max_tokens, s.timing);
+    const auto& t = s.timing;
     ++done_;
     if (t.error.empty()) {
       ++ok_;
@@ -144,14 +92,6 @@ public:
   std::vector<trace_sample> take_samples() { return std::move(samples_); }
 
 private:
-  struct in_flight {
-    sse_parser parser;
-    int status = 0;
-    int64_t usage_tokens = -1;
-    bool done = false;
-    std::string error_body;
-  };
-
   double now_s() const { return std::chrono::duration<double>(clock_type::now() - t0_).count(); }
 
   const std::vector<trace_request>& requests_;
@@ -160,7 +100,7 @@ private:
   clock_type::time_point t0_;
   clock_type::time_point last_progress_;
   std::vector<trace_sample> samples_;
-  std::unordered_map<size_t, in_flight> active_;
+  std::unordered_map<size_t, completion_stream> active_;
   size_t sent_ = 0;
   size_t done_ = 0;
   size_t ok_ = 0;
