@@ -348,7 +348,6 @@ int run_serve_bench(const serve_bench_options& o) {
       server.emplace(std::move(*s));
       url = server->url;
       server_description = server->description;
-      say("server at " + url + (server_description.empty() ? "" : ": " + server_description));
     }
     auto parsed = parse_http_url(url);
     if (!parsed) {

@@ -48,6 +48,7 @@ caf::expected<spawned_server> spawn_server(const server_spawn_options& o, const 
       s.description = line->substr(line->find(": ") == std::string::npos ? 0 : line->find(": ") + 2);
     }
   }
+  say("server at " + s.url + (s.description.empty() ? "" : ": " + s.description));
   return s;
 }
 

@@ -48,7 +48,8 @@ struct spawned_server {
 };
 
 /// Starts `program serve --host 127.0.0.1 --port 0 [--model dir] args...`
-/// and waits for its "listening on URL" line. Errors
+/// and waits for its "listening on URL" line, then says "server at URL:
+/// description". Errors
 /// (caf::sec::runtime_error) name the command and say why (spawn failed,
 /// the server exited or printed nothing in time).
 [[nodiscard]] caf::expected<spawned_server> spawn_server(const server_spawn_options& opts, const say_function& say);

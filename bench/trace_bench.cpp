@@ -186,7 +186,6 @@ int run_trace_bench(const trace_bench_options& o) {
     server.emplace(std::move(*s));
     url = server->url;
     description = server->description;
-    say("server at " + url + (description.empty() ? "" : ": " + description));
   }
   auto stop = [&] {
     if (server) {
