@@ -6,12 +6,12 @@
 #include <fstream>
 #include <map>
 #include <memory>
-#include <random>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 #include <sys/resource.h>
 
+#include "bench/bench_request.hpp"
 #include "bench/engine_bench_sim.hpp"
 #include "bench/stream.hpp"
 #include "bench/svg_chart.hpp"
@@ -57,24 +57,6 @@ bool reset_peak_rss() {
   f << "5";
   f.flush();
   return static_cast<bool>(f);
-}
-
-std::vector<int32_t> random_tokens(int n, int32_t vocab, uint64_t seed) {
-  std::mt19937_64 rng{seed};
-  std::vector<int32_t> t(n);
-  for (auto& x : t)
-    x = static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab));
-  return t;
-}
-
-engine::request bench_request(uint64_t id, std::vector<int32_t> prompt, int max_tokens) {
-  engine::request r;
-  r.id = id;
-  r.prompt = std::move(prompt);
-  r.params.temperature = 0;
-  r.params.max_tokens = max_tokens;
-  r.params.ignore_eos = true;
-  return r;
 }
 
 // Prefill throughput: one prompt of n tokens computed in one step.

@@ -5,9 +5,10 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
-#include <random>
 
 #include <nlohmann/json.hpp>
+
+#include "bench/bench_request.hpp"
 
 #include "common/error.hpp"
 #include "engine/engine.hpp"
@@ -18,24 +19,6 @@ namespace tessera::bench {
 namespace {
 
 using clock_type = std::chrono::steady_clock;
-
-std::vector<int32_t> random_tokens(int n, int32_t vocab, uint64_t seed) {
-  std::mt19937_64 rng{seed};
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  for (auto& x : t)
-    x = static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab));
-  return t;
-}
-
-engine::request bench_request(uint64_t id, std::vector<int32_t> prompt, int max_tokens) {
-  engine::request r;
-  r.id = id;
-  r.prompt = std::move(prompt);
-  r.params.temperature = 0;
-  r.params.max_tokens = max_tokens;
-  r.params.ignore_eos = true;
-  return r;
-}
 
 /// One measured phase: tokens, modelled seconds, steps (and how many were
 /// compute-bound), host wall seconds.
