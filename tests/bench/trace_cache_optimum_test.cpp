@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "common/error.hpp"
+#include "tests/bench/trace_test_util.hpp"
 
 namespace {
 
@@ -21,13 +22,7 @@ using tessera::bench::trace_parse_options;
 using tessera::bench::trace_request;
 using tessera::bench::trace_selection;
 
-trace_request req(int64_t input, std::vector<int64_t> ids) {
-  trace_request r;
-  r.input_length = input;
-  r.output_length = 1;
-  r.hash_ids = std::move(ids);
-  return r;
-}
+using tessera::bench::test::req;
 
 TEST(TraceCacheOptimumTest, MatchesTheHandComputedFixture) {
   trace_parse_options opts;

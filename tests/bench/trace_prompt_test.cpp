@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "common/error.hpp"
+#include "tests/bench/trace_test_util.hpp"
 
 namespace {
 
@@ -15,13 +16,7 @@ using tessera::bench::token_range;
 using tessera::bench::trace_prompt;
 using tessera::bench::trace_request;
 
-trace_request req(int64_t input, std::vector<int64_t> ids) {
-  trace_request r;
-  r.input_length = input;
-  r.output_length = 1;
-  r.hash_ids = std::move(ids);
-  return r;
-}
+using tessera::bench::test::req;
 
 size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
   return static_cast<size_t>(std::mismatch(a.begin(), a.end(), b.begin(), b.end()).first - a.begin());
