@@ -4,7 +4,6 @@
 // logprob) as one engine would have.
 #include <cstring>
 #include <map>
-#include <random>
 #include <utility>
 
 #include <gtest/gtest.h>
@@ -23,6 +22,7 @@ using result = test::run_result;
 using test::collect;
 using test::drain;
 using test::make_request;
+using test::put_blocks;
 using test::random_prompt;
 using test::run_one;
 
@@ -42,28 +42,6 @@ result prefill_held(engine::engine& eng, const request& r) {
   auto head = run_one(eng, first);
   EXPECT_EQ(head.tokens.size(), 1u);
   return head;
-}
-
-// What RMA does: each block the plan wants is put from the exporter's pool
-// straight into the importer's. Returns the number of blocks moved.
-size_t put_blocks(const engine::engine& from, const kv_export_blocks& src, engine::engine& to,
-                  const kv_import_plan& plan) {
-  auto from_pool = from.get_backend().kv_pool_memory();
-  auto to_pool = to.get_backend().kv_pool_memory();
-  EXPECT_FALSE(from_pool.empty());
-  EXPECT_FALSE(to_pool.empty());
-  EXPECT_EQ(plan.blocks.size(), src.blocks.size());
-  EXPECT_EQ(plan.needs_data.size(), src.blocks.size());
-  const size_t bb = src.meta.layout.block_bytes();
-  size_t moved = 0;
-  for (size_t i = 0; i < plan.blocks.size(); ++i) {
-    if (plan.needs_data[i] == 0)
-      continue;
-    std::memcpy(to_pool.data() + static_cast<size_t>(plan.blocks[i]) * bb,
-                from_pool.data() + static_cast<size_t>(src.blocks[i]) * bb, bb);
-    ++moved;
-  }
-  return moved;
 }
 
 result joined(result head, const result& tail) {

@@ -4,9 +4,7 @@
 // exactly as one engine would (and differ when the KV bytes do not
 // arrive), scaled KV payloads, ids the served tokenizer can decode, and the
 // modelled time slept through an injected clock.
-#include <cstring>
 #include <map>
-#include <random>
 #include <utility>
 
 #include <gtest/gtest.h>
@@ -15,6 +13,7 @@
 #include "engine/engine.hpp"
 #include "engine/factory/backend_factory.hpp"
 #include "engine/sim/sim_backend.hpp"
+#include "tests/support/engine_runs.hpp"
 #include "tests/support/test_model.hpp"
 
 namespace {
@@ -22,12 +21,10 @@ namespace {
 using namespace tessera;
 using namespace tessera::engine;
 
-struct result {
-  std::vector<int32_t> tokens;
-  std::vector<float> logprobs;
-  finish_reason finish = finish_reason::none;
-  int32_t cached_prompt_tokens = 0;
-};
+using result = test::run_result;
+using test::drain;
+using test::put_blocks;
+using test::run_one;
 
 model_config llama8b() {
   auto c = model_shape("llama3-8b");
@@ -58,11 +55,7 @@ const sim::sim_backend& sim_of(const engine::engine& eng) {
 }
 
 std::vector<int32_t> random_prompt(int n, uint64_t seed, int32_t vocab = 128000) {
-  std::mt19937_64 rng{seed};
-  std::vector<int32_t> p(static_cast<size_t>(n));
-  for (auto& t : p)
-    t = static_cast<int32_t>(8 + rng() % static_cast<uint64_t>(vocab - 8));
-  return p;
+  return test::random_prompt(n, seed, vocab);
 }
 
 request make_request(uint64_t id, std::vector<int32_t> prompt, int max_tokens = 12,
@@ -75,28 +68,6 @@ request make_request(uint64_t id, std::vector<int32_t> prompt, int max_tokens = 
   r.params.logprobs = 0;
   r.params.seed = seed;
   return r;
-}
-
-std::map<uint64_t, result> drain(engine::engine& eng) {
-  std::map<uint64_t, result> out;
-  for (int guard = 0; eng.has_unfinished() && guard < 100000; ++guard)
-    for (const auto& o : eng.step()) {
-      auto& r = out[o.id];
-      r.tokens.insert(r.tokens.end(), o.tokens.begin(), o.tokens.end());
-      for (const auto& lp : o.logprobs)
-        r.logprobs.push_back(lp.logprob);
-      r.cached_prompt_tokens = o.cached_prompt_tokens;
-      if (o.finish != finish_reason::none)
-        r.finish = o.finish;
-    }
-  EXPECT_FALSE(eng.has_unfinished());
-  return out;
-}
-
-result run_one(engine::engine& eng, const request& r) {
-  auto err = eng.add_request(r);
-  EXPECT_FALSE(err) << error_text(err);
-  return drain(eng)[r.id];
 }
 
 TEST(SimBackendTest, GreedyAndSeededSamplingGiveTheSameTokensInAnyEngine) {
@@ -197,23 +168,6 @@ TEST(SimBackendTest, PoolIsTheScaledBlockSizeAndBlocksCarryTheirTokens) {
   std::vector<std::byte> copied(bb);
   be.read_block(11, copied);
   EXPECT_EQ(copied, a);
-}
-
-// What RMA does: each block the plan wants, pool to pool.
-size_t put_blocks(const engine::engine& from, const kv_export_blocks& src, engine::engine& to,
-                  const kv_import_plan& plan) {
-  auto from_pool = from.get_backend().kv_pool_memory();
-  auto to_pool = to.get_backend().kv_pool_memory();
-  const size_t bb = src.meta.layout.block_bytes();
-  size_t moved = 0;
-  for (size_t i = 0; i < plan.blocks.size(); ++i) {
-    if (plan.needs_data[i] == 0)
-      continue;
-    std::memcpy(to_pool.data() + static_cast<size_t>(plan.blocks[i]) * bb,
-                from_pool.data() + static_cast<size_t>(src.blocks[i]) * bb, bb);
-    ++moved;
-  }
-  return moved;
 }
 
 TEST(SimBackendTest, KvHandoffBetweenTwoSimEnginesContinuesAsOneEngine) {

@@ -1,5 +1,6 @@
 #include "tests/support/engine_runs.hpp"
 
+#include <cstring>
 #include <random>
 
 #include <gtest/gtest.h>
@@ -61,6 +62,26 @@ std::map<uint64_t, run_result> run_all(engine::engine& eng, const std::vector<en
 
 run_result run_one(engine::engine& eng, const engine::request& r) {
   return run_all(eng, {r})[r.id];
+}
+
+size_t put_blocks(const engine::engine& from, const engine::kv_export_blocks& src, engine::engine& to,
+                  const engine::kv_import_plan& plan) {
+  auto from_pool = from.get_backend().kv_pool_memory();
+  auto to_pool = to.get_backend().kv_pool_memory();
+  EXPECT_FALSE(from_pool.empty());
+  EXPECT_FALSE(to_pool.empty());
+  EXPECT_EQ(plan.blocks.size(), src.blocks.size());
+  EXPECT_EQ(plan.needs_data.size(), src.blocks.size());
+  const size_t bb = src.meta.layout.block_bytes();
+  size_t moved = 0;
+  for (size_t i = 0; i < plan.blocks.size(); ++i) {
+    if (plan.needs_data[i] == 0)
+      continue;
+    std::memcpy(to_pool.data() + static_cast<size_t>(plan.blocks[i]) * bb,
+                from_pool.data() + static_cast<size_t>(src.blocks[i]) * bb, bb);
+    ++moved;
+  }
+  return moved;
 }
 
 } // namespace tessera::test

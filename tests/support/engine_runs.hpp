@@ -45,4 +45,10 @@ std::map<uint64_t, run_result> run_all(engine::engine& eng, const std::vector<en
 /// Adds `r` and drains; its result.
 run_result run_one(engine::engine& eng, const engine::request& r);
 
+/// What one-sided RMA does in a hand-off: each block `plan` wants, copied
+/// from `from`'s pool (the export `src`) into `to`'s. Returns the blocks
+/// copied.
+size_t put_blocks(const engine::engine& from, const engine::kv_export_blocks& src, engine::engine& to,
+                  const engine::kv_import_plan& plan);
+
 } // namespace tessera::test
