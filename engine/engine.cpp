@@ -465,7 +465,7 @@ caf::expected<kv_import_plan> engine::reserve_checked(request r, const kv_export
   std::vector<kv_block_id> fresh;
   if (!cache_->allocate(n_blocks - static_cast<int32_t>(hits), fresh)) {
     cache_->free_blocks(blocks);
-    return make_engine_error(engine_errc::out_of_blocks,
+    return make_engine_error(engine_errc::no_free_blocks,
                              "no free KV blocks for the imported request (" +
                                std::to_string(n_blocks - static_cast<int32_t>(hits)) + " needed, " +
                                std::to_string(cache_->num_free_blocks()) + " free)");

@@ -198,8 +198,8 @@ public:
   /// kv_mismatch (other model or layout, inconsistent sizes, token ids
   /// outside the vocabulary, hashes that do not match the tokens),
   /// bad_request (id in use, bad params, too long, max_tokens already
-  /// reached), out_of_blocks (longer than the pool, or too few free blocks
-  /// now).
+  /// reached), out_of_blocks (longer than the pool), no_free_blocks (too
+  /// few free blocks now).
   [[nodiscard]] caf::expected<kv_import_plan> reserve_import(request r, const kv_export& meta);
 
   /// Second half of a zero-copy import: the bytes of every block of the

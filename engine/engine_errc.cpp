@@ -15,6 +15,7 @@ const char* to_string(engine_errc x) {
     case engine_errc::bad_request: return "bad_request";
     case engine_errc::unknown_request: return "unknown_request";
     case engine_errc::out_of_blocks: return "out_of_blocks";
+    case engine_errc::no_free_blocks: return "no_free_blocks";
     case engine_errc::kv_mismatch: return "kv_mismatch";
     case engine_errc::device_error: return "device_error";
     case engine_errc::overloaded: return "overloaded";

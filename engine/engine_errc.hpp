@@ -40,6 +40,9 @@ enum class engine_errc : uint8_t {
   device_error,
   /// Too many requests are waiting; retry later (HTTP 429).
   overloaded,
+  /// The KV cache would hold the request, but too few blocks are free now
+  /// (others hold them); retry when requests finish.
+  no_free_blocks,
 };
 
 /// Returns the name of `x`, e.g. "bad_config".

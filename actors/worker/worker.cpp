@@ -215,14 +215,6 @@ caf::expected<wire::kv_grant> try_grant(worker_pointer self, const wire::request
   return grant;
 }
 
-/// Whether a hand-off refused for lack of blocks would fit the pool once
-/// other requests free theirs.
-bool could_fit_later(worker_pointer self, const wire::request_handoff& h, const caf::error& err) {
-  const auto& eng = *self->state.eng;
-  const auto capacity = static_cast<int64_t>(eng.get_backend().num_blocks()) * eng.get_backend().layout().block_tokens;
-  return err == engine::engine_errc::out_of_blocks && h.kv &&
-         static_cast<int64_t>(h.kv->tokens.size()) + h.request.params.max_tokens <= capacity;
-}
 
 /// Grants the waiting hand-offs that fit now, in order; fails those past
 /// their deadline.
@@ -232,14 +224,14 @@ void grant_waiting(worker_pointer self) {
   while (!q.empty()) {
     auto& w = q.front();
     if (now > w.deadline) {
-      w.promise.deliver(make_engine_error(engine_errc::out_of_blocks,
+      w.promise.deliver(make_engine_error(engine_errc::no_free_blocks,
                                           "worker " + self->state.cfg.name + " freed too few KV blocks for request " +
                                             std::to_string(w.handoff.request.id) + " within the hand-off timeout"));
       q.pop_front();
       continue;
     }
     auto g = try_grant(self, w.handoff);
-    if (!g && could_fit_later(self, w.handoff, g.error()))
+    if (!g && g.error() == engine_errc::no_free_blocks)
       return;
     if (g)
       w.promise.deliver(std::move(*g));
@@ -448,7 +440,7 @@ worker_impl::behavior_type worker_fn(worker_pointer self, std::shared_ptr<engine
         auto grant = try_grant(self, h);
         if (grant)
           return std::move(*grant);
-        if (!could_fit_later(self, h, grant.error()))
+        if (grant.error() != engine_errc::no_free_blocks)
           return grant.error();
       }
       auto rp = self->make_response_promise<wire::kv_grant>();

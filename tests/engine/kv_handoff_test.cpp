@@ -319,7 +319,7 @@ TEST(KvHandoffTest, ReserveWithoutEnoughFreeBlocksKeepsNothing) {
   ASSERT_EQ(decode->stats().free_blocks, 0);
   auto plan = decode->reserve_import(r, src->meta);
   ASSERT_FALSE(plan);
-  EXPECT_TRUE(plan.error() == engine_errc::out_of_blocks) << error_text(plan.error());
+  EXPECT_TRUE(plan.error() == engine_errc::no_free_blocks) << error_text(plan.error());
   EXPECT_EQ(decode->num_reserved_imports(), 0u);
   // The shared blocks were given back: releasing the holders frees all 8.
   EXPECT_TRUE(decode->release_request(1));
