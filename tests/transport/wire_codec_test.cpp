@@ -97,6 +97,13 @@ TEST(WireCodecTest, RoundTripsKvGrantAndCancel) {
   expect_same(test::sample_join(), std::get<worker_join>(round_trip(test::sample_join())));
 }
 
+TEST(WireCodecTest, RoundTripsKvFetchRequestAndReply) {
+  expect_same(test::sample_fetch(), std::get<kv_fetch_request>(round_trip(test::sample_fetch())));
+  expect_same(test::sample_fetch_reply(), std::get<kv_fetch_reply>(round_trip(test::sample_fetch_reply())));
+  kv_fetch_reply none; // a store that holds nothing of the chain
+  expect_same(none, std::get<kv_fetch_reply>(round_trip(none)));
+}
+
 TEST(WireCodecTest, RoundTripsEnvelopesAndTheirInnerFrame) {
   auto req = test::request_envelope();
   ASSERT_FALSE(req.payload.empty());
@@ -184,7 +191,22 @@ TEST(WireCodecTest, EncodeRefusesInconsistentMessagesNamingTheField) {
   long_actor.decode_at.actor.assign(65, 'a');
   auto router_role = test::sample_join();
   router_role.roles = {node_role::router};
+  auto no_fetch = test::sample_fetch();
+  no_fetch.block_hashes.clear();
+  auto no_bytes = test::sample_fetch();
+  no_bytes.max_bytes = 0;
+  auto short_block = test::sample_fetch_reply();
+  short_block.blocks[1].data.pop_back();
+  auto tokens = test::sample_fetch_reply();
+  tokens.blocks[0].token_count = 5;
+  auto half_source = test::full_handoff();
+  half_source.kv_source_blocks = 0;
   std::vector<bad_case> cases = {
+    {no_fetch, "kv_fetch_request: block_hashes must not be empty"},
+    {no_bytes, "kv_fetch_request: max_bytes must be >= 1"},
+    {short_block, "blocks[1].data must hold layout.block_bytes() = 64 bytes, got 63"},
+    {tokens, "blocks[0].token_count must be in [1, 4], got 5"},
+    {half_source, "kv_source and kv_source_blocks must both be set or neither"},
     {router_role, "roles[0] must be prefill or decode"},
     {half_address, "reply_to: node and actor must both be set or both be empty"},
     {long_actor, "decode_at.actor has 65 bytes, more than the maximum 64"},

@@ -41,7 +41,28 @@ inline void expect_same(const request_cancel& a, const request_cancel& b) {
   EXPECT_EQ(a.reason, b.reason);
 }
 
+inline void expect_same(const kv_fetch_request& a, const kv_fetch_request& b) {
+  EXPECT_EQ(a.ns, b.ns);
+  EXPECT_EQ(a.block_hashes, b.block_hashes);
+  EXPECT_EQ(a.max_bytes, b.max_bytes);
+}
+
+inline void expect_same(const kv_fetch_reply& a, const kv_fetch_reply& b) {
+  EXPECT_TRUE(a.layout == b.layout);
+  EXPECT_EQ(a.more, b.more);
+  ASSERT_EQ(a.blocks.size(), b.blocks.size());
+  for (size_t i = 0; i < a.blocks.size(); ++i) {
+    EXPECT_EQ(a.blocks[i].hash, b.blocks[i].hash);
+    EXPECT_EQ(a.blocks[i].token_count, b.blocks[i].token_count);
+    EXPECT_EQ(a.blocks[i].checksum, b.blocks[i].checksum);
+    EXPECT_EQ(a.blocks[i].data, b.blocks[i].data);
+  }
+}
+
 inline void expect_same(const request_handoff& a, const request_handoff& b) {
+  EXPECT_EQ(a.kv_source.node, b.kv_source.node);
+  EXPECT_EQ(a.kv_source.actor, b.kv_source.actor);
+  EXPECT_EQ(a.kv_source_blocks, b.kv_source_blocks);
   EXPECT_EQ(a.reply_to.node, b.reply_to.node);
   EXPECT_EQ(a.reply_to.actor, b.reply_to.actor);
   EXPECT_EQ(a.decode_at.node, b.decode_at.node);

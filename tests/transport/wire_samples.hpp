@@ -46,6 +46,8 @@ inline request_handoff full_handoff() {
   m.kv = kv;
   m.reply_to = {"frontend-0", "frontend"};
   m.decode_at = {"node-7", "decode-1"};
+  m.kv_source = {"node-9", "kvstore"};
+  m.kv_source_blocks = 2;
   return m;
 }
 
@@ -191,12 +193,38 @@ inline worker_join sample_join() {
   return m;
 }
 
+inline kv_fetch_request sample_fetch() {
+  kv_fetch_request m;
+  m.ns = 0x5eedull;
+  m.block_hashes = {0x11ull, 0x22ull, 0x33ull};
+  m.max_bytes = 1 << 20;
+  return m;
+}
+
+/// Two blocks of a small layout, with distinct bytes.
+inline kv_fetch_reply sample_fetch_reply() {
+  kv_fetch_reply m;
+  m.layout = {4, 1, 1, 2, engine::dtype::f32};
+  for (uint64_t b = 0; b < 2; ++b) {
+    kv_fetched_block k;
+    k.hash = 0x11ull + b;
+    k.token_count = 4;
+    k.checksum = 0xc0ffeeull + b;
+    for (size_t i = 0; i < m.layout.block_bytes(); ++i)
+      k.data.push_back(static_cast<std::byte>(i * 3 + b));
+    m.blocks.push_back(std::move(k));
+  }
+  m.more = true;
+  return m;
+}
+
 /// One of each kind and variant above, in a fixed order.
 inline std::vector<wire_message> all_samples() {
   return {full_handoff(),     minimal_handoff(), chunk_with_logprobs(), plain_chunk(),
           sample_batch(),     stored_event(),    removed_event(),       sample_membership(),
           sample_heartbeat(), sample_error(),    sample_grant(),        request_envelope(),
-          empty_response(),  sample_cancel(),     sample_join()};
+          empty_response(),  sample_cancel(),     sample_join(),         sample_fetch(),
+          sample_fetch_reply()};
 }
 
 } // namespace tessera::transport::wire::test

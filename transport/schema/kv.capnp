@@ -66,3 +66,30 @@ struct KvGrant {
   dstRegion @1 :UInt32;
   blocks @2 :List(KvBlockGrant);
 }
+
+# A worker asking a kv store for the blocks of a hash chain it lacks.
+struct KvFetchRequest {
+  # engine::engine::hash_seed of the asker: the blocks' namespace.
+  ns @0 :UInt64;
+  # Consecutive blocks of one chain, in order.
+  blockHashes @1 :List(UInt64);
+  # Most payload bytes the reply may carry.
+  maxBytes @2 :UInt64;
+}
+
+# One block of a KvFetchReply, with its bytes.
+struct KvFetchedBlock {
+  hash @0 :UInt64;
+  tokenCount @1 :Int32;
+  # XXH3-64 of data.
+  checksum @2 :UInt64;
+  data @3 :Data;
+}
+
+# The leading blocks of the asked chain a store holds, in order.
+struct KvFetchReply {
+  layout @0 :Common.KvLayout;
+  blocks @1 :List(KvFetchedBlock);
+  # Stopped at maxBytes (more may be there), not at a miss.
+  more @2 :Bool;
+}

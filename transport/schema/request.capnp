@@ -58,6 +58,11 @@ struct RequestHandoff {
   # when the receiver generates to the end itself.
   decodeNode @10 :Text;
   decodeActor @11 :Text;
+  # A kv store on another node holding the prompt's first kvSourceBlocks
+  # blocks (the router's index): the receiver may fetch them from it.
+  kvSourceNode @12 :Text;
+  kvSourceActor @13 :Text;
+  kvSourceBlocks @14 :Int32;
 }
 
 # Stop a request wherever it is (the client went away, or it was migrated).

@@ -80,6 +80,9 @@ void put(capnp::MessageBuilder& mb, const request_handoff& m) {
   b.setReplyActor(text(m.reply_to.actor));
   b.setDecodeNode(text(m.decode_at.node));
   b.setDecodeActor(text(m.decode_at.actor));
+  b.setKvSourceNode(text(m.kv_source.node));
+  b.setKvSourceActor(text(m.kv_source.actor));
+  b.setKvSourceBlocks(m.kv_source_blocks);
   b.setHasKv(m.kv.has_value());
   if (!m.kv)
     return;
@@ -224,6 +227,30 @@ void put(capnp::MessageBuilder& mb, const worker_join& m) {
   b.setHashSeed(m.hash_seed);
 }
 
+void put(capnp::MessageBuilder& mb, const kv_fetch_request& m) {
+  auto b = mb.initRoot<s::KvFetchRequest>();
+  b.setNs(m.ns);
+  auto hashes = b.initBlockHashes(static_cast<unsigned>(m.block_hashes.size()));
+  for (unsigned i = 0; i < m.block_hashes.size(); ++i)
+    hashes.set(i, m.block_hashes[i]);
+  b.setMaxBytes(m.max_bytes);
+}
+
+void put(capnp::MessageBuilder& mb, const kv_fetch_reply& m) {
+  auto b = mb.initRoot<s::KvFetchReply>();
+  put(b.initLayout(), m.layout);
+  auto blocks = b.initBlocks(static_cast<unsigned>(m.blocks.size()));
+  for (unsigned i = 0; i < m.blocks.size(); ++i) {
+    const auto& src = m.blocks[i];
+    auto dst = blocks[i];
+    dst.setHash(src.hash);
+    dst.setTokenCount(src.token_count);
+    dst.setChecksum(src.checksum);
+    dst.setData(kj::arrayPtr(reinterpret_cast<const kj::byte*>(src.data.data()), src.data.size()));
+  }
+  b.setMore(m.more);
+}
+
 // ---------------------------------------------------------------------------
 // Decoding. A failure deep inside a nested reader is thrown as this private
 // type and caught in decode_body, next to the kj::Exception capnp throws;
@@ -317,6 +344,9 @@ request_handoff get(s::RequestHandoff::Reader r, const wire_limits& lim) {
   m.reply_to.actor = get_text("reply_to.actor", r.getReplyActor(), lim.max_name_bytes);
   m.decode_at.node = get_text("decode_at.node", r.getDecodeNode(), lim.max_name_bytes);
   m.decode_at.actor = get_text("decode_at.actor", r.getDecodeActor(), lim.max_name_bytes);
+  m.kv_source.node = get_text("kv_source.node", r.getKvSourceNode(), lim.max_name_bytes);
+  m.kv_source.actor = get_text("kv_source.actor", r.getKvSourceActor(), lim.max_name_bytes);
+  m.kv_source_blocks = r.getKvSourceBlocks();
   if (r.getHasKv()) {
     auto kr = r.getKv();
     kv_export_info kv;
@@ -484,6 +514,36 @@ worker_join get(s::WorkerJoin::Reader r, const wire_limits& lim) {
   return m;
 }
 
+kv_fetch_request get(s::KvFetchRequest::Reader r, const wire_limits& lim) {
+  kv_fetch_request m;
+  m.ns = r.getNs();
+  m.block_hashes = get_list<engine::kv_block_hash>("block_hashes", r.getBlockHashes(),
+                                                   lim.max_blocks_per_batch, "entries");
+  m.max_bytes = r.getMaxBytes();
+  return m;
+}
+
+kv_fetch_reply get(s::KvFetchReply::Reader r, const wire_limits& lim) {
+  kv_fetch_reply m;
+  m.layout = get("layout", r.getLayout());
+  auto blocks = r.getBlocks();
+  bound("blocks", blocks.size(), lim.max_blocks_per_batch, "entries");
+  m.blocks.reserve(blocks.size());
+  for (auto b : blocks) {
+    kv_fetched_block out;
+    out.hash = b.getHash();
+    out.token_count = b.getTokenCount();
+    out.checksum = b.getChecksum();
+    auto data = b.getData();
+    bound("blocks[].data", data.size(), lim.max_body_bytes, "bytes");
+    const auto* p = reinterpret_cast<const std::byte*>(data.begin());
+    out.data.assign(p, p + data.size());
+    m.blocks.push_back(std::move(out));
+  }
+  m.more = r.getMore();
+  return m;
+}
+
 wire_message read_root(message_type type, capnp::MessageReader& reader, const wire_limits& lim) {
   switch (type) {
     case message_type::request_handoff: return get(reader.getRoot<s::RequestHandoff>(), lim);
@@ -497,6 +557,8 @@ wire_message read_root(message_type type, capnp::MessageReader& reader, const wi
     case message_type::envelope: return get(reader.getRoot<s::Envelope>(), lim);
     case message_type::request_cancel: return get(reader.getRoot<s::RequestCancel>(), lim);
     case message_type::worker_join: return get(reader.getRoot<s::WorkerJoin>(), lim);
+    case message_type::kv_fetch_request: return get(reader.getRoot<s::KvFetchRequest>(), lim);
+    case message_type::kv_fetch_reply: return get(reader.getRoot<s::KvFetchReply>(), lim);
   }
   throw decode_failure{transport_errc::unknown_type,
                        "unknown message type " + std::to_string(static_cast<unsigned>(type))};

@@ -17,6 +17,8 @@ std::string_view to_string(message_type t) {
     case message_type::envelope: return "envelope";
     case message_type::request_cancel: return "request_cancel";
     case message_type::worker_join: return "worker_join";
+    case message_type::kv_fetch_request: return "kv_fetch_request";
+    case message_type::kv_fetch_reply: return "kv_fetch_reply";
   }
   return "unknown";
 }

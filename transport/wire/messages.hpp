@@ -36,10 +36,12 @@ enum class message_type : uint16_t {
   envelope = 9,
   request_cancel = 10,
   worker_join = 11,
+  kv_fetch_request = 12,
+  kv_fetch_reply = 13,
 };
 
 /// Largest valid message_type value.
-inline constexpr uint16_t max_message_type = 11;
+inline constexpr uint16_t max_message_type = 13;
 
 /// "request_handoff", ...; "unknown" for a value outside the enum.
 [[nodiscard]] std::string_view to_string(message_type t);
@@ -86,6 +88,13 @@ struct request_handoff {
   /// prefill; empty when the receiver generates to the end itself. Both
   /// parts or neither.
   actor_address decode_at;
+  /// A kv store on another node that holds the prompt's first
+  /// kv_source_blocks blocks (the router's index says so; it may be
+  /// stale): the receiver may fetch from it (kv_fetch_request) what its
+  /// own pool and node store lack instead of computing it. Empty and 0,
+  /// or both set.
+  actor_address kv_source;
+  int32_t kv_source_blocks = 0;
 };
 
 /// Tokens generated for one request in one step (engine::request_output):
@@ -275,11 +284,47 @@ struct worker_join {
   uint64_t hash_seed = 0;
 };
 
+/// A worker asking a kv store (its node's or a peer's) for the blocks of a
+/// hash chain it lacks.
+struct kv_fetch_request {
+  /// The blocks' namespace (engine::engine::hash_seed of the asker).
+  uint64_t ns = 0;
+  /// Consecutive blocks of one chain, in order:
+  /// [1, wire_limits::max_blocks_per_batch].
+  std::vector<engine::kv_block_hash> block_hashes;
+  /// Most payload bytes the reply may carry (the asker asks again for the
+  /// rest): >= 1.
+  uint64_t max_bytes = 0;
+};
+
+/// One block of a kv_fetch_reply, with its bytes.
+struct kv_fetched_block {
+  engine::kv_block_hash hash = 0;
+  /// [1, layout.block_tokens].
+  int32_t token_count = 0;
+  /// XXH3-64 of `data` (engine::hash_bytes, seed 0): the asker verifies it.
+  uint64_t checksum = 0;
+  /// layout.block_bytes() bytes.
+  std::vector<std::byte> data;
+};
+
+/// A kv store's answer to a kv_fetch_request: the leading blocks of the
+/// asked chain it holds, in order, up to the first miss or max_bytes.
+struct kv_fetch_reply {
+  /// Layout of every block; may be unset when `blocks` is empty.
+  engine::kv_layout layout;
+  /// [0, max_blocks_per_batch] blocks.
+  std::vector<kv_fetched_block> blocks;
+  /// True when the reply stopped at max_bytes (the next block may be
+  /// there); false when it stopped at a miss or the chain's end.
+  bool more = false;
+};
+
 /// Any message that crosses a process. The alternatives are in
 /// message_type order.
 using wire_message = std::variant<request_handoff, token_chunk, kv_transfer_batch, kv_event,
                                   membership, heartbeat, wire_error, kv_grant, envelope,
-                                  request_cancel, worker_join>;
+                                  request_cancel, worker_join, kv_fetch_request, kv_fetch_reply>;
 
 /// The message_type of the alternative `m` holds.
 [[nodiscard]] message_type type_of(const wire_message& m);

@@ -78,6 +78,12 @@ problem check(const request_handoff& m, const wire_limits& lim) {
     return p;
   if (auto p = check_address("decode_at", m.decode_at, lim); !p.empty())
     return p;
+  if (auto p = check_address("kv_source", m.kv_source, lim); !p.empty())
+    return p;
+  if (m.kv_source.empty() != (m.kv_source_blocks == 0))
+    return "kv_source and kv_source_blocks must both be set or neither";
+  if (m.kv_source_blocks < 0)
+    return "kv_source_blocks must be >= 0, got " + to_string(m.kv_source_blocks);
   if (!m.kv)
     return {};
   const auto& kv = *m.kv;
@@ -268,6 +274,37 @@ problem check(const worker_join& m, const wire_limits& lim) {
 
 problem check(const request_cancel& m, const wire_limits& lim) {
   return check_name("reason", m.reason, lim.max_name_bytes, false);
+}
+
+problem check(const kv_fetch_request& m, const wire_limits& lim) {
+  if (m.block_hashes.empty())
+    return "block_hashes must not be empty";
+  if (m.block_hashes.size() > lim.max_blocks_per_batch)
+    return too_long("block_hashes", m.block_hashes.size(), lim.max_blocks_per_batch, "entries");
+  if (m.max_bytes == 0)
+    return "max_bytes must be >= 1";
+  return {};
+}
+
+problem check(const kv_fetch_reply& m, const wire_limits& lim) {
+  if (m.blocks.empty())
+    return {};
+  if (m.blocks.size() > lim.max_blocks_per_batch)
+    return too_long("blocks", m.blocks.size(), lim.max_blocks_per_batch, "entries");
+  if (auto p = check_layout(m.layout); !p.empty())
+    return p;
+  const auto bytes = m.layout.block_bytes();
+  for (size_t i = 0; i < m.blocks.size(); ++i) {
+    const auto& b = m.blocks[i];
+    const auto at = "blocks[" + to_string(i) + "]";
+    if (b.token_count < 1 || b.token_count > m.layout.block_tokens)
+      return at + ".token_count must be in [1, " + to_string(m.layout.block_tokens) + "], got " +
+             to_string(b.token_count);
+    if (b.data.size() != bytes)
+      return at + ".data must hold layout.block_bytes() = " + to_string(bytes) + " bytes, got " +
+             to_string(b.data.size());
+  }
+  return {};
 }
 
 problem check(const envelope& m, const wire_limits& lim) {
