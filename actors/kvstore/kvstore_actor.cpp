@@ -156,6 +156,7 @@ kvstore_impl::behavior_type kvstore_fn(kvstore_pointer self, kvstore_config cfg)
   self->state.cfg.store->record_events(!self->state.cfg.router.empty());
   self->send(self, kv_events_atom_v);
   return {
+    [self](fetch_atom, const wire::kv_fetch_request& r) { return read_chain(*self->state.cfg.store, r); },
     [self](load_atom) { return load_of(self); },
     [self](kv_events_atom) {
       publish_events(self);
@@ -167,8 +168,30 @@ kvstore_impl::behavior_type kvstore_fn(kvstore_pointer self, kvstore_config cfg)
 
 } // namespace
 
+wire::kv_fetch_reply read_chain(kvstore::block_store& store, const wire::kv_fetch_request& r) {
+  wire::kv_fetch_reply out;
+  uint64_t bytes = 0;
+  for (auto h : r.block_hashes) {
+    auto hit = store.get({r.ns, h});
+    if (!hit)
+      break;
+    const auto& b = hit->block;
+    if (out.blocks.empty())
+      out.layout = b.meta.layout;
+    else if (!(b.meta.layout == out.layout))
+      break;
+    if (!out.blocks.empty() && bytes + b.payload_bytes() > r.max_bytes) {
+      out.more = true;
+      break;
+    }
+    bytes += b.payload_bytes();
+    out.blocks.push_back({h, b.meta.token_count, b.meta.checksum, *b.payload});
+  }
+  return out;
+}
+
 kvstore_actor spawn_kvstore(caf::actor_system& sys, kvstore_config cfg) {
-  return sys.spawn(kvstore_fn, std::move(cfg));
+  return sys.spawn<caf::detached>(kvstore_fn, std::move(cfg));
 }
 
 } // namespace tessera::actors

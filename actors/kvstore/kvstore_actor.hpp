@@ -1,10 +1,16 @@
 #pragma once
 /// @file
-/// The kv store actor of a node: it owns nothing the workers wait on. The
-/// node's tiered block store (kvstore/) is shared with the node's workers,
-/// which read and write it directly (it is thread-safe): a worker fetches a
-/// prompt's cached prefix from it before computing the rest, and offers a
-/// finished sequence's blocks to it. The actor makes the store known:
+/// The kv store actor of a node, on its own thread (store reads may wait
+/// on disk). The node's tiered block store (kvstore/) is shared with the
+/// node's workers, which offer it finished sequences directly (it is
+/// thread-safe). Blocks come out through the actor, for the node's own
+/// workers and for other nodes' alike (through the bridge):
+///
+///   fetch(kv_fetch_request) --> the leading blocks of the chain the store
+///                               holds, verified, by value (kv_fetch_reply)
+///
+/// so a worker never waits on the store on its engine thread. The actor
+/// also makes the store known:
 ///
 ///   every event_interval:      store events --> kv_event (g2 host / g3 disk)
 ///                                                --> router (prefix index)
@@ -33,6 +39,8 @@ namespace tessera::actors {
 
 /// What other nodes may call on a kv store actor.
 using kvstore_actor = caf::typed_actor<
+  /// The leading blocks of r's chain the store holds (read_chain).
+  caf::replies_to<fetch_atom, transport::wire::kv_fetch_request>::with<transport::wire::kv_fetch_reply>,
   /// Its tiers' use now.
   caf::replies_to<load_atom>::with<transport::wire::heartbeat>>;
 
@@ -60,6 +68,13 @@ struct kvstore_config {
   /// Where tessera_kvstore_* series go; null: nowhere.
   std::shared_ptr<cluster::metrics_registry> metrics;
 };
+
+/// The leading blocks of `r.block_hashes` that `store` holds in namespace
+/// r.ns, verified, in order: up to the first miss, the first block of
+/// another layout, or r.max_bytes of payload (then `more` is set; the
+/// first block is returned even when it alone is larger).
+[[nodiscard]] transport::wire::kv_fetch_reply read_chain(kvstore::block_store& store,
+                                                         const transport::wire::kv_fetch_request& r);
 
 /// Spawns the actor (it turns the store's event recording on).
 [[nodiscard]] kvstore_actor spawn_kvstore(caf::actor_system& sys, kvstore_config cfg);

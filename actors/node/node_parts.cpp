@@ -37,7 +37,7 @@ caf::expected<loaded_model> load_model(const std::filesystem::path& dir,
 
 std::shared_ptr<const bridge_protocol> node_protocol() {
   auto p = std::make_shared<bridge_protocol>();
-  p->add<worker_actor>().add<token_sink_actor>().add<router_actor>();
+  p->add<worker_actor>().add<token_sink_actor>().add<router_actor>().add<kvstore_actor>();
   return p;
 }
 
@@ -70,6 +70,8 @@ caf::expected<started_worker> start_worker(caf::actor_system& sys, bridge& br,
   wc.metrics = spec.metrics;
   wc.fault_injection = spec.fault_injection;
   wc.store = spec.store;
+  if (spec.store)
+    wc.store_at = {spec.node, kvstore_config{}.name}; // start_kvstore_actor publishes it there
   out.engine = eng;
   out.actor = spawn_worker(sys, std::move(eng), wc);
   caf::anon_send(br.actor(), publish_atom_v, spec.name, caf::actor_cast<caf::actor>(out.actor));

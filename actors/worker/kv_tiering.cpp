@@ -1,5 +1,6 @@
 #include "actors/worker/kv_tiering.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -9,23 +10,39 @@
 
 namespace tessera::actors {
 
-size_t fetch_prefix(engine::engine& eng, kvstore::block_store& store, std::span<const int32_t> prompt,
-                    std::string_view cache_salt) {
+prefix_need prefix_need_of(const engine::engine& eng, std::span<const int32_t> prompt,
+                           std::string_view cache_salt) {
+  prefix_need need;
   if (prompt.size() < 2)
-    return 0;
+    return need;
+  need.hashes = eng.block_hashes(prompt.first(prompt.size() - 1), cache_salt);
+  need.cached = eng.cached_prefix_blocks(need.hashes);
+  return need;
+}
+
+fetch_result insert_fetched(engine::engine& eng, std::span<const engine::kv_block_hash> hashes, size_t first,
+                            const transport::wire::kv_fetch_reply& reply) {
+  fetch_result out;
   const auto& layout = eng.get_backend().layout();
-  const auto hashes = eng.block_hashes(prompt.first(prompt.size() - 1), cache_salt);
-  const size_t had = eng.cached_prefix_blocks(hashes);
-  if (had == hashes.size())
-    return 0;
-  const size_t now = eng.extend_cached_prefix(hashes, [&](size_t i, std::span<std::byte> out) {
-    auto hit = store.get({eng.hash_seed(), hashes[i]});
-    if (!hit || !(hit->block.meta.layout == layout) || hit->block.payload_bytes() != out.size())
+  if (first >= hashes.size() || reply.blocks.empty() || !(reply.layout == layout)) {
+    out.cached = eng.cached_prefix_blocks(hashes);
+    out.refused = reply.blocks.empty() || reply.layout == layout ? 0 : reply.blocks.size();
+    return out;
+  }
+  const size_t end = std::min(hashes.size(), first + reply.blocks.size());
+  out.cached = eng.extend_cached_prefix(hashes.first(end), [&](size_t i, std::span<std::byte> dst) {
+    if (i < first)
+      return false; // the pool lost a block before the fetched run meanwhile
+    const auto& b = reply.blocks[i - first];
+    if (b.hash != hashes[i] || b.token_count != layout.block_tokens || b.data.size() != dst.size() ||
+        kvstore::payload_checksum(b.data.data(), b.data.size()) != b.checksum) {
+      ++out.refused;
       return false;
-    std::memcpy(out.data(), hit->block.payload->data(), out.size());
+    }
+    std::memcpy(dst.data(), b.data.data(), dst.size());
     return true;
   });
-  return now > had ? now - had : 0;
+  return out;
 }
 
 size_t offer_sequence(engine::engine& eng, kvstore::block_store& store, std::span<const int32_t> tokens,

@@ -1,29 +1,58 @@
 #pragma once
 /// @file
-/// A worker's use of its node's kv store (kvstore/, shared and thread-safe):
-/// before computing a prompt it fetches the cached prefix its own pool
-/// lacks; when a sequence finishes it offers the sequence's full blocks.
-/// Both run on the worker's engine thread and copy whole blocks
-/// (engine::read_cached_block / extend_cached_prefix); every block read from
-/// the store was verified against its checksum there, and one whose layout
-/// is not the engine's is not used.
+/// A worker's use of the kv stores (kvstore/, actors/kvstore/): before
+/// computing a prompt it fetches the cached prefix its own pool lacks from
+/// its node's store, then from a peer node's store the router named
+/// (request_handoff::kv_source); when a sequence finishes it offers the
+/// sequence's full blocks to its node's store.
+///
+/// Fetches are messages to the stores' actors (kv_fetch_request ->
+/// kv_fetch_reply), so the engine thread never waits on a store; what they
+/// bring is checked here block by block (the chain's hash, the engine's
+/// layout, a full block, the checksum of the bytes as they arrived) before
+/// it enters the pool, so no wrong KV ever reaches the engine. Offers copy
+/// blocks on the engine thread (engine::read_cached_block).
 
 #include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "engine/engine.hpp"
 #include "kvstore/block_store.hpp"
+#include "transport/wire/messages.hpp"
 
 namespace tessera::actors {
 
-/// Blocks after what `eng`'s pool holds of `prompt`'s prefix, read from
-/// `store` in order until the first miss and put into the pool as cached
-/// blocks (the prompt's last token is always computed, so its block is
-/// never fetched). Returns the blocks fetched.
-size_t fetch_prefix(engine::engine& eng, kvstore::block_store& store, std::span<const int32_t> prompt,
-                    std::string_view cache_salt);
+/// What of a prompt a fetch could bring: the hashes of its full blocks
+/// before its last token (which is always computed, so its block is never
+/// fetched) and how many leading ones the pool caches now.
+struct prefix_need {
+  std::vector<engine::kv_block_hash> hashes;
+  size_t cached = 0;
+  [[nodiscard]] bool satisfied() const { return cached >= hashes.size(); }
+};
+
+/// The prefix_need of `prompt` with `cache_salt` in `eng`.
+[[nodiscard]] prefix_need prefix_need_of(const engine::engine& eng, std::span<const int32_t> prompt,
+                                         std::string_view cache_salt);
+
+/// What insert_fetched did.
+struct fetch_result {
+  /// Leading blocks of the chain the pool caches afterwards.
+  size_t cached = 0;
+  /// Blocks of the reply refused (wrong hash, layout, size, token count or
+  /// checksum): the first refusal ends the insert.
+  size_t refused = 0;
+};
+
+/// Caches the blocks of `reply` (the answer to a fetch of
+/// hashes[first..]) in `eng`'s pool, in order, checking each first
+/// (see the file comment); stops at the first refused block or when the
+/// pool has no free block.
+[[nodiscard]] fetch_result insert_fetched(engine::engine& eng, std::span<const engine::kv_block_hash> hashes,
+                                          size_t first, const transport::wire::kv_fetch_reply& reply);
 
 /// Offers `store` the full blocks of a finished sequence (`tokens`: prompt
 /// then output; the last token has no KV) that `eng`'s pool still caches

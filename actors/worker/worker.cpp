@@ -11,6 +11,7 @@
 
 #include "actors/bridge/remote_actor.hpp"
 #include "actors/common/kv_handoff.hpp"
+#include "actors/kvstore/kvstore_actor.hpp"
 #include "actors/worker/kv_tiering.hpp"
 #include "common/error.hpp"
 #include "engine/engine_errc.hpp"
@@ -64,6 +65,17 @@ struct waiting_grant {
   std::chrono::steady_clock::time_point deadline;
 };
 
+/// A request waiting for the stores' blocks before it enters the engine.
+struct pending_fetch {
+  wire::request_handoff handoff;
+  caf::typed_response_promise<caf::unit_t> promise;
+  prefix_need need;
+  /// Whether the node's store, and the peer store (handoff.kv_source),
+  /// were asked for everything they hold already.
+  bool asked_local = false;
+  bool asked_peer = false;
+};
+
 /// The worker's series in the process's metrics registry.
 struct worker_metrics {
   worker_metrics(cluster::metrics_registry& r, const std::string& worker)
@@ -81,6 +93,12 @@ struct worker_metrics {
         store_fetched(r.counter("tessera_kvstore_fetched_blocks_total",
                                 "Prompt blocks a worker took from its node's kv store instead of computing them.",
                                 {{"worker", worker}})),
+        peer_fetched(r.counter("tessera_kvstore_peer_fetched_blocks_total",
+                               "Prompt blocks a worker took from another node's kv store instead of computing them.",
+                               {{"worker", worker}})),
+        fetch_refused(r.counter("tessera_kvstore_fetch_refused_blocks_total",
+                                "Fetched blocks a worker refused (wrong hash, layout or checksum) and computed instead.",
+                                {{"worker", worker}})),
         store_offered(r.counter("tessera_kvstore_offered_blocks_total",
                                 "Blocks a worker gave its node's kv store (prompts it prefilled, sequences that finished).",
                                 {{"worker", worker}})) {}
@@ -89,6 +107,8 @@ struct worker_metrics {
   cluster::metric_counter& transfer_bytes;
   cluster::metric_counter& transfer_seconds;
   cluster::metric_counter& store_fetched;
+  cluster::metric_counter& peer_fetched;
+  cluster::metric_counter& fetch_refused;
   cluster::metric_counter& store_offered;
 };
 
@@ -100,7 +120,9 @@ struct worker_state {
   std::unordered_map<uint64_t, tracked> requests;
   std::unordered_map<uint64_t, granted> grants;
   std::deque<waiting_grant> waiting_grants;
+  std::unordered_map<uint64_t, pending_fetch> fetching;
   remote_actor_cache<worker_actor> peers;
+  remote_actor_cache<kvstore_actor> stores;
   std::unique_ptr<worker_metrics> metrics;
   bool stepping = false;
   uint64_t next_batch = 1;
@@ -349,6 +371,102 @@ void report_to_router(worker_pointer self) {
   self->delayed_send(self, st.cfg.heartbeat_interval, heartbeat_atom_v);
 }
 
+/// Puts request h into the engine (as a prefill for h.decode_at, or to
+/// generate to the end) and starts stepping.
+caf::error admit(worker_pointer self, wire::request_handoff h) {
+  auto& st = self->state;
+  const auto id = h.request.id;
+  auto r = h.request;
+  const bool prefill_only = !h.decode_at.empty() && r.params.max_tokens > 1;
+  if (prefill_only) {
+    r.keep_kv = true;
+    r.continues_elsewhere = true; // the decode worker emits what could start a stop string
+    r.params.max_tokens = 1;
+    r.params.min_tokens = std::min(r.params.min_tokens, 1);
+  }
+  if (auto err = st.eng->add_request(std::move(r)))
+    return err;
+  auto& t = st.requests[id] = tracked{h.reply_to, prefill_only ? h.decode_at : wire::actor_address{},
+                                      std::move(h.request), {}, {}};
+  if (st.cfg.store && !prefill_only) {
+    t.tokens = t.original.prompt;
+    t.cache_salt = t.original.cache_salt;
+  }
+  kick(self);
+  return {};
+}
+
+/// Ends the fetch of request `id`: the request enters the engine with what
+/// the stores brought, and generate gets its answer.
+void finish_fetch(worker_pointer self, uint64_t id) {
+  auto node = self->state.fetching.extract(id);
+  if (node.empty())
+    return;
+  auto& f = node.mapped();
+  if (auto err = admit(self, std::move(f.handoff)))
+    f.promise.deliver(std::move(err));
+  else
+    f.promise.deliver(caf::unit);
+}
+
+/// Asks the next store for the blocks request `id`'s pool still lacks: the
+/// node's store (again while it has more), then the peer store the router
+/// named, if it holds more than the pool has now; then finish_fetch.
+void fetch_next(worker_pointer self, uint64_t id) {
+  auto& st = self->state;
+  auto it = st.fetching.find(id);
+  if (it == st.fetching.end())
+    return;
+  auto& f = it->second;
+  if (st.cfg.store_at.empty())
+    f.asked_local = true;
+  if (f.handoff.kv_source.empty() || static_cast<size_t>(f.handoff.kv_source_blocks) <= f.need.cached)
+    f.asked_peer = true; // nothing the peer holds beyond what the pool has
+  if (f.need.satisfied() || (f.asked_local && f.asked_peer))
+    return finish_fetch(self, id);
+  const bool peer = f.asked_local;
+  const auto& at = peer ? f.handoff.kv_source : st.cfg.store_at;
+  const size_t first = f.need.cached;
+  const size_t end = std::min(f.need.hashes.size(), first + transport::wire::wire_limits{}.max_blocks_per_batch);
+  wire::kv_fetch_request q{st.eng->hash_seed(), {f.need.hashes.begin() + static_cast<std::ptrdiff_t>(first),
+                                                 f.need.hashes.begin() + static_cast<std::ptrdiff_t>(end)},
+                           st.cfg.fetch_max_bytes};
+  auto store = st.stores.get(self->system(), st.cfg.bridge, at.node, at.actor);
+  self->request(store, st.cfg.fetch_timeout, fetch_atom_v, std::move(q))
+    .then(
+      [self, id, first, peer](wire::kv_fetch_reply& reply) {
+        auto& st = self->state;
+        auto it = st.fetching.find(id);
+        if (it == st.fetching.end())
+          return; // cancelled meanwhile
+        auto& f = it->second;
+        const auto r = insert_fetched(*st.eng, f.need.hashes, first, reply);
+        const size_t got = r.cached > f.need.cached ? r.cached - f.need.cached : 0;
+        if (auto* m = st.metrics.get()) {
+          (peer ? m->peer_fetched : m->store_fetched).inc(static_cast<double>(got));
+          m->fetch_refused.inc(static_cast<double>(r.refused));
+        }
+        if (r.refused > 0)
+          spdlog::warn("worker {}: refused {} block(s) fetched for request {} (hash, layout or checksum "
+                       "mismatch); computing them instead",
+                       st.cfg.name, r.refused, id);
+        f.need.cached = r.cached;
+        const bool again = reply.more && got > 0 && r.refused == 0;
+        if (!again)
+          (peer ? f.asked_peer : f.asked_local) = true;
+        fetch_next(self, id);
+      },
+      [self, id, peer, at](caf::error& err) {
+        auto it = self->state.fetching.find(id);
+        if (it == self->state.fetching.end())
+          return;
+        spdlog::warn("worker {}: fetching request {}'s prefix from {} on node '{}' failed ({}); computing it instead",
+                     self->state.cfg.name, id, at.actor, at.node, error_text(err));
+        (peer ? it->second.asked_peer : it->second.asked_local) = true;
+        fetch_next(self, id);
+      });
+}
+
 /// Fails every request this worker holds (a crash): each client hears why,
 /// and the decode side of a hand-off in progress frees its reservation.
 void fail_all(worker_pointer self, const std::string& why) {
@@ -362,6 +480,9 @@ void fail_all(worker_pointer self, const std::string& why) {
     fail(self, g.reply_to, id, why);
   for (auto& w : st.waiting_grants) // the prefill side tells the client
     w.promise.deliver(make_engine_error(engine_errc::device_error, why));
+  for (auto& [id, f] : st.fetching) // not started: the frontend tells the client
+    f.promise.deliver(make_engine_error(engine_errc::device_error, why));
+  st.fetching.clear();
   st.requests.clear();
   st.grants.clear();
   st.waiting_grants.clear();
@@ -403,35 +524,24 @@ worker_impl::behavior_type worker_fn(worker_pointer self, std::shared_ptr<engine
     [self](generate_atom, wire::request_handoff h) -> caf::result<void> {
       auto& st = self->state;
       const auto id = h.request.id;
-      if (st.eng->num_unfinished() >= st.cfg.max_waiting)
+      const auto queued = st.eng->num_unfinished() + st.fetching.size();
+      if (queued >= st.cfg.max_waiting)
         return make_engine_error(engine_errc::overloaded,
-                                 "worker " + st.cfg.name + " has " +
-                                   std::to_string(st.eng->num_unfinished()) + " requests; retry later");
-      if (st.requests.contains(id))
+                                 "worker " + st.cfg.name + " has " + std::to_string(queued) + " requests; retry later");
+      if (st.requests.contains(id) || st.fetching.contains(id))
         return make_engine_error(engine_errc::unknown_request,
                                  "request " + std::to_string(id) + " is already running here");
-      auto r = h.request;
-      if (st.cfg.store) {
-        const auto n = fetch_prefix(*st.eng, *st.cfg.store, r.prompt, r.cache_salt);
-        if (st.metrics)
-          st.metrics->store_fetched.inc(static_cast<double>(n));
+      if (!st.cfg.store_at.empty() || !h.kv_source.empty()) {
+        auto need = prefix_need_of(*st.eng, h.request.prompt, h.request.cache_salt);
+        if (!need.satisfied()) {
+          auto rp = self->make_response_promise<caf::unit_t>();
+          st.fetching.emplace(id, pending_fetch{std::move(h), rp, std::move(need)});
+          fetch_next(self, id);
+          return rp;
+        }
       }
-      const bool prefill_only = !h.decode_at.empty() && r.params.max_tokens > 1;
-      if (prefill_only) {
-        r.keep_kv = true;
-        r.continues_elsewhere = true; // the decode worker emits what could start a stop string
-        r.params.max_tokens = 1;
-        r.params.min_tokens = std::min(r.params.min_tokens, 1);
-      }
-      if (auto err = st.eng->add_request(std::move(r)))
+      if (auto err = admit(self, std::move(h)))
         return err;
-      auto& t = st.requests[id] = tracked{h.reply_to, prefill_only ? h.decode_at : wire::actor_address{},
-                                          std::move(h.request), {}, {}};
-      if (st.cfg.store && !prefill_only) {
-        t.tokens = t.original.prompt;
-        t.cache_salt = t.original.cache_salt;
-      }
-      kick(self);
       return caf::unit;
     },
     [self](handoff_atom, const wire::request_handoff& h) -> caf::result<wire::kv_grant> {
@@ -464,6 +574,11 @@ worker_impl::behavior_type worker_fn(worker_pointer self, std::shared_ptr<engine
     },
     [self](cancel_atom, const wire::request_cancel& c) {
       auto& st = self->state;
+      if (auto f = st.fetching.find(c.request_id); f != st.fetching.end()) {
+        f->second.promise.deliver(make_engine_error(
+          engine_errc::unknown_request, "request " + std::to_string(c.request_id) + " was cancelled: " + c.reason));
+        st.fetching.erase(f);
+      }
       for (auto w = st.waiting_grants.begin(); w != st.waiting_grants.end(); ++w)
         if (w->handoff.request.id == c.request_id) {
           w->promise.deliver(make_engine_error(engine_errc::unknown_request, "request " + std::to_string(c.request_id) +

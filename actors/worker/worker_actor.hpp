@@ -20,6 +20,12 @@
 ///   any failure: reply_to gets failed(request_cancel) and both sides free
 ///   the request's blocks
 ///
+/// Before a request whose prompt's prefix the pool lacks enters the engine,
+/// the worker fetches what the stores hold (kv_tiering.hpp): its node's
+/// store first, then the peer store the router named; a miss, an error or
+/// a timeout only means more to compute. generate replies once the request
+/// is in the engine.
+///
 /// Roles only say what the router may send; every worker can do every step.
 ///
 /// A worker that fails (an exception out of its engine or a handler, or an
@@ -109,11 +115,21 @@ struct worker_config {
   std::shared_ptr<cluster::metrics_registry> metrics;
   /// Obey fault_atom (chaos drills). Default: false.
   bool fault_injection = false;
-  /// The node's kv store (kv_tiering.hpp): a prompt this worker computes
-  /// first takes the cached prefix its pool lacks from there; a prompt it
-  /// prefilled for another worker, and a sequence that finishes here, are
-  /// offered to it. Null: none.
+  /// The node's kv store (kv_tiering.hpp): a prompt it prefilled for
+  /// another worker, and a sequence that finishes here, are offered to it.
+  /// Null: none.
   std::shared_ptr<kvstore::block_store> store;
+  /// The node's kv store actor (actors/kvstore): a prompt this worker
+  /// computes first takes the cached prefix its pool lacks from there, then
+  /// from the peer store its request names (request_handoff::kv_source).
+  /// Empty: no local store.
+  transport::wire::actor_address store_at;
+  /// How long one fetch from a store may take before the worker computes
+  /// the rest instead. Default: 5 s.
+  std::chrono::milliseconds fetch_timeout{5000};
+  /// Most payload bytes one fetch reply carries (larger prefixes come in
+  /// several). Default: 16 MiB.
+  uint64_t fetch_max_bytes = uint64_t{16} << 20;
 };
 
 /// Spawns a worker on its own thread, driving `eng` (which it shares with
