@@ -313,6 +313,8 @@ void admit(frontend_pointer self, uint64_t key, size_t index, std::vector<int32_
         h.reply_to = {self->state.cfg.node, self->state.cfg.name};
         if (a.disaggregated)
           h.decode_at = a.decode;
+        h.kv_source = a.kv_source;
+        h.kv_source_blocks = a.kv_source_blocks;
         self->request(worker_at(self, a.prefill), self->state.cfg.admit_timeout, generate_atom_v, h)
           .then(
             [self, key, index, a, id = h.request.id]() {

@@ -85,6 +85,13 @@ struct route_decision {
   int32_t cached_blocks = 0;
   /// True when the decode worker came from the session table.
   bool sticky = false;
+  /// A kv store on another node than the prefill worker's that holds more
+  /// leading blocks of the prompt than the prefill worker's pool and its
+  /// node's store (the one holding most): the prefill worker fetches them
+  /// from there over the transport. 0: none.
+  uint64_t fetch_store = 0;
+  /// Leading blocks of the prompt fetch_store holds (per the index).
+  int32_t fetch_store_blocks = 0;
   /// One line for logs and metrics: the policy, the choice and why
   /// (costs, cache hits, the disaggregation test).
   std::string reason;
@@ -122,6 +129,10 @@ struct router_options {
   /// be calibrated against measured fetch and prefill times).
   double host_tier_credit = 0.9;
   double disk_tier_credit = 0.6;
+  /// Credit for a prompt block that only another node's store holds (any
+  /// tier): it crosses the network before it is used. In [0, 1]. Default:
+  /// 0.5 (an estimate, like the tier credits).
+  double remote_tier_credit = 0.5;
   /// Sessions remembered for stickiness; the least recently routed one is
   /// forgotten beyond it. 0 turns stickiness off. About 100 bytes each.
   /// Default: 65536.

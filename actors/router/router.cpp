@@ -46,6 +46,7 @@ struct router_state {
   /// they last reported, by node.
   struct known_store {
     uint64_t id = 0;
+    std::string actor;
     clock_type::time_point last_seen;
   };
   std::unordered_map<std::string, known_store> stores;
@@ -79,6 +80,7 @@ void on_store_join(router_pointer self, const wire::worker_join& j) {
     if (s.id != 0)
       st.index.remove_worker(s.id); // a restarted store: its old view is gone
     s.id = j.worker_id;
+    s.actor = j.at.actor;
     spdlog::info("router: kv store {} ({} on node '{}') joined", j.worker_id, j.at.actor, j.at.node);
   }
   s.last_seen = clock_type::now();
@@ -169,8 +171,14 @@ caf::expected<route_answer> route(router_pointer self, const route_query& q) {
   prefill.load.queued_prefill_tokens += f.prefill_tokens;
   st.requests[q.request_id] = f;
   st.index.touch(d->prefill_worker, req.block_hashes);
-  return route_answer{prefill.join.at, decode.join.at, d->disaggregated, d->cached_blocks,
-                      std::move(d->reason)};
+  route_answer a{prefill.join.at, decode.join.at, d->disaggregated, d->cached_blocks, std::move(d->reason), {}, 0};
+  if (d->fetch_store != 0)
+    for (const auto& [node, s] : st.stores)
+      if (s.id == d->fetch_store) {
+        a.kv_source = {node, s.actor};
+        a.kv_source_blocks = d->fetch_store_blocks;
+      }
+  return a;
 }
 
 void on_finished(router_pointer self, uint64_t request_id) {

@@ -53,6 +53,11 @@ struct route_answer {
   bool disaggregated = false;
   int32_t cached_blocks = 0;
   std::string reason;
+  /// A kv store on another node holding the first kv_source_blocks blocks
+  /// of the prompt, more than the prefill worker can use locally
+  /// (route_decision::fetch_store); empty and 0: none.
+  transport::wire::actor_address kv_source;
+  int32_t kv_source_blocks = 0;
 };
 
 /// A worker as the router sees it (for /metrics and tests).

@@ -50,21 +50,45 @@ const worker_overlap* overlap_of(const std::vector<worker_overlap>& overlaps, ui
   return it != overlaps.end() && it->worker_id == id ? &*it : nullptr;
 }
 
+/// Leading prompt blocks `w` can use without computing them: those in its
+/// pool, and beyond them those in its node's store.
+int32_t local_blocks_of(const std::vector<worker_overlap>& overlaps, const worker_load& w) {
+  const auto* own = overlap_of(overlaps, w.id);
+  const auto* store = w.store_id != 0 ? overlap_of(overlaps, w.store_id) : nullptr;
+  return std::max(own ? own->blocks : 0, store ? store->blocks : 0);
+}
+
+/// The store of another node than `w`'s holding the most leading blocks of
+/// the prompt, if it holds more than `w` can use locally; else null.
+const worker_overlap* remote_store_of(const std::vector<worker_overlap>& overlaps,
+                                      std::span<const uint64_t> store_ids, const worker_load& w) {
+  const worker_overlap* best = nullptr;
+  for (auto id : store_ids)
+    if (id != w.store_id)
+      if (const auto* o = overlap_of(overlaps, id); o != nullptr && (best == nullptr || o->blocks > best->blocks))
+        best = o;
+  return best != nullptr && best->blocks > local_blocks_of(overlaps, w) ? best : nullptr;
+}
+
 /// The leading prompt blocks `w` holds in its pool, plus those beyond that
-/// its node's store holds, credited by tier (router_options).
-int32_t cached_blocks_of(const std::vector<worker_overlap>& overlaps, const worker_load& w,
-                         const router_options& opts) {
+/// its node's store holds, credited by tier, plus those beyond both that
+/// another node's store holds, credited as remote (router_options).
+int32_t cached_blocks_of(const std::vector<worker_overlap>& overlaps, std::span<const uint64_t> store_ids,
+                         const worker_load& w, const router_options& opts) {
   const auto* own = overlap_of(overlaps, w.id);
   const int32_t pool = own ? own->blocks : 0;
+  double credited = pool;
   const auto* store = w.store_id != 0 ? overlap_of(overlaps, w.store_id) : nullptr;
-  if (store == nullptr || store->blocks <= pool)
-    return pool;
-  const auto host = static_cast<double>(store->tier_blocks[static_cast<size_t>(transport::wire::kv_tier::g2_host)]);
-  const auto disk = static_cast<double>(store->tier_blocks[static_cast<size_t>(transport::wire::kv_tier::g3_disk)]);
-  if (host + disk <= 0)
-    return pool;
-  const double credit = (host * opts.host_tier_credit + disk * opts.disk_tier_credit) / (host + disk);
-  return pool + static_cast<int32_t>(static_cast<double>(store->blocks - pool) * credit);
+  if (store != nullptr && store->blocks > pool) {
+    const auto host = static_cast<double>(store->tier_blocks[static_cast<size_t>(transport::wire::kv_tier::g2_host)]);
+    const auto disk = static_cast<double>(store->tier_blocks[static_cast<size_t>(transport::wire::kv_tier::g3_disk)]);
+    if (host + disk > 0)
+      credited += static_cast<double>(store->blocks - pool) *
+                  (host * opts.host_tier_credit + disk * opts.disk_tier_credit) / (host + disk);
+  }
+  if (const auto* remote = remote_store_of(overlaps, store_ids, w))
+    credited += static_cast<double>(remote->blocks - local_blocks_of(overlaps, w)) * opts.remote_tier_credit;
+  return static_cast<int32_t>(credited);
 }
 
 bool eligible(const worker_load& w) {
@@ -134,6 +158,10 @@ caf::expected<route_decision> router_policy::route(const route_request& req,
     TESSERA_ASSERT(sorted[i - 1]->id != sorted[i]->id, "worker ids passed to route() are unique");
 
   const auto overlaps = index.overlap(req.block_hashes);
+  std::vector<uint64_t> store_ids;
+  for (const worker_load* w : sorted)
+    if (w->store_id != 0 && std::find(store_ids.begin(), store_ids.end(), w->store_id) == store_ids.end())
+      store_ids.push_back(w->store_id);
   std::vector<candidate> decode;
   std::vector<candidate> prefill;
   int64_t unhealthy = 0;
@@ -148,7 +176,7 @@ caf::expected<route_decision> router_policy::route(const route_request& req,
       ++full;
       continue;
     }
-    const candidate c{w, cached_blocks_of(overlaps, *w, opts_)};
+    const candidate c{w, cached_blocks_of(overlaps, store_ids, *w, opts_)};
     if (w->role == worker_role::prefill)
       ++prefill_only;
     else
@@ -226,6 +254,11 @@ caf::expected<route_decision> router_policy::route(const route_request& req,
   out.cached_blocks = p->cached_blocks;
   reason += "; cached " + str(out.cached_blocks) + "/"
             + str(static_cast<int64_t>(req.block_hashes.size())) + " blocks";
+  if (const auto* remote = remote_store_of(overlaps, store_ids, *p->load)) {
+    out.fetch_store = remote->worker_id;
+    out.fetch_store_blocks = remote->blocks;
+    reason += " (" + str(remote->blocks) + " in store " + str(static_cast<int64_t>(remote->worker_id)) + ")";
+  }
   out.reason = std::move(reason);
 
   if (sticky_sessions) {
@@ -254,12 +287,12 @@ caf::expected<std::unique_ptr<router_policy>> make_router_policy(std::string_vie
     return make_router_error(router_errc::invalid_options,
                              std::string{"overlap_weight must be finite and >= 0, got "} + buf);
   }
-  for (double credit : {opts.host_tier_credit, opts.disk_tier_credit})
+  for (double credit : {opts.host_tier_credit, opts.disk_tier_credit, opts.remote_tier_credit})
     if (!(credit >= 0 && credit <= 1)) {
       char buf[64];
       std::snprintf(buf, sizeof buf, "%g", credit);
       return make_router_error(router_errc::invalid_options,
-                               std::string{"host_tier_credit and disk_tier_credit must be in [0, 1], got "} + buf);
+                               std::string{"host_tier_credit, disk_tier_credit and remote_tier_credit must be in [0, 1], got "} + buf);
     }
   if (opts.max_local_prefill_tokens < 0)
     return make_router_error(router_errc::invalid_options,

@@ -223,6 +223,7 @@ TEST_F(KvPolicyTest, NodeStoreBlocksAreCreditedByTier) {
   router_options o;
   o.host_tier_credit = 0.9;
   o.disk_tier_credit = 0.6;
+  o.remote_tier_credit = 0; // store 9 is remote to worker 1: not this test's concern
   auto p = make_router_policy("kv", o);
   ASSERT_TRUE(p);
   // Worker 2: 8 blocks in its store, credited (6 x 0.9 + 2 x 0.6) = 6.6 -> 6.
@@ -245,12 +246,48 @@ TEST_F(KvPolicyTest, NodeStoreBlocksAreCreditedByTier) {
   EXPECT_EQ(d.cached_blocks, 8);
 }
 
+TEST_F(KvPolicyTest, AnotherNodesStoreIsCreditedAsRemoteAndNamedForTheFetch) {
+  f.store(9, prefix(c, 8), std::nullopt, wire::kv_tier::g2_host);
+  auto w1 = make_worker(1, both);
+  w1.store_id = 8; // its node's store holds nothing of the prompt
+  auto w2 = make_worker(2, both);
+  w2.store_id = 9;
+  const auto req = make_request(c, 128);
+  router_options o;
+  o.host_tier_credit = 0.9;
+  o.remote_tier_credit = 0.5;
+  auto p = make_router_policy("kv", o);
+  ASSERT_TRUE(p);
+  // Worker 2 uses its own node's store (8 x 0.9 = 7.2 -> 7): nothing to
+  // fetch from another node.
+  auto d = must_route(**p, req, std::vector<worker_load>{w1, w2}, f.index);
+  EXPECT_EQ(d.decode_worker, 2u);
+  EXPECT_EQ(d.cached_blocks, 7);
+  EXPECT_EQ(d.fetch_store, 0u);
+  // With worker 2 down, worker 1 gets the remote credit (8 x 0.5) and is
+  // told where the blocks are.
+  w2.healthy = false;
+  d = must_route(**p, req, std::vector<worker_load>{w1, w2}, f.index);
+  EXPECT_EQ(d.decode_worker, 1u);
+  EXPECT_EQ(d.cached_blocks, 4);
+  EXPECT_EQ(d.fetch_store, 9u);
+  EXPECT_EQ(d.fetch_store_blocks, 8);
+  // A pool holding as much as the remote store needs no fetch.
+  f.store(1, prefix(c, 8));
+  d = must_route(**p, req, std::vector<worker_load>{w1, w2}, f.index);
+  EXPECT_EQ(d.cached_blocks, 8);
+  EXPECT_EQ(d.fetch_store, 0u);
+}
+
 TEST(RouterOptionsTest, TierCreditsOutsideZeroToOneAreRejected) {
   router_options o;
   o.disk_tier_credit = 1.5;
   auto p = make_router_policy("kv", o);
   ASSERT_FALSE(p);
   EXPECT_NE(tessera::error_text(p.error()).find("must be in [0, 1], got 1.5"), std::string::npos);
+  o.disk_tier_credit = 0.5;
+  o.remote_tier_credit = -0.1;
+  EXPECT_FALSE(make_router_policy("kv", o));
 }
 
 } // namespace
