@@ -18,6 +18,7 @@
 
 #include "common/child_process.hpp"
 #include "common/error.hpp"
+#include "tests/support/engine_runs.hpp"
 #include "tests/support/curl.hpp"
 #include "tests/support/served_output.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -42,8 +43,52 @@ uint16_t free_port() {
   return ntohs(a.sin_port);
 }
 
-TEST(ClusterTest, ThreeProcessesOverUcxEqualOneEngine) {
+/// Starts `tessera node --config config --node id` for each id, in order,
+/// and waits until each says it is ready.
+std::vector<child_process> start_nodes(const std::filesystem::path& config, std::initializer_list<const char*> ids) {
   const std::string bin = std::string{getenv("TESSERA_BINARY_DIR")} + "/cli/tessera";
+  std::vector<child_process> nodes;
+  for (const char* id : ids) {
+    auto n = child_process::spawn(bin, {"node", "--config", config.string(), "--node", id});
+    EXPECT_TRUE(n) << error_text(n.error());
+    if (!n)
+      return {};
+    nodes.push_back(std::move(*n));
+  }
+  for (auto& n : nodes) {
+    auto ready = n.read_line(60s);
+    EXPECT_TRUE(ready) << error_text(ready.error());
+    if (!ready)
+      return {};
+    EXPECT_NE(ready->find("ready"), std::string::npos) << *ready;
+  }
+  return nodes;
+}
+
+/// Whether the frontend at `url` reports `workers` workers within 15 s
+/// (the nodes connect and join in the background).
+bool wait_healthy(const std::string& url, int workers) {
+  const auto want = "\"workers\":" + std::to_string(workers);
+  for (int i = 0; i < 300; ++i) {
+    if (tessera::test::http_get(url + "/health").body.find(want) != std::string::npos)
+      return true;
+    std::this_thread::sleep_for(50ms);
+  }
+  return false;
+}
+
+/// Stops the nodes with SIGTERM; each must exit cleanly.
+void stop_nodes(std::vector<child_process>& nodes) {
+  for (auto& n : nodes)
+    n.kill(SIGTERM);
+  for (auto& n : nodes) {
+    auto code = n.wait(30s);
+    ASSERT_TRUE(code) << error_text(code.error());
+    EXPECT_EQ(*code, 0) << "a node did not stop cleanly";
+  }
+}
+
+TEST(ClusterTest, ThreeProcessesOverUcxEqualOneEngine) {
   tessera::test::temp_dir dir;
   const auto http = free_port();
   const auto prefill_metrics = free_port();
@@ -57,26 +102,10 @@ TEST(ClusterTest, ThreeProcessesOverUcxEqualOneEngine) {
     << "\"\nroles = [\"prefill\"]\nmetrics = \"127.0.0.1:" << prefill_metrics << "\"\n"
     << "[[node]]\nid = \"decode\"\naddress = \"127.0.0.1:" << free_port()
     << "\"\nroles = [\"decode\"]\n";
-  std::vector<child_process> nodes;
-  for (const char* id : {"decode", "prefill", "front"}) {
-    auto n = child_process::spawn(bin, {"node", "--config", (dir.path() / "c.toml").string(),
-                                        "--node", id});
-    ASSERT_TRUE(n) << error_text(n.error());
-    nodes.push_back(std::move(*n));
-  }
-  for (auto& n : nodes) {
-    auto ready = n.read_line(60s);
-    ASSERT_TRUE(ready) << error_text(ready.error());
-    EXPECT_NE(ready->find("ready"), std::string::npos) << *ready;
-  }
+  auto nodes = start_nodes(dir.path() / "c.toml", {"decode", "prefill", "front"});
+  ASSERT_EQ(nodes.size(), 3u);
   const std::string url = "http://127.0.0.1:" + std::to_string(http);
-  bool healthy = false;
-  for (int i = 0; i < 300 && !healthy; ++i) {
-    healthy = tessera::test::http_get(url + "/health").body.find("\"workers\":2") != std::string::npos;
-    if (!healthy)
-      std::this_thread::sleep_for(50ms); // the nodes connect and join in the background
-  }
-  ASSERT_TRUE(healthy) << "the cluster did not come up";
+  ASSERT_TRUE(wait_healthy(url, 2)) << "the cluster did not come up";
   for (float temperature : {0.0f, 0.8f})
     for (int len : {7, 33}) {
       std::mt19937_64 rng{static_cast<uint64_t>(len)};
@@ -121,13 +150,74 @@ TEST(ClusterTest, ThreeProcessesOverUcxEqualOneEngine) {
   EXPECT_NE(answer.body.find("no healthy worker can decode"), std::string::npos) << answer.body;
   EXPECT_LT(std::chrono::steady_clock::now() - killed, 10s);
   nodes.erase(nodes.begin());
-  for (auto& n : nodes)
-    n.kill(SIGTERM);
-  for (auto& n : nodes) {
-    auto code = n.wait(30s);
-    ASSERT_TRUE(code) << error_text(code.error());
-    EXPECT_EQ(*code, 0) << "a node did not stop cleanly";
-  }
+  stop_nodes(nodes);
+}
+
+double metric_sum(const std::string& text, const std::string& name) {
+  double sum = 0;
+  for (size_t at = text.find("\n" + name); at != std::string::npos; at = text.find("\n" + name, at + 1))
+    if (auto sp = text.find(' ', at + 1); sp != std::string::npos && text[at + 1 + name.size()] != '_')
+      sum += std::stod(text.substr(sp + 1));
+  return sum;
+}
+
+// Two worker nodes, each with its own kv store, and round-robin routing:
+// the second turn of a conversation lands on the node that did not serve
+// the first, which fetches the first turn's blocks from the other node's
+// store over UCX (the router names it) instead of computing them, and
+// still answers exactly as one engine alone.
+TEST(ClusterTest, ANextTurnOnAnotherNodeFetchesItsPrefixFromThatNodesStore) {
+  tessera::test::temp_dir dir;
+  const auto http = free_port();
+  const uint16_t metrics[2] = {free_port(), free_port()};
+  std::ofstream(dir.path() / "c.toml")
+    << "model = \"" << tessera::test::test_model_dir("nano").string() << "\"\n"
+    << "served_model_name = \"nano\"\nrouter_policy = \"round-robin\"\nthreads_per_worker = 1\n"
+    << "kv_cache_mb = 8\nkvstore_host_mb = 16\nucx_tls = \"tcp\"\n"
+    << "[[node]]\nid = \"front\"\naddress = \"127.0.0.1:" << free_port()
+    << "\"\nroles = [\"frontend\", \"router\"]\nhttp = \"127.0.0.1:" << http << "\"\n"
+    << "[[node]]\nid = \"a\"\naddress = \"127.0.0.1:" << free_port()
+    << "\"\nroles = [\"decode\"]\nmetrics = \"127.0.0.1:" << metrics[0] << "\"\n"
+    << "[[node]]\nid = \"b\"\naddress = \"127.0.0.1:" << free_port()
+    << "\"\nroles = [\"decode\"]\nmetrics = \"127.0.0.1:" << metrics[1] << "\"\n";
+  auto nodes = start_nodes(dir.path() / "c.toml", {"a", "b", "front"});
+  ASSERT_EQ(nodes.size(), 3u);
+  const std::string url = "http://127.0.0.1:" + std::to_string(http);
+  ASSERT_TRUE(wait_healthy(url, 2)) << "the cluster did not come up";
+  auto complete = [&](const std::vector<int32_t>& prompt) {
+    json body = {{"model", "nano"}, {"prompt", prompt}, {"max_tokens", 10}, {"temperature", 0},
+                 {"ignore_eos", true}, {"logprobs", 0}};
+    return json::parse(tessera::test::http_post_json(url + "/v1/completions", body.dump()).body, nullptr, false);
+  };
+  std::mt19937_64 rng{11};
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 70; ++i)
+    prompt.push_back(static_cast<int32_t>(8 + rng() % 500));
+  auto first = complete(prompt);
+  ASSERT_TRUE(first.is_object() && first.contains("choices")) << first.dump();
+  const auto out1 = tessera::test::from_completion(first);
+  EXPECT_EQ(out1, tessera::test::run_alone("nano", prompt, 10, 0.0f, 0));
+  // The next turn: the whole first turn plus a few new tokens.
+  const auto ids1 = tessera::test::run_one(*tessera::test::make_test_engine("nano"),
+                                          tessera::test::make_request(1, prompt, 10))
+                      .tokens; // the served text equals this run's, so its ids are these
+  prompt.insert(prompt.end(), ids1.begin(), ids1.end());
+  for (int i = 0; i < 9; ++i)
+    prompt.push_back(static_cast<int32_t>(8 + rng() % 500));
+  std::this_thread::sleep_for(1s); // the first node's store announces the turn to the router
+  auto second = complete(prompt);
+  ASSERT_TRUE(second.is_object() && second.contains("choices")) << second.dump();
+  EXPECT_EQ(tessera::test::from_completion(second), tessera::test::run_alone("nano", prompt, 10, 0.0f, 0));
+  // 70 + 10 tokens of the first turn: its 4 full blocks of 16 (the last
+  // token's block is never fetched) came from the other node's store.
+  const auto cached = second["usage"].value("prompt_tokens_details", json::object()).value("cached_tokens", 0);
+  EXPECT_EQ(cached, 64) << second.dump();
+  double peer = 0;
+  for (auto port : metrics)
+    peer += metric_sum(tessera::test::http_get("http://127.0.0.1:" + std::to_string(port) + "/metrics").body,
+                       "tessera_kvstore_peer_fetched_blocks_total");
+  EXPECT_EQ(peer, 4);
+  stop_nodes(nodes);
 }
 
 } // namespace

@@ -95,6 +95,9 @@ TEST(WireCodecTest, RoundTripsKvGrantAndCancel) {
   expect_same(test::sample_grant(), std::get<kv_grant>(round_trip(test::sample_grant())));
   expect_same(test::sample_cancel(), std::get<request_cancel>(round_trip(test::sample_cancel())));
   expect_same(test::sample_join(), std::get<worker_join>(round_trip(test::sample_join())));
+  auto store = test::sample_join(); // a node's kv store joins the router's index too
+  store.roles = {node_role::kvstore};
+  expect_same(store, std::get<worker_join>(round_trip(store)));
 }
 
 TEST(WireCodecTest, RoundTripsKvFetchRequestAndReply) {
@@ -191,6 +194,8 @@ TEST(WireCodecTest, EncodeRefusesInconsistentMessagesNamingTheField) {
   long_actor.decode_at.actor.assign(65, 'a');
   auto router_role = test::sample_join();
   router_role.roles = {node_role::router};
+  auto store_and_worker = test::sample_join();
+  store_and_worker.roles = {node_role::kvstore, node_role::decode};
   auto no_fetch = test::sample_fetch();
   no_fetch.block_hashes.clear();
   auto no_bytes = test::sample_fetch();
@@ -202,6 +207,7 @@ TEST(WireCodecTest, EncodeRefusesInconsistentMessagesNamingTheField) {
   auto half_source = test::full_handoff();
   half_source.kv_source_blocks = 0;
   std::vector<bad_case> cases = {
+    {store_and_worker, "roles[0] must be prefill or decode (or kvstore alone)"},
     {no_fetch, "kv_fetch_request: block_hashes must not be empty"},
     {no_bytes, "kv_fetch_request: max_bytes must be >= 1"},
     {short_block, "blocks[1].data must hold layout.block_bytes() = 64 bytes, got 63"},

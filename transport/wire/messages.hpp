@@ -272,7 +272,8 @@ struct worker_join {
   uint64_t worker_id = 0;
   /// Where it is: node id and actor name (as actor_address).
   actor_address at;
-  /// prefill, decode, or both; distinct, non-empty, only those two roles.
+  /// prefill, decode, or both; distinct, non-empty, only those two roles;
+  /// or kvstore alone (a node's kv store joining the router's index).
   std::vector<node_role> roles;
   /// backend::model_fingerprint: with block_tokens, seeds the block hashes.
   uint64_t model_fingerprint = 0;

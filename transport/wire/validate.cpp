@@ -262,9 +262,10 @@ problem check(const worker_join& m, const wire_limits& lim) {
     return "roles must not be empty";
   if (auto p = check_roles(m.roles); !p.empty())
     return p;
-  for (size_t i = 0; i < m.roles.size(); ++i)
+  const bool store = m.roles == std::vector<node_role>{node_role::kvstore};
+  for (size_t i = 0; i < m.roles.size() && !store; ++i)
     if (m.roles[i] != node_role::prefill && m.roles[i] != node_role::decode)
-      return "roles[" + to_string(i) + "] must be prefill or decode";
+      return "roles[" + to_string(i) + "] must be prefill or decode (or kvstore alone)";
   if (m.block_tokens < 1 || m.block_tokens > 4096)
     return "block_tokens must be in [1, 4096], got " + to_string(m.block_tokens);
   if (m.num_blocks < 1)
