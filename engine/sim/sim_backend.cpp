@@ -225,7 +225,11 @@ void sim_backend::forward(std::span<const forward_seq> seqs, float* logits) {
   }
   last_ = costs_.step(shapes_);
   if (last_.tokens == 0)
-    return;
+    return; // the loads wait for the next real step
+  last_.load_s = pending_load_s_;
+  last_.seconds += pending_load_s_;
+  totals_.load_s += pending_load_s_;
+  pending_load_s_ = 0;
   ++totals_.steps;
   totals_.tokens += static_cast<uint64_t>(last_.tokens);
   totals_.modelled_s += last_.seconds;
@@ -252,6 +256,11 @@ void sim_backend::write_block(kv_block_id id, std::span<const std::byte> in) {
   const size_t bb = layout_.block_bytes();
   TESSERA_ASSERT(in.size() == bb);
   std::memcpy(pool_ + static_cast<size_t>(id) * bb, in.data(), bb);
+  const auto& gpu = costs_.gpu();
+  const auto& cal = costs_.calibration();
+  ++totals_.loaded_blocks;
+  pending_load_s_ += static_cast<double>(modelled_block_bytes()) /
+                     (gpu.host_link_bytes_s * cal.host_link_efficiency * costs_.tensor_parallel());
 }
 
 caf::expected<std::unique_ptr<backend>> make_sim_backend(const model_config& cfg,

@@ -10,7 +10,15 @@
 /// totals()) and, when time_scale > 0, sleeps until step start +
 /// seconds * time_scale (0.1 replays ten times faster than real time).
 /// The per-step CPU cost is O(tokens) hashing plus one logits row per
-/// sequence that wants one; no attention, no matmul.
+/// sequence that wants one; no attention, no matmul. A block written into
+/// the pool from host memory (write_block: a kv store tier's block, a
+/// copied hand-off) costs its real bytes over the GPU's host link
+/// (gpu_spec::host_link_bytes_s * host_link_efficiency, each of the
+/// tensor-parallel GPUs loading its share), added to the next step: the
+/// engine waits for its loads, as vLLM's KV connectors do. Where the block
+/// came from (disk, another node) is not modelled: that time is the real
+/// one of the scaled payload on this machine. RMA puts into the pool
+/// (disaggregated hand-offs) cost nothing here.
 ///
 /// Tokens. Each position's KV slot holds an 8-byte digest chained over the
 /// sequence: d[p] = mix(d[p-1], token[p], p), d[-1] = the fingerprint. The
@@ -111,6 +119,10 @@ struct sim_totals {
   /// Modelled seconds of all steps, and of the compute-bound ones.
   double modelled_s = 0;
   double compute_bound_s = 0;
+  /// Blocks loaded through write_block, and the modelled seconds of those
+  /// loads (part of modelled_s).
+  uint64_t loaded_blocks = 0;
+  double load_s = 0;
 };
 
 /// The block layout for a real layout scaled down by `payload_scale` (see
@@ -172,6 +184,8 @@ private:
   std::optional<int32_t> eos_id_;
   step_cost last_;
   sim_totals totals_;
+  /// Load seconds of the blocks written since the last step.
+  double pending_load_s_ = 0;
   std::vector<seq_shape> shapes_;
 };
 

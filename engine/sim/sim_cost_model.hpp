@@ -62,7 +62,11 @@ struct step_cost {
   double memory_s = 0;
   /// flops / (peak * compute_efficiency * tp), seconds.
   double compute_s = 0;
-  /// max(memory_s, compute_s) + step_overhead_s: the modelled step time.
+  /// Loading the KV blocks written into the pool since the step before
+  /// (sim_backend::write_block) over the host link, seconds.
+  double load_s = 0;
+  /// max(memory_s, compute_s) + step_overhead_s + load_s: the modelled
+  /// step time.
   double seconds = 0;
   /// compute_s > memory_s.
   bool compute_bound = false;

@@ -30,6 +30,10 @@ struct gpu_spec {
   double peak_bf16_flops = 0;
   /// HBM capacity, bytes.
   double memory_bytes = 0;
+  /// Host link (PCIe) bandwidth host -> GPU, one direction, bytes per
+  /// second: what a KV block loaded from host memory (a kv store tier, a
+  /// copied hand-off) crosses.
+  double host_link_bytes_s = 0;
 };
 
 /// How much of a GPU's datasheet figures an engine reaches.
@@ -40,6 +44,8 @@ struct gpu_calibration {
   double compute_efficiency = 0.6;
   /// Fixed time added to every step (kernel launches, host work), seconds.
   double step_overhead_s = 0;
+  /// Fraction of host_link_bytes_s a KV block load reaches.
+  double host_link_efficiency = 0.8;
   /// Where the numbers come from, e.g. "assumed" or "measured: <date>, <run>".
   std::string source = "assumed";
 };

@@ -319,6 +319,36 @@ TEST(SimBackendTest, ForwardSleepsForTheScaledModelledTime) {
   EXPECT_TRUE(deadlines.empty());
 }
 
+TEST(SimBackendTest, BlocksLoadedFromATierCostTheirRealBytesOverTheHostLink) {
+  // A request leaves 3 cached blocks; a second engine takes them through
+  // extend_cached_prefix (write_block), as from a kv store.
+  const auto r = make_request(1, random_prompt(53, 9), 4);
+  auto a = make_sim_engine(llama8b());
+  const auto want = run_one(*a, r);
+  const auto hashes = a->block_hashes(r.prompt);
+  ASSERT_EQ(hashes.size(), 3u);
+  auto b = make_sim_engine(llama8b());
+  ASSERT_EQ(b->extend_cached_prefix(hashes, [&](size_t i, std::span<std::byte> out) {
+    return a->read_cached_block(hashes[i], out);
+  }), 3u);
+  const auto& sim = sim_of(*b);
+  EXPECT_EQ(sim.totals().loaded_blocks, 3u);
+  // The loads are paid by the next step: its time is the roofline's plus
+  // 3 real blocks (16 tokens x 128 KiB each for llama3-8b in bf16) over
+  // 0.8 of the H100's 64 GB/s.
+  ASSERT_FALSE(b->add_request(r));
+  (void)b->step();
+  const double load = 3.0 * 16 * 131072 / (64e9 * 0.8);
+  EXPECT_DOUBLE_EQ(sim.last_step().load_s, load);
+  EXPECT_DOUBLE_EQ(sim.last_step().seconds,
+                   std::max(sim.last_step().memory_s, sim.last_step().compute_s) + load);
+  EXPECT_DOUBLE_EQ(sim.totals().load_s, load);
+  (void)drain(*b);
+  EXPECT_DOUBLE_EQ(sim.totals().load_s, load) << "paid once";
+  EXPECT_EQ(sim_of(*a).totals().load_s, 0.0) << "computing blocks loads nothing";
+  EXPECT_EQ(run_one(*make_sim_engine(llama8b()), make_request(2, r.prompt, 4)).tokens, want.tokens);
+}
+
 TEST(SimBackendTest, EosProbabilityEndsRequestsEarlyAndDeterministically) {
   auto o = sim_opts();
   o.settings.eos_probability = 0.2;
