@@ -296,6 +296,12 @@ std::vector<T> get_list(const std::string& field, ListReader list, size_t max, c
   return out;
 }
 
+std::vector<std::byte> get_bytes(const char* field, capnp::Data::Reader d, size_t max) {
+  bound(field, d.size(), max, "bytes");
+  const auto* p = reinterpret_cast<const std::byte*>(d.begin());
+  return {p, p + d.size()};
+}
+
 engine::kv_layout get(const std::string& field, s::KvLayout::Reader r) {
   engine::kv_layout l;
   l.block_tokens = r.getBlockTokens();
@@ -490,10 +496,7 @@ envelope get(s::Envelope::Reader r, const wire_limits& lim) {
   m.kind = static_cast<envelope_kind>(enum_in_range("kind", r.getKind(), 3));
   m.call_id = r.getCallId();
   m.operation = get_text("operation", r.getOperation(), lim.max_name_bytes);
-  auto payload = r.getPayload();
-  bound("payload", payload.size(), lim.max_body_bytes, "bytes");
-  const auto* p = reinterpret_cast<const std::byte*>(payload.begin());
-  m.payload.assign(p, p + payload.size());
+  m.payload = get_bytes("payload", r.getPayload(), lim.max_body_bytes);
   return m;
 }
 
@@ -534,10 +537,7 @@ kv_fetch_reply get(s::KvFetchReply::Reader r, const wire_limits& lim) {
     out.hash = b.getHash();
     out.token_count = b.getTokenCount();
     out.checksum = b.getChecksum();
-    auto data = b.getData();
-    bound("blocks[].data", data.size(), lim.max_body_bytes, "bytes");
-    const auto* p = reinterpret_cast<const std::byte*>(data.begin());
-    out.data.assign(p, p + data.size());
+    out.data = get_bytes("blocks[].data", b.getData(), lim.max_body_bytes);
     m.blocks.push_back(std::move(out));
   }
   m.more = r.getMore();
