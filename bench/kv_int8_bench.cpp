@@ -14,6 +14,7 @@
 #include "bench/bench_request.hpp"
 #include "common/error.hpp"
 #include "engine/engine_errc.hpp"
+#include "engine/factory/backend_factory.hpp"
 #include "kvstore/block_quant.hpp"
 #include "kvstore/tiered_block_store.hpp"
 

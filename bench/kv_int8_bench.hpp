@@ -26,7 +26,6 @@
 #include <caf/expected.hpp>
 
 #include "engine/backend.hpp"
-#include "engine/factory/backend_factory.hpp"
 #include "kvstore/block.hpp"
 
 namespace tessera::bench {
