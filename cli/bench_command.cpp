@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "bench/engine_bench.hpp"
+#include "bench/kv_int8_bench.hpp"
 #include "bench/serve_bench.hpp"
 #include "bench/trace_bench.hpp"
 #include "bench/transport_bench.hpp"
@@ -62,6 +63,26 @@ void add_engine(CLI::App* bench, std::vector<std::pair<CLI::App*, std::function<
     ->delimiter(',');
   add_engine_options(eng, o->engine);
   subs.emplace_back(eng, [o] { return bench::run_engine_bench(*o); });
+}
+
+void add_kv_int8(CLI::App* bench, std::vector<std::pair<CLI::App*, std::function<int()>>>& subs) {
+  auto* k = bench->add_subcommand("kv-int8", "Logit error and bytes saved when the kv store keeps KV "
+                                             "blocks as int8 (--kv-store-int8), against exact blocks");
+  auto o = std::make_shared<bench::kv_int8_bench_options>();
+  k->add_option("--model", o->model, "Model folder")->required();
+  k->add_option("--json", o->json_path, "Write results as JSON to this file");
+  k->add_option("--threads", o->threads, "CPU threads (0: all cores)")->capture_default_str();
+  k->add_option("--kv-dtypes", o->kv_dtypes, "KV dtypes of the engine, one run each")
+    ->capture_default_str()->delimiter(',');
+  k->add_option("--prompt-tokens", o->run.prompt_tokens, "First turn's tokens (their full blocks go through the store)")
+    ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  k->add_option("--turn-tokens", o->run.turn_tokens, "Next turn's new tokens")
+    ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  k->add_option("--generate-tokens", o->run.generate_tokens, "Greedy tokens generated after the turn")
+    ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  k->add_option("--seed", o->run.seed, "Seeds the prompt and turn")->capture_default_str();
+  k->add_flag("--control", o->control, "Also run each dtype with exact blocks through the store (every difference 0)");
+  subs.emplace_back(k, [o] { return bench::run_kv_int8_bench(*o); });
 }
 
 int run_bench_serve(serve_bench_args& a) {
@@ -259,10 +280,11 @@ void add_transport(CLI::App* bench,
 } // namespace
 
 command add_bench_command(CLI::App& app) {
-  auto* bench = app.add_subcommand("bench", "Benchmarks: engine, serve, trace, transport");
+  auto* bench = app.add_subcommand("bench", "Benchmarks: engine, kv-int8, serve, trace, transport");
   bench->require_subcommand(1);
   auto subs = std::make_shared<std::vector<std::pair<CLI::App*, std::function<int()>>>>();
   add_engine(bench, *subs);
+  add_kv_int8(bench, *subs);
   add_serve(bench, *subs);
   add_trace(bench, *subs);
   add_transport(bench, *subs);

@@ -25,6 +25,7 @@ struct serve_args {
   size_t kv_store_host_mb = 1024;
   std::string kv_store_disk_dir;
   size_t kv_store_disk_mb = 16384;
+  bool kv_store_int8 = false;
   int scheduler_threads = 0;
 };
 
@@ -54,6 +55,7 @@ int run_serve(serve_args& a) {
   a.opts.kv_store_host_bytes = a.kv_store_host_mb << 20;
   a.opts.kv_store_disk_dir = a.kv_store_disk_dir;
   a.opts.kv_store_disk_bytes = a.kv_store_disk_mb << 20;
+  a.opts.kv_store_int8 = a.kv_store_int8;
   a.opts.progress = [](const std::string& line) { std::fprintf(stderr, "tessera serve: %s\n", line.c_str()); };
 
   caf::actor_system_config cfg;
@@ -121,6 +123,9 @@ command add_serve_command(CLI::App& app) {
                   "Kv store disk tier (RocksDB) directory; blocks evicted from host memory spill there");
   sub->add_option("--kv-store-disk-mb", a->kv_store_disk_mb, "Kv store disk tier capacity, MiB")
     ->capture_default_str()->check(CLI::Range(1, 1 << 30));
+  sub->add_flag("--kv-store-int8", a->kv_store_int8,
+                "Keep kv store blocks as int8 with per-head scales in both tiers (about 2x the "
+                "blocks per byte for bf16 KV; workers still get their KV dtype back)");
   sub->add_option("--max-model-len", o.max_model_len, "Longest prompt + output (0: the model's)")
     ->capture_default_str();
   sub->add_option("--http-threads", o.http_threads, "HTTP I/O threads")->capture_default_str()

@@ -138,6 +138,12 @@ caf::expected<cluster_config> parse_cluster_config(std::string_view text, const 
   num(t["kvstore_host_mb"], "kvstore_host_mb", 0, int64_t{1} << 30, c.kvstore_host_mb);
   str(t["kvstore_disk_dir"], "kvstore_disk_dir", c.kvstore_disk_dir);
   num(t["kvstore_disk_mb"], "kvstore_disk_mb", 1, int64_t{1} << 40, c.kvstore_disk_mb);
+  if (auto v = t["kvstore_int8"]) {
+    if (auto b = v.value_exact<bool>())
+      c.kvstore_int8 = *b;
+    else if (err.empty())
+      err = "'kvstore_int8' must be true or false";
+  }
   str(t["engine"], "engine", c.engine);
   if (auto sim = t["sim"]; sim) {
     auto* st = sim.as_table();

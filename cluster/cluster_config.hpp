@@ -12,6 +12,7 @@
 ///   ucx_tls = "tcp"
 ///   kvstore_host_mb = 1024          # per node with workers; 0: no kv store
 ///   kvstore_disk_dir = ""           # RocksDB tier under <dir>/<node id>
+///   kvstore_int8 = false            # keep the store's blocks as int8
 ///   engine = "cpu"                  # or "sim": no model math, a GPU's timing
 ///   [sim]                           # only with engine = "sim"; all optional
 ///   gpu = "h100"                    # a100, h100, h200
@@ -106,10 +107,13 @@ struct cluster_config {
   int32_t max_model_len = 0;
   /// Each node with workers keeps a kv store: host memory (0: none),
   /// and a disk tier under kvstore_disk_dir/<node id> when that is set.
-  /// Defaults: 1024 MiB, "", 16384 MiB.
+  /// kvstore_int8 keeps its blocks as int8 with per-head scales in both
+  /// tiers (tiered_store_options::tier_codec). Defaults: 1024 MiB, "",
+  /// 16384 MiB, false.
   uint64_t kvstore_host_mb = 1024;
   std::string kvstore_disk_dir;
   uint64_t kvstore_disk_mb = 16384;
+  bool kvstore_int8 = false;
   /// The workers' backend: "cpu" or "sim". Default: cpu.
   std::string engine = "cpu";
   /// The [sim] table.

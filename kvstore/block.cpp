@@ -14,6 +14,21 @@ const char* to_string(kv_tier t) {
   return "unknown";
 }
 
+const char* to_string(block_codec c) {
+  switch (c) {
+    case block_codec::exact: return "exact";
+    case block_codec::int8: return "int8";
+  }
+  return "unknown";
+}
+
+size_t encoded_payload_bytes(const engine::kv_layout& l, block_codec c) {
+  if (c == block_codec::exact)
+    return l.block_bytes();
+  const size_t slabs = static_cast<size_t>(l.num_layers) * 2 * l.num_kv_heads;
+  return slabs * (sizeof(float) + static_cast<size_t>(l.block_tokens) * l.head_dim);
+}
+
 uint64_t payload_checksum(const void* data, size_t size) {
   return engine::hash_bytes(data, size, 0);
 }
@@ -66,6 +81,8 @@ caf::error validate_block(const block_key& key, const stored_block& b) {
   };
   if (!b.payload)
     return fail("no payload");
+  if (b.meta.codec != block_codec::exact)
+    return fail(std::string{"the store takes exact blocks, not "} + to_string(b.meta.codec));
   const auto& l = b.meta.layout;
   if (!layout_is_sane(l))
     return fail("bad layout (block_tokens " + std::to_string(l.block_tokens) + ", layers " +

@@ -37,6 +37,20 @@ struct block_key_hasher {
   }
 };
 
+/// How a block's payload is encoded. The store's callers see exact blocks
+/// only: put() takes them and get() returns them; int8 is how a store may
+/// keep them in its tiers (tiered_store_options::tier_codec).
+enum class block_codec : uint8_t {
+  /// The KV itself, laid out as meta.layout says.
+  exact = 0,
+  /// int8 with one f32 scale per (layer, K|V, head) slab (block_quant.hpp):
+  /// the scales, then the values.
+  int8 = 1,
+};
+
+/// "exact" or "int8".
+const char* to_string(block_codec c);
+
 /// A block's metadata, stored with it in every tier.
 struct block_meta {
   /// Shape of the payload (block_tokens, layers, KV heads, head_dim, dtype).
@@ -45,6 +59,8 @@ struct block_meta {
   int32_t token_count = 0;
   /// engine::hash_bytes (XXH3_64, seed 0) of the payload.
   uint64_t checksum = 0;
+  /// How the payload encodes the KV. Default: exact.
+  block_codec codec = block_codec::exact;
   friend bool operator==(const block_meta&, const block_meta&) = default;
 };
 
@@ -55,7 +71,8 @@ using block_payload = std::shared_ptr<const std::vector<std::byte>>;
 /// A block with its metadata. Copying copies the pointer, not the bytes.
 struct stored_block {
   block_meta meta;
-  /// Never null in a block a tier returns; size() == meta.layout.block_bytes().
+  /// Never null in a block a tier returns; size() ==
+  /// encoded_payload_bytes(meta.layout, meta.codec).
   block_payload payload;
 
   /// Payload size in bytes (0 when payload is null).
@@ -85,10 +102,14 @@ const char* to_string(kv_tier t);
 /// Whether `b`'s payload hashes to its stored checksum (false if null).
 [[nodiscard]] bool verify_block(const stored_block& b);
 
-/// Checks a block handed in from outside: a payload present, its size equal
-/// to layout.block_bytes(), a sane layout, token_count in 1..block_tokens,
-/// and the checksum matching. Returns kvstore_errc::bad_block naming the
-/// key and the fault, or no error.
+/// Payload bytes of a block of layout `l` encoded with `c`: l.block_bytes()
+/// for exact; for int8 one byte per element plus 4 per slab.
+[[nodiscard]] size_t encoded_payload_bytes(const engine::kv_layout& l, block_codec c);
+
+/// Checks a block handed in from outside: an exact block (codec exact), a
+/// payload present, its size equal to layout.block_bytes(), a sane layout,
+/// token_count in 1..block_tokens, and the checksum matching. Returns
+/// kvstore_errc::bad_block naming the key and the fault, or no error.
 [[nodiscard]] caf::error validate_block(const block_key& key, const stored_block& b);
 
 /// Whether a layout is one the store accepts: every count positive, a known

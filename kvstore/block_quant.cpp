@@ -1,7 +1,9 @@
 #include "kvstore/block_quant.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstring>
 
 namespace tessera::kvstore {
 
@@ -44,6 +46,42 @@ std::vector<std::byte> dequantize_int8(const quantized_block& q) {
     engine::store_from_f32(out.data(), l.kv_dtype, i,
                            static_cast<float>(q.values[i]) * q.scales[i / slab_elems]);
   return out;
+}
+
+// The scales are copied as host floats; the encoding says little-endian.
+static_assert(std::endian::native == std::endian::little, "int8 block encoding assumes little-endian");
+
+std::optional<stored_block> encode_int8_block(const stored_block& b) {
+  if (b.meta.codec != block_codec::exact)
+    return std::nullopt;
+  auto q = quantize_int8(b);
+  if (!q)
+    return std::nullopt;
+  const size_t scale_bytes = q->scales.size() * sizeof(float);
+  std::vector<std::byte> bytes(scale_bytes + q->values.size());
+  std::memcpy(bytes.data(), q->scales.data(), scale_bytes);
+  std::memcpy(bytes.data() + scale_bytes, q->values.data(), q->values.size());
+  stored_block out = make_block(b.meta.layout, b.meta.token_count, std::move(bytes));
+  out.meta.codec = block_codec::int8;
+  return out;
+}
+
+std::optional<stored_block> decode_int8_block(const stored_block& b) {
+  const auto& l = b.meta.layout;
+  if (b.meta.codec != block_codec::int8 || !b.payload || !layout_is_sane(l) ||
+      b.payload->size() != encoded_payload_bytes(l, block_codec::int8))
+    return std::nullopt;
+  quantized_block q;
+  q.layout = l;
+  q.scales.resize(static_cast<size_t>(l.num_layers) * 2 * l.num_kv_heads);
+  const size_t scale_bytes = q.scales.size() * sizeof(float);
+  std::memcpy(q.scales.data(), b.payload->data(), scale_bytes);
+  for (float s : q.scales)
+    if (!std::isfinite(s) || s < 0)
+      return std::nullopt;
+  q.values.resize(b.payload->size() - scale_bytes);
+  std::memcpy(q.values.data(), b.payload->data() + scale_bytes, q.values.size());
+  return make_block(l, b.meta.token_count, dequantize_int8(q));
 }
 
 std::optional<quantization_report> measure_int8(const stored_block& b) {

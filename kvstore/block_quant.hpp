@@ -1,9 +1,9 @@
 #pragma once
 /// @file
 /// Optional int8 quantization of KV blocks, to hold more blocks per byte in
-/// the lower tiers. Not used by the store yet: a quantized block is not a
-/// block of its layout (validate_block refuses it), so a store keeping them
-/// would need a namespace (kv_hash_seed with an "int8" dtype name) of its own.
+/// the lower tiers. tiered_block_store keeps blocks this way when its
+/// tier_codec is int8 (under a namespace of its own, so an int8 block is
+/// never served where an exact one was asked for) and dequantizes on get().
 ///
 /// Scheme: symmetric, per block and per head. Each (layer, K|V, head) slab
 /// of the block ([block_tokens, head_dim] elements) gets one f32 scale,
@@ -40,6 +40,19 @@ struct quantized_block {
 
 /// The payload `q` stands for, in q.layout's dtype (rounded to nearest).
 [[nodiscard]] std::vector<std::byte> dequantize_int8(const quantized_block& q);
+
+/// `b` (an exact block) encoded for a tier: meta.codec int8, the same layout
+/// and token count, payload = the scales (f32, little-endian, slab order)
+/// then the values (int8), encoded_payload_bytes(layout, int8) bytes, and
+/// meta.checksum over those bytes. nullopt where quantize_int8 refuses `b`
+/// or `b` is not exact.
+[[nodiscard]] std::optional<stored_block> encode_int8_block(const stored_block& b);
+
+/// The exact block an int8-encoded `b` stands for: dequantized to
+/// b.meta.layout's dtype, codec exact, checksum of the new bytes. nullopt
+/// when `b` is not int8, its payload has the wrong size, or a scale is not
+/// finite and non-negative. Does not verify b's checksum (the tiers do).
+[[nodiscard]] std::optional<stored_block> decode_int8_block(const stored_block& b);
 
 /// What quantizing a block costs and saves.
 struct quantization_report {

@@ -65,6 +65,7 @@ std::string encode_header(const block_key& k, const block_meta& meta, size_t pay
   put_le<int32_t>(p + 32, meta.layout.num_kv_heads);
   put_le<int32_t>(p + 36, meta.layout.head_dim);
   p[40] = static_cast<char>(meta.layout.kv_dtype);
+  p[41] = static_cast<char>(meta.codec);
   put_le<int32_t>(p + 44, meta.token_count);
   put_le<uint64_t>(p + 48, payload_bytes);
   put_le<uint64_t>(p + 56, meta.checksum);
@@ -119,11 +120,16 @@ decoded_value decode_value(const block_key& expected, std::string_view bytes) {
   meta.layout.kv_dtype = static_cast<engine::dtype>(static_cast<uint8_t>(p[40]));
   meta.token_count = get_le<int32_t>(p + 44);
   meta.checksum = get_le<uint64_t>(p + 56);
+  const auto codec = static_cast<uint8_t>(p[41]);
+  if (codec > static_cast<uint8_t>(block_codec::int8))
+    return fail(decode_status::bad_layout);
+  meta.codec = static_cast<block_codec>(codec);
   if (!layout_is_sane(meta.layout) || meta.token_count < 1 ||
       meta.token_count > meta.layout.block_tokens)
     return fail(decode_status::bad_layout);
   uint64_t payload_bytes = get_le<uint64_t>(p + 48);
-  if (payload_bytes != bytes.size() - header_bytes || payload_bytes != meta.layout.block_bytes())
+  if (payload_bytes != bytes.size() - header_bytes ||
+      payload_bytes != encoded_payload_bytes(meta.layout, meta.codec))
     return fail(decode_status::bad_size);
   std::string_view payload = bytes.substr(header_bytes);
   if (payload_checksum(payload.data(), payload.size()) != meta.checksum)

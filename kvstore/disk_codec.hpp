@@ -17,11 +17,16 @@
 ///     8     8  ns            \ the key again, so a value found under
 ///    16     8  hash          / the wrong key is caught
 ///    24    16  block_tokens, num_layers, num_kv_heads, head_dim (i32 each)
-///    40     1  kv dtype (engine::dtype), then 3 zero bytes
+///    40     1  kv dtype (engine::dtype)
+///    41     1  codec (block_codec: 0 exact, 1 int8), then 2 zero bytes
 ///    44     4  token_count (i32)
 ///    48     8  payload bytes
 ///    56     8  payload checksum (XXH3_64 seed 0 = block_meta::checksum)
 ///    64     8  XXH3_64 (seed 0) of header bytes 0..63
+///
+/// The payload is encoded_payload_bytes(layout, codec) bytes. Byte 41 was
+/// a zero pad before int8 blocks existed, so every value written then reads
+/// as exact.
 ///
 /// A value cut short (a torn write), one whose header or payload changed,
 /// or one of another version fails decode_value and is never served.
@@ -80,9 +85,9 @@ enum class decode_status : uint8_t {
   bad_header_checksum,
   /// The header names another key.
   wrong_key,
-  /// Impossible layout or token count.
+  /// Impossible layout, token count or codec.
   bad_layout,
-  /// Payload length differs from the header's or the layout's.
+  /// Payload length differs from the header's or the layout's (as encoded).
   bad_size,
   /// The payload does not match its checksum.
   bad_checksum,

@@ -60,6 +60,13 @@ struct store_stats {
   uint64_t promotions = 0;
   /// Events dropped because nobody drained them.
   uint64_t events_dropped = 0;
+  /// int8 tiers: blocks put that were stored quantized.
+  uint64_t int8_blocks = 0;
+  /// int8 tiers: blocks put that the quantizer refused (a NaN or an
+  /// infinity), stored exact.
+  uint64_t int8_refused = 0;
+  /// Blocks found in a tier that could not be decoded (read as misses).
+  uint64_t decode_failures = 0;
 };
 
 } // namespace tessera::kvstore

@@ -1,5 +1,6 @@
 #include "kvstore/tiered_block_store.hpp"
 
+#include "kvstore/block_quant.hpp"
 #include "kvstore/kvstore_errc.hpp"
 
 namespace tessera::kvstore {
@@ -27,6 +28,8 @@ tiered_block_store::open(tiered_store_options opts) {
     return bad("the spill queue needs room for at least one block");
   if (opts.spill_wait.count() < 0)
     return bad("spill_wait must not be negative");
+  if (opts.tier_codec != block_codec::exact && opts.tier_codec != block_codec::int8)
+    return bad("unknown tier_codec " + std::to_string(static_cast<int>(opts.tier_codec)));
   std::unique_ptr<tiered_block_store> store{new tiered_block_store{opts}};
   if (opts.disk) {
     auto disk = rocksdb_tier::open(*opts.disk, &store->events_);
@@ -78,20 +81,51 @@ bool tiered_block_store::promote(const block_key& key, const stored_block& b) {
   return r.stored;
 }
 
-caf::error tiered_block_store::put(const block_key& key, stored_block b) {
-  if (auto err = validate_block(key, b)) {
+block_key tiered_block_store::tier_key(const block_key& key) const {
+  if (opts_.tier_codec == block_codec::int8)
+    return block_key{key.ns ^ int8_namespace_tag, key.hash};
+  return key;
+}
+
+stored_block tiered_block_store::encode(stored_block b) {
+  if (opts_.tier_codec != block_codec::int8)
+    return b;
+  if (auto q = encode_int8_block(b))
+    return std::move(*q);
+  return b; // a NaN or an infinity: kept exact (counted by put)
+}
+
+std::optional<stored_block> tiered_block_store::decode(stored_block b) const {
+  if (b.meta.codec == block_codec::exact)
+    return b;
+  // An exact store never wrote int8 blocks: one under its key would be a
+  // namespace collision, not its block.
+  std::optional<stored_block> out;
+  if (opts_.tier_codec == block_codec::int8)
+    out = decode_int8_block(b);
+  if (!out)
+    ++decode_failures_;
+  return out;
+}
+
+caf::error tiered_block_store::put(const block_key& caller_key, stored_block b) {
+  if (auto err = validate_block(caller_key, b)) {
     ++put_rejects_;
     return err;
   }
+  const block_key key = tier_key(caller_key);
+  b = encode(std::move(b));
   if (host_tier::charge(b) > host_.capacity_bytes() &&
       (!disk_ || rocksdb_tier::charge(b) > disk_->capacity_bytes())) {
     ++put_rejects_;
     return make_kvstore_error(kvstore_errc::too_large,
-                              "kvstore: block " + to_string(key) + " of " +
+                              "kvstore: block " + to_string(caller_key) + " of " +
                                   std::to_string(b.payload_bytes()) +
                                   " bytes is larger than every tier");
   }
   ++puts_;
+  if (opts_.tier_codec == block_codec::int8)
+    ++(b.meta.codec == block_codec::int8 ? int8_blocks_ : int8_refused_);
   auto r = host_.insert(key, b);
   if (r.too_large)
     spill(key, std::move(b));
@@ -100,7 +134,18 @@ caf::error tiered_block_store::put(const block_key& key, stored_block b) {
   return {};
 }
 
-std::optional<block_hit> tiered_block_store::get(const block_key& key) {
+std::optional<block_hit> tiered_block_store::get(const block_key& caller_key) {
+  auto hit = find(tier_key(caller_key));
+  if (!hit)
+    return std::nullopt;
+  auto b = decode(std::move(hit->block));
+  if (!b)
+    return std::nullopt;
+  hit->block = std::move(*b);
+  return hit;
+}
+
+std::optional<block_hit> tiered_block_store::find(const block_key& key) {
   if (auto b = host_.get(key))
     return block_hit{kv_tier::host, std::move(*b)};
   if (!disk_)
@@ -121,6 +166,7 @@ std::optional<block_hit> tiered_block_store::get(const block_key& key) {
 prefix_match tiered_block_store::lookup(uint64_t ns,
                                         std::span<const engine::kv_block_hash> chain,
                                         lookup_mode mode) {
+  ns = tier_key(block_key{ns, 0}).ns;
   prefix_match m;
   m.tiers.reserve(chain.size());
   for (auto h : chain) {
@@ -159,7 +205,8 @@ prefix_match tiered_block_store::lookup(uint64_t ns,
   return m;
 }
 
-bool tiered_block_store::contains(const block_key& key) const {
+bool tiered_block_store::contains(const block_key& caller_key) const {
+  const block_key key = tier_key(caller_key);
   return host_.contains(key) || (disk_ && (queue_.find(key) || disk_->contains(key)));
 }
 
@@ -171,7 +218,15 @@ void tiered_block_store::record_events(bool on) {
     disk_->push_snapshot(events_);
 }
 
-std::vector<store_event> tiered_block_store::drain_events() { return events_.drain(); }
+std::vector<store_event> tiered_block_store::drain_events() {
+  auto out = events_.drain();
+  // The tiers name int8 blocks by tier_key; readers (the router's index)
+  // know the caller's namespace.
+  if (opts_.tier_codec == block_codec::int8)
+    for (auto& e : out)
+      e.ns ^= int8_namespace_tag;
+  return out;
+}
 
 store_stats tiered_block_store::stats() const {
   store_stats s;
@@ -189,6 +244,9 @@ store_stats tiered_block_store::stats() const {
   s.spill_queue_hits = queue_hits_.load();
   s.promotions = promotions_.load();
   s.events_dropped = events_.dropped();
+  s.int8_blocks = int8_blocks_.load();
+  s.int8_refused = int8_refused_.load();
+  s.decode_failures = decode_failures_.load();
   return s;
 }
 

@@ -23,6 +23,19 @@
 ///   it was found in (see lookup_mode).
 /// - Events and stats: see store_events.hpp and store_stats.hpp.
 ///
+/// int8 tiers (tier_codec = int8): put() quantizes each block (block_quant.hpp,
+/// per-slab scales) before it enters host memory, so both tiers, the spill
+/// queue and their capacities hold and count the quantized bytes (~50% of a
+/// bf16 block, ~25% of an f32 one); get() dequantizes, returning a block of
+/// the original layout and dtype (its KV within half a quantization step of
+/// what was put). Blocks the quantizer refuses (a NaN or an infinity) are
+/// kept exact and counted (int8_refused). The tiers hold everything under
+/// tier_key(key), whose namespace is the caller's XOR int8_namespace_tag:
+/// a store of one codec never sees the other's blocks, even when reopened
+/// on a directory the other wrote (those stay on disk until evicted, oldest
+/// first). Checksums cover the stored (quantized) bytes, so corruption is
+/// caught before dequantizing. Events report the caller's namespace.
+///
 /// A put racing with a get of a block being evicted may see a transient
 /// miss (the block is between the host tier and the queue); it never sees
 /// wrong bytes.
@@ -68,8 +81,13 @@ struct tiered_store_options {
   /// dropped). Default: true.
   bool drain_spills_on_close = true;
   /// Bound on undrained event hashes. Default: event_log's (1 Mi).
-  size_t max_pending_event_hashes = event_log::default_max_pending_hashes;
+  size_t max_pending_event_hashes = event_log::default_max_pending_hashes;  /// How the tiers keep blocks: exact (as put), or int8 (quantized; see
+  /// the file comment). Callers see exact blocks either way. Default: exact.
+  block_codec tier_codec = block_codec::exact;
 };
+
+/// XORed into the namespace of every block an int8 store keeps: "int8kvbl".
+inline constexpr uint64_t int8_namespace_tag = 0x696e74386b76626cull;
 
 /// Host memory over RocksDB; see the file comment.
 class tiered_block_store final : public block_store {
@@ -103,6 +121,10 @@ public:
   /// pushes still wait and drop as configured).
   void set_spill_paused(bool paused);
 
+  /// The key `key` is held under in the tiers: `key` itself for exact
+  /// tiers, its namespace XOR int8_namespace_tag for int8 ones.
+  [[nodiscard]] block_key tier_key(const block_key& key) const;
+
   /// The host tier (for tests and diagnostics).
   [[nodiscard]] host_tier& host() { return host_; }
   /// The disk tier, or null when there is none (for tests and diagnostics).
@@ -114,6 +136,13 @@ private:
   // Copies `b` into host memory, spilling what that evicts.
   bool promote(const block_key& key, const stored_block& b);
   void spill_loop();
+  // get() below the codec: the block under tier key `key`, as held.
+  [[nodiscard]] std::optional<block_hit> find(const block_key& key);
+  // The block the tiers keep for `b` (quantized for int8 tiers).
+  stored_block encode(stored_block b);
+  // The block a caller gets for `b` as the tiers held it; nullopt if it
+  // cannot be decoded.
+  [[nodiscard]] std::optional<stored_block> decode(stored_block b) const;
 
   const tiered_store_options opts_;
   event_log events_;
@@ -130,6 +159,9 @@ private:
   std::atomic<uint64_t> spill_failures_{0};
   std::atomic<uint64_t> queue_hits_{0};
   std::atomic<uint64_t> promotions_{0};
+  std::atomic<uint64_t> int8_blocks_{0};
+  std::atomic<uint64_t> int8_refused_{0};
+  mutable std::atomic<uint64_t> decode_failures_{0};
 };
 
 } // namespace tessera::kvstore

@@ -123,7 +123,7 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
     auto store = detail::open_kv_store(
       {cfg.kvstore_host_mb << 20,
        cfg.kvstore_disk_dir.empty() ? std::filesystem::path{} : std::filesystem::path{cfg.kvstore_disk_dir} / node_id,
-       cfg.kvstore_disk_mb << 20});
+       cfg.kvstore_disk_mb << 20, cfg.kvstore_int8});
     if (!store)
       return store.error();
     p->store = std::move(*store);

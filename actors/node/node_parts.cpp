@@ -83,6 +83,7 @@ caf::expected<std::shared_ptr<kvstore::block_store>> open_kv_store(const kv_stor
     return std::shared_ptr<kvstore::block_store>{};
   kvstore::tiered_store_options o;
   o.host_capacity_bytes = spec.host_bytes;
+  o.tier_codec = spec.int8 ? kvstore::block_codec::int8 : kvstore::block_codec::exact;
   if (!spec.disk_dir.empty()) {
     kvstore::rocksdb_tier_options d;
     d.dir = spec.disk_dir;

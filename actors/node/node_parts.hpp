@@ -108,6 +108,9 @@ struct kv_store_spec {
   std::filesystem::path disk_dir;
   /// Disk tier capacity. Default: 16 GiB.
   uint64_t disk_bytes = uint64_t{16} << 30;
+  /// Keep blocks as int8 in both tiers (tiered_store_options::tier_codec).
+  /// Default: false (exact).
+  bool int8 = false;
 };
 
 /// Opens the node's store; null when spec.host_bytes is 0. Errors: the

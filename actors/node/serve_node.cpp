@@ -73,7 +73,8 @@ caf::expected<std::unique_ptr<serve_node>> serve_node::start(caf::actor_system& 
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const uint64_t id_base = detail::random_id_base();
   std::string backend_name;
-  auto store = detail::open_kv_store({opts.kv_store_host_bytes, opts.kv_store_disk_dir, opts.kv_store_disk_bytes});
+  auto store = detail::open_kv_store(
+    {opts.kv_store_host_bytes, opts.kv_store_disk_dir, opts.kv_store_disk_bytes, opts.kv_store_int8});
   if (!store)
     return store.error();
   p->store = std::move(*store);
@@ -116,7 +117,8 @@ caf::expected<std::unique_ptr<serve_node>> serve_node::start(caf::actor_system& 
     p->description += ", kv store " + std::to_string(opts.kv_store_host_bytes >> 20) + " MiB host" +
                       (opts.kv_store_disk_dir.empty() ? std::string{}
                                                       : " + " + std::to_string(opts.kv_store_disk_bytes >> 20) +
-                                                          " MiB disk at " + opts.kv_store_disk_dir.string());
+                                                          " MiB disk at " + opts.kv_store_disk_dir.string()) +
+                      (opts.kv_store_int8 ? ", int8 blocks" : "");
   }
 
   detail::frontend_spec fs;

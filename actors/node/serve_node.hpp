@@ -65,6 +65,10 @@ struct serve_options {
   std::filesystem::path kv_store_disk_dir;
   /// The disk tier's capacity. Default: 16 GiB.
   uint64_t kv_store_disk_bytes = uint64_t{16} << 30;
+  /// Keep the kv store's blocks as int8 (per-head scales) in both tiers:
+  /// about twice the blocks per byte for bf16 KV, at the logit error
+  /// bench/README.md measures. Default: false (exact).
+  bool kv_store_int8 = false;
   /// Chaos drills: workers obey injected faults, and the frontend takes
   /// POST /admin/fault {"worker": name, "fault": "crash"}. Default: off.
   bool fault_injection = false;

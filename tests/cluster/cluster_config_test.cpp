@@ -46,6 +46,15 @@ TEST(ClusterConfigTest, ReadsNodesRolesAndSettings) {
   EXPECT_EQ(c->node("zz"), nullptr);
 }
 
+TEST(ClusterConfigTest, KvstoreInt8IsOffUnlessSet) {
+  auto c = parse_cluster_config(three_nodes, "c.toml");
+  ASSERT_TRUE(c) << tessera::error_text(c.error());
+  EXPECT_FALSE(c->kvstore_int8);
+  c = parse_cluster_config(std::string{"kvstore_int8 = true\n"} + three_nodes, "c.toml");
+  ASSERT_TRUE(c) << tessera::error_text(c.error());
+  EXPECT_TRUE(c->kvstore_int8);
+}
+
 TEST(ClusterConfigTest, BadConfigsAreErrorsNamingTheFileAndTheKey) {
   struct bad_case {
     std::string text;
@@ -55,6 +64,7 @@ TEST(ClusterConfigTest, BadConfigsAreErrorsNamingTheFileAndTheKey) {
     {"model = ", "c.toml: "},
     {"transport = \"carrier-pigeon\"\n[[node]]\nid=\"a\"\naddress=\"h:1\"\nroles=[\"router\"]", "'transport' must be ucx or loopback"},
     {"kv_cache_mb = \"lots\"\n[[node]]\nid=\"a\"\naddress=\"h:1\"\nroles=[\"router\"]", "'kv_cache_mb' must be an integer"},
+    {"kvstore_int8 = 1\n[[node]]\nid=\"a\"\naddress=\"h:1\"\nroles=[\"router\"]", "'kvstore_int8' must be true or false"},
     {"", "no [[node]] tables"},
     {"[[node]]\nid=\"a\"\naddress=\"h:1\"\nroles=[\"chef\"]", "unknown role"},
     {"[[node]]\nid=\"a\"\naddress=\"h:1\"\nroles=[\"decode\"]", "exactly one node must have the role router, found 0"},

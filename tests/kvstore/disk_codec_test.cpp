@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "common/error.hpp"
+#include "kvstore/block_quant.hpp"
 #include "kvstore/kvstore_errc.hpp"
 #include "tests/kvstore/kv_test_blocks.hpp"
 
@@ -51,6 +52,45 @@ TEST(DiskCodecTest, RefusesAValueStoredUnderAnotherKey) {
   EXPECT_EQ(disk_codec::decode_value(key_of(2), value).status, disk_codec::decode_status::wrong_key);
   EXPECT_EQ(disk_codec::decode_value(key_of(1, 99), value).status,
             disk_codec::decode_status::wrong_key);
+}
+
+TEST(DiskCodecTest, RoundTripsAnInt8BlockWithItsCodec) {
+  auto k = key_of(4);
+  engine::kv_layout l = test::small_layout();
+  std::vector<std::byte> zeros(l.block_bytes()); // finite, so int8 takes it
+  auto q = encode_int8_block(make_block(l, l.block_tokens, zeros));
+  ASSERT_TRUE(q);
+  auto value = disk_codec::encode_value(k, *q);
+  EXPECT_EQ(value.size(), disk_codec::header_bytes + encoded_payload_bytes(l, block_codec::int8));
+  EXPECT_EQ(value[41], 1) << "the codec byte";
+  auto d = disk_codec::decode_value(k, value);
+  ASSERT_EQ(d.status, disk_codec::decode_status::ok) << disk_codec::to_string(d.status);
+  EXPECT_EQ(d.block.meta, q->meta);
+  EXPECT_EQ(d.block.meta.codec, block_codec::int8);
+  EXPECT_EQ(*d.block.payload, *q->payload);
+  // An exact block's value has a zero there, as every value written before
+  // the codec byte existed.
+  EXPECT_EQ(disk_codec::encode_value(k, block_for(k))[41], 0);
+  for (size_t i = disk_codec::header_bytes; i < value.size(); i += 97) {
+    auto bad = value;
+    bad[i] = static_cast<char>(bad[i] ^ 0x01);
+    EXPECT_EQ(disk_codec::decode_value(k, bad).status, disk_codec::decode_status::bad_checksum) << i;
+  }
+}
+
+TEST(DiskCodecTest, RefusesAnUnknownCodecAndAPayloadSizedForAnotherCodec) {
+  auto k = key_of(5);
+  auto b = block_for(k);
+  auto meta = b.meta;
+  meta.codec = static_cast<block_codec>(7);
+  auto value = disk_codec::encode_header(k, meta, b.payload_bytes()) +
+               std::string(reinterpret_cast<const char*>(b.payload->data()), b.payload->size());
+  EXPECT_EQ(disk_codec::decode_value(k, value).status, disk_codec::decode_status::bad_layout);
+  // An exact block's bytes labelled int8: the size gives it away.
+  meta.codec = block_codec::int8;
+  value = disk_codec::encode_header(k, meta, b.payload_bytes()) +
+          std::string(reinterpret_cast<const char*>(b.payload->data()), b.payload->size());
+  EXPECT_EQ(disk_codec::decode_value(k, value).status, disk_codec::decode_status::bad_size);
 }
 
 TEST(DiskCodecTest, RefusesAnotherVersion) {

@@ -1,0 +1,91 @@
+// serve --kv-store-int8 end to end over HTTP: a worker whose own pool is
+// flushed between two turns gets the first turn's blocks back from an int8
+// kv store (dequantized to its KV dtype), so the second turn computes only
+// its new tokens. The output may differ from an exact run's (the KV is
+// quantized); bench/README.md measures by how much.
+
+#include "actors/node/serve_node.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "common/error.hpp"
+#include "tests/support/curl.hpp"
+#include "tests/support/engine_runs.hpp"
+#include "tests/support/temp_dir.hpp"
+#include "tests/support/test_model.hpp"
+
+namespace tessera::actors {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+constexpr int output_tokens = 12;
+
+// The completion's output token count and cached prompt tokens.
+std::pair<int64_t, int64_t> complete(const std::string& url, const std::vector<int32_t>& prompt) {
+  json b = {{"model", "nano"}, {"prompt", prompt}, {"max_tokens", output_tokens},
+            {"temperature", 0},  {"ignore_eos", true}};
+  auto r = tessera::test::http_post_json(url + "/v1/completions", b.dump());
+  EXPECT_EQ(r.status, 200) << r.body;
+  auto j = json::parse(r.body, nullptr, false);
+  if (!j.is_object() || !j.contains("usage"))
+    return {-1, -1};
+  return {j["usage"].value("completion_tokens", int64_t{-1}),
+          j["usage"].value("prompt_tokens_details", json::object()).value("cached_tokens", int64_t{0})};
+}
+
+double metric(const std::string& text, const std::string& series) {
+  auto at = text.find("\n" + series + " ");
+  return at == std::string::npos ? -1 : std::stod(text.substr(at + series.size() + 2));
+}
+
+TEST(KvStoreInt8ServeTest, TheNextTurnComesBackFromQuantizedBlocks) {
+  tessera::test::temp_dir dir;
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  auto probe = tessera::test::make_test_engine("nano");
+  const size_t bb = probe->get_backend().layout().block_bytes();
+  serve_options o;
+  o.model_dir = tessera::test::test_model_dir("nano");
+  o.model_name = "nano";
+  o.mode = "agg";
+  o.port = 0;
+  o.threads_per_worker = 1;
+  o.kv_cache_bytes = 32 * bb;
+  o.kv_store_host_bytes = 3 * (bb + 128); // 5 int8 blocks; the rest spill to disk
+  o.kv_store_disk_dir = dir.path() / "kvstore";
+  o.kv_store_int8 = true;
+  auto node = serve_node::start(sys, o);
+  ASSERT_TRUE(node) << error_text(node.error());
+  const auto url = (*node)->url();
+  EXPECT_NE((*node)->description().find("int8 blocks"), std::string::npos) << (*node)->description();
+
+  auto prompt = tessera::test::random_prompt(40, 1);
+  EXPECT_EQ(complete(url, prompt), (std::pair<int64_t, int64_t>{output_tokens, 0}));
+  // Other prompts fill the worker's pool: turn 1's blocks leave it.
+  for (uint64_t i = 0; i < 5; ++i)
+    (void) complete(url, tessera::test::random_prompt(160, 1000 + i));
+  auto user = tessera::test::random_prompt(30, 5);
+  prompt.insert(prompt.end(), user.begin(), user.end());
+  // Turn 1's 40 tokens had KV: its 2 full blocks come from the store.
+  EXPECT_EQ(complete(url, prompt), (std::pair<int64_t, int64_t>{output_tokens, 32}));
+
+  std::string m;
+  for (int i = 0; i < 100; ++i) { // the store's counters are exported every second
+    m = tessera::test::http_get(url + "/metrics").body;
+    if (metric(m, "tessera_kvstore_fetched_blocks_total{worker=\"worker-0\"}") > 0)
+      break;
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_EQ(metric(m, "tessera_kvstore_fetched_blocks_total{worker=\"worker-0\"}"), 2) << m;
+  EXPECT_EQ(metric(m, "tessera_kvstore_checksum_failures_total{tier=\"host\"}"), 0) << m;
+  EXPECT_EQ(metric(m, "tessera_kvstore_checksum_failures_total{tier=\"disk\"}"), 0) << m;
+}
+
+} // namespace
+} // namespace tessera::actors
