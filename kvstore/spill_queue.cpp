@@ -15,6 +15,11 @@ bool spill_queue::has_space_locked(size_t payload_bytes) const {
   return pending_.size() < capacity_blocks_ && bytes_ + payload_bytes <= capacity_bytes_;
 }
 
+bool spill_queue::has_space(size_t payload_bytes) const {
+  std::lock_guard lock{mutex_};
+  return !closed_ && has_space_locked(payload_bytes);
+}
+
 spill_queue::push_result spill_queue::push(const block_key& key, stored_block b,
                                            std::chrono::milliseconds wait) {
   const size_t n = b.payload_bytes();

@@ -75,6 +75,8 @@ public:
 
   /// Blocks queued now (including the one being written).
   [[nodiscard]] size_t blocks() const;
+  /// Whether a push of `payload_bytes` would be queued now without waiting.
+  [[nodiscard]] bool has_space(size_t payload_bytes) const;
   /// Payload bytes queued now.
   [[nodiscard]] size_t bytes() const;
 

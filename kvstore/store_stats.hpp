@@ -58,6 +58,9 @@ struct store_stats {
   uint64_t spill_queue_hits = 0;
   /// Disk hits copied back into host memory.
   uint64_t promotions = 0;
+  /// Disk hits left on disk because the spill queue was full (the
+  /// promotion's evictions could not have been spilled without waiting).
+  uint64_t promotion_skips = 0;
   /// Events dropped because nobody drained them.
   uint64_t events_dropped = 0;
   /// int8 tiers: blocks put that were stored quantized.

@@ -75,6 +75,13 @@ void tiered_block_store::spill(const block_key& key, stored_block b) {
 }
 
 bool tiered_block_store::promote(const block_key& key, const stored_block& b) {
+  // A read never waits for writes: with the spill queue full, what the
+  // promotion would evict could not be spilled without waiting, so the
+  // block is served from where it is and stays there.
+  if (disk_ && !queue_.has_space(b.payload_bytes())) {
+    ++promotion_skips_;
+    return false;
+  }
   auto r = host_.insert(key, b);
   for (auto& e : r.evicted)
     spill(e.key, std::move(e.block));
@@ -243,6 +250,7 @@ store_stats tiered_block_store::stats() const {
   s.spill_queue_bytes = queue_.bytes();
   s.spill_queue_hits = queue_hits_.load();
   s.promotions = promotions_.load();
+  s.promotion_skips = promotion_skips_.load();
   s.events_dropped = events_.dropped();
   s.int8_blocks = int8_blocks_.load();
   s.int8_refused = int8_refused_.load();

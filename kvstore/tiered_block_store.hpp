@@ -18,7 +18,9 @@
 ///   host_capacity_bytes + spill_queue_bytes (+ one block).
 /// - get() looks in host memory, then in the spill queue (blocks on their
 ///   way to disk are still in memory: reported as host hits), then on disk.
-///   Disk hits are copied back into host memory (promotion).
+///   Disk hits are copied back into host memory (promotion), unless the
+///   spill queue is full: a read never waits for writes, so the block is
+///   then served from disk and stays there (promotion_skips).
 /// - lookup() walks a hash chain and reports, per matched block, the tier
 ///   it was found in (see lookup_mode).
 /// - Events and stats: see store_events.hpp and store_stats.hpp.
@@ -159,6 +161,7 @@ private:
   std::atomic<uint64_t> spill_failures_{0};
   std::atomic<uint64_t> queue_hits_{0};
   std::atomic<uint64_t> promotions_{0};
+  std::atomic<uint64_t> promotion_skips_{0};
   std::atomic<uint64_t> int8_blocks_{0};
   std::atomic<uint64_t> int8_refused_{0};
   mutable std::atomic<uint64_t> decode_failures_{0};

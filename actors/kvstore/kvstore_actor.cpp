@@ -20,9 +20,22 @@ using kvstore_impl = kvstore_actor::extend<
 /// Hashes per kv_event (well under wire_limits::max_event_hashes).
 constexpr size_t hashes_per_event = 4096;
 
+/// One of the actors that read blocks for fetches, on its own thread (a
+/// read may wait on disk); the store actor hands each fetch to the next.
+using kvstore_reader = caf::typed_actor<
+  caf::replies_to<fetch_atom, wire::kv_fetch_request>::with<wire::kv_fetch_reply>>;
+
+kvstore_reader::behavior_type reader_fn(std::shared_ptr<kvstore::block_store> store) {
+  return {
+    [store](fetch_atom, const wire::kv_fetch_request& r) { return read_chain(*store, r); },
+  };
+}
+
 struct kvstore_state {
   static inline const char* name = "kvstore";
   kvstore_config cfg;
+  std::vector<kvstore_reader> readers;
+  size_t next_reader = 0;
   uint64_t next_event = 0;
   /// Last counter values exported (the registry's counters only add).
   kvstore::store_stats exported;
@@ -129,6 +142,9 @@ void export_metrics(kvstore_pointer self) {
                  s.spill_drops, st.exported.spill_drops);
   export_counter(r.counter("tessera_kvstore_promotions_total", "Disk hits copied back into host memory.", {}),
                  s.promotions, st.exported.promotions);
+  export_counter(r.counter("tessera_kvstore_promotion_skips_total",
+                           "Disk hits left on disk because the spill queue was full.", {}),
+                 s.promotion_skips, st.exported.promotion_skips);
   st.exported = s;
 }
 
@@ -150,13 +166,18 @@ void on_heartbeat(kvstore_pointer self) {
 
 kvstore_impl::behavior_type kvstore_fn(kvstore_pointer self, kvstore_config cfg) {
   self->state.cfg = std::move(cfg);
+  for (size_t i = 0; i < std::max<size_t>(1, self->state.cfg.readers); ++i)
+    self->state.readers.push_back(self->spawn<caf::linked + caf::detached>(reader_fn, self->state.cfg.store));
   // The join goes out before the first events: the router indexes a
   // store's events by the id its join announced.
   on_heartbeat(self);
   self->state.cfg.store->record_events(!self->state.cfg.router.empty());
   self->send(self, kv_events_atom_v);
   return {
-    [self](fetch_atom, const wire::kv_fetch_request& r) { return read_chain(*self->state.cfg.store, r); },
+    [self](fetch_atom, const wire::kv_fetch_request& r) {
+      auto& st = self->state;
+      return self->delegate(st.readers[st.next_reader++ % st.readers.size()], fetch_atom_v, r);
+    },
     [self](load_atom) { return load_of(self); },
     [self](kv_events_atom) {
       publish_events(self);
@@ -191,7 +212,7 @@ wire::kv_fetch_reply read_chain(kvstore::block_store& store, const wire::kv_fetc
 }
 
 kvstore_actor spawn_kvstore(caf::actor_system& sys, kvstore_config cfg) {
-  return sys.spawn<caf::detached>(kvstore_fn, std::move(cfg));
+  return sys.spawn(kvstore_fn, std::move(cfg));
 }
 
 } // namespace tessera::actors

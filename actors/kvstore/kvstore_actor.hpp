@@ -1,7 +1,6 @@
 #pragma once
 /// @file
-/// The kv store actor of a node, on its own thread (store reads may wait
-/// on disk). The node's tiered block store (kvstore/) is shared with the
+/// The kv store actor of a node. The node's tiered block store (kvstore/) is shared with the
 /// node's workers, which offer it finished sequences directly (it is
 /// thread-safe). Blocks come out through the actor, for the node's own
 /// workers and for other nodes' alike (through the bridge):
@@ -9,7 +8,9 @@
 ///   fetch(kv_fetch_request) --> the leading blocks of the chain the store
 ///                               holds, verified, by value (kv_fetch_reply)
 ///
-/// so a worker never waits on the store on its engine thread. The actor
+/// so a worker never waits on the store on its engine thread. Fetches run
+/// on `readers` actors of their own threads (a read may wait on disk),
+/// taken in turn, so several workers' fetches proceed at once. The actor
 /// also makes the store known:
 ///
 ///   every event_interval:      store events --> kv_event (g2 host / g3 disk)
@@ -63,6 +64,8 @@ struct kvstore_config {
   uint64_t hash_seed = 0;
   uint64_t model_fingerprint = 0;
   int32_t block_tokens = 16;
+  /// Actors (threads) reading blocks for fetches. Default: 4.
+  size_t readers = 4;
   std::chrono::milliseconds event_interval{100};
   std::chrono::milliseconds heartbeat_interval{1000};
   /// Where tessera_kvstore_* series go; null: nowhere.
