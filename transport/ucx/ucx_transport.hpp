@@ -7,9 +7,11 @@
 ///
 /// Threading: one progress thread owns the ucp_context, ucp_worker,
 /// listener and endpoints and is the only thread that calls UCX. Public
-/// methods post commands to it (a mutex-protected queue plus an eventfd
-/// wake-up). When idle it sleeps in poll() on the worker's event fd (after
-/// ucp_worker_arm) and the eventfd, with a 50 ms cap. Handler callbacks and
+/// methods post commands to it (a mutex-protected queue; an eventfd
+/// wake-up only while the thread may be asleep). When idle it first keeps
+/// polling UCX for ucx_options::progress_spin, then sleeps in poll() on
+/// the worker's event fd (after ucp_worker_arm) and the eventfd, with a
+/// 50 ms cap. Handler callbacks and
 /// completions run on that thread, one at a time. connect, listen and
 /// register_region block their caller until the progress thread answered,
 /// so they must not be called from this transport's own callbacks.
@@ -65,6 +67,7 @@
 ///    is delivered when its data landed, possibly out of order.
 ///  - Host memory only (Debian's UCX has no CUDA support).
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -88,6 +91,18 @@ struct ucx_options {
   /// the list. Empty: UCX_TLS from the environment, else UCX's default.
   /// Default: empty.
   std::string tls;
+  /// How long the progress thread keeps polling UCX after its last piece
+  /// of work (a command, a completion, an arrival) before it arms the
+  /// worker and sleeps in poll(). A reply or the next send that comes
+  /// within this time is seen without a wake-up, which costs tens of
+  /// microseconds on a VM whose idle vCPUs halt; the price is up to this
+  /// much busy CPU after each burst of traffic (none while idle). The
+  /// spin yields the CPU between polls, and stops for 100 ms whenever a
+  /// yield shows other threads waiting for the CPUs (an engine beside
+  /// it): there a sleeping thread is woken sooner than a spinning one gets
+  /// its turn. Zero: sleep as soon as there is nothing to do.
+  /// Default: 50 us.
+  std::chrono::microseconds progress_spin{50};
 };
 
 namespace detail {
