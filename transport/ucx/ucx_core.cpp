@@ -10,6 +10,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <string>
+#include <utility>
 
 namespace tessera::transport::detail {
 namespace {
@@ -38,6 +41,33 @@ ucs_status_t configure_keepalive(ucp_config_t* config, std::chrono::milliseconds
     {"KEEPALIVE_NUM_EPS", "inf"},
   };
   for (const auto& [name, value] : settings) {
+    auto st = ucp_config_modify(config, name, value.c_str());
+    if (st != UCS_OK) {
+      failed = std::string{name} + "=" + value;
+      return st;
+    }
+  }
+  return UCS_OK;
+}
+
+/// Sets the tcp transport's segment sizes from `ucx` unless the
+/// environment sets either (UCX's tcp interface refuses a receive segment
+/// smaller than the send segment, so the two are left to the environment
+/// together). As for keepalive, ucp_config_modify keeps names UCP does not
+/// know and applies them to each transport's configuration; only tcp has
+/// fields of these names.
+ucs_status_t configure_tcp_segments(ucp_config_t* config, const ucx_options& ucx,
+                                    std::string& failed) {
+  if (std::getenv("UCX_TCP_TX_SEG_SIZE") || std::getenv("UCX_TCP_RX_SEG_SIZE"))
+    return UCS_OK;
+  const std::pair<const char*, size_t> settings[] = {
+    {"TX_SEG_SIZE", ucx.tcp_tx_seg_bytes},
+    {"RX_SEG_SIZE", ucx.tcp_rx_seg_bytes},
+  };
+  for (const auto& [name, bytes] : settings) {
+    if (bytes == 0)
+      continue;
+    auto value = std::to_string(bytes);
     auto st = ucp_config_modify(config, name, value.c_str());
     if (st != UCS_OK) {
       failed = std::string{name} + "=" + value;
@@ -114,6 +144,14 @@ caf::error ucx_core::init_ucx() {
     if (st != UCS_OK) {
       ucp_config_release(config);
       return ucx_error(transport_errc::unavailable, "transport list '" + ucx_.tls + "'", st);
+    }
+  }
+  {
+    std::string failed;
+    st = configure_tcp_segments(config, ucx_, failed);
+    if (st != UCS_OK) {
+      ucp_config_release(config);
+      return ucx_error(transport_errc::unavailable, "tcp segment setting " + failed, st);
     }
   }
   // Keepalive only runs on endpoints with UCP_ERR_HANDLING_MODE_PEER.

@@ -68,6 +68,7 @@
 ///  - Host memory only (Debian's UCX has no CUDA support).
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -103,6 +104,14 @@ struct ucx_options {
   /// its turn. Zero: sleep as soon as there is nothing to do.
   /// Default: 50 us.
   std::chrono::microseconds progress_spin{50};
+  /// UCX's tcp segment sizes (UCX_TCP_TX_SEG_SIZE / UCX_TCP_RX_SEG_SIZE),
+  /// bytes: over tcp, UCX 1.13 carries puts as active messages of one
+  /// segment each, so larger segments mean fewer send() calls per block.
+  /// Applied to this context only, and only where the environment does not
+  /// set them (the environment wins). 0: UCX's default (8 KiB / 64 KiB).
+  /// Default: 64 KiB / 256 KiB.
+  size_t tcp_tx_seg_bytes = size_t{64} << 10;
+  size_t tcp_rx_seg_bytes = size_t{256} << 10;
 };
 
 namespace detail {
