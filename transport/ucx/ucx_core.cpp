@@ -228,9 +228,11 @@ void ucx_core::run() {
   // progress_spin passed since then, and sleeps after.
   auto last_busy = clock::now();
   auto no_spin_until = last_busy;
-  // A yield that took longer than this found the CPUs busy; spinning then
-  // stays off for contended_backoff (one slow yield per backoff at most).
-  constexpr auto contended_yield = std::chrono::microseconds{20};
+  // A yield that took longer than this found the CPUs busy (one that hands
+  // the core to a CPU-bound thread takes milliseconds; shorter hiccups,
+  // e.g. the host running another vCPU, do not count); spinning then stays
+  // off for contended_backoff (one slow yield per backoff at most).
+  constexpr auto contended_yield = std::chrono::microseconds{50};
   constexpr auto contended_backoff = std::chrono::milliseconds{100};
   while (!done_) {
     bool did = run_commands();

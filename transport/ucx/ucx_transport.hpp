@@ -99,9 +99,10 @@ struct ucx_options {
   /// microseconds on a VM whose idle vCPUs halt; the price is up to this
   /// much busy CPU after each burst of traffic (none while idle). The
   /// spin yields the CPU between polls, and stops for 100 ms whenever a
-  /// yield shows other threads waiting for the CPUs (an engine beside
-  /// it): there a sleeping thread is woken sooner than a spinning one gets
-  /// its turn. Zero: sleep as soon as there is nothing to do.
+  /// yield took over 50 us, i.e. other threads were waiting for the CPUs
+  /// (an engine beside it): there a sleeping thread is woken sooner than a
+  /// spinning one gets its turn. Zero: sleep as soon as there is nothing
+  /// to do.
   /// Default: 50 us.
   std::chrono::microseconds progress_spin{50};
   /// UCX's tcp segment sizes (UCX_TCP_TX_SEG_SIZE / UCX_TCP_RX_SEG_SIZE),
