@@ -108,8 +108,10 @@ struct ucx_options {
   /// UCX's tcp segment sizes (UCX_TCP_TX_SEG_SIZE / UCX_TCP_RX_SEG_SIZE),
   /// bytes: over tcp, UCX 1.13 carries puts as active messages of one
   /// segment each, so larger segments mean fewer send() calls per block.
-  /// Applied to this context only, and only where the environment does not
-  /// set them (the environment wins). 0: UCX's default (8 KiB / 64 KiB).
+  /// Applied to this context only, and only where the environment sets
+  /// neither (if it sets one, both stay as the environment has them: tcp
+  /// refuses a receive segment below the send segment). 0: UCX's default
+  /// (8 KiB / 64 KiB).
   /// Default: 64 KiB / 256 KiB.
   size_t tcp_tx_seg_bytes = size_t{64} << 10;
   size_t tcp_rx_seg_bytes = size_t{256} << 10;
