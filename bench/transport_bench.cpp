@@ -59,7 +59,9 @@ caf::expected<transport_probe_result> probe_selection(const std::string& self,
   auto peer = child_process::spawn(self, {"bench", "transport", "--peer", "--peer-tls", sel.tls,
                                           "--peer-error-handling",
                                           sel.peer_error_handling ? "true" : "false",
-                                          "--peer-pool-bytes", std::to_string(pool)});
+                                          "--peer-pool-bytes", std::to_string(pool),
+                                          "--peer-progress-spin-us",
+                                          std::to_string(o.progress_spin_us)});
   if (!peer)
     return peer.error();
   auto line = peer->read_line(30s);
@@ -172,6 +174,7 @@ int run_transport_bench(const transport_bench_options& opts) {
   r.probe = transport_probe_defaults(opts.quick);
   r.probe.block_bytes = opts.block_bytes;
   r.probe.window = opts.window;
+  r.probe.progress_spin_us = opts.progress_spin_us;
   r.selections = default_transport_selections();
   r.load_before = load_average();
   // The peer is this binary: exec'ing /proc/self/exe (resolved in the

@@ -35,6 +35,9 @@ struct transport_bench_options {
   /// Before each round, wait (at most 10 minutes) until the CPUs were at
   /// least this idle (percent) over 2 s; 0 does not wait. Default: 0.
   int wait_idle_pct = 0;
+  /// ucx_options::progress_spin of both processes, microseconds; negative:
+  /// the transport's default. Default: -1.
+  int progress_spin_us = -1;
   /// Selection keys to measure ("tcp", "shm", "shm_err_peer"); empty: all.
   std::vector<std::string> transports;
 };

@@ -142,6 +142,8 @@ int run_transport_peer(const transport_peer_options& o) {
   tt::ucx_options uopts;
   uopts.tls = o.tls;
   uopts.peer_error_handling = o.peer_error_handling;
+  if (o.progress_spin_us >= 0)
+    uopts.progress_spin = std::chrono::microseconds{o.progress_spin_us};
   // Declared before the transport: registered memory must outlive it.
   std::vector<std::byte> pool(o.pool_bytes);
   std::memset(pool.data(), 0x5a, pool.size()); // fault the pages in now, not mid-transfer

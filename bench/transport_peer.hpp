@@ -76,6 +76,9 @@ struct transport_peer_options {
   bool peer_error_handling = true;
   /// Size of the receive region, bytes (the largest batch). Default: 16 MiB.
   uint64_t pool_bytes = uint64_t{16} << 20;
+  /// ucx_options::progress_spin, microseconds; negative: the transport's
+  /// default. Default: -1.
+  int progress_spin_us = -1;
   /// Exit when no probe connected for this long. Default: 60 s.
   std::chrono::milliseconds idle_timeout{60000};
 };

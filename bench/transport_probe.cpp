@@ -331,6 +331,8 @@ run_transport_probe(const transport_selection& sel, const peer_announcement& pee
   tt::ucx_options uopts;
   uopts.tls = sel.tls;
   uopts.peer_error_handling = sel.peer_error_handling;
+  if (o.progress_spin_us >= 0)
+    uopts.progress_spin = std::chrono::microseconds{o.progress_spin_us};
   auto made = tt::ucx_transport::make({}, uopts);
   if (!made)
     return made.error();

@@ -62,6 +62,9 @@ struct transport_probe_options {
   int warmup_batches = 10;
   /// Batches in flight. Default: 1 (each batch waits for the previous ack).
   int window = 1;
+  /// ucx_options::progress_spin of both processes, microseconds; negative:
+  /// the transport's default. Default: -1.
+  int progress_spin_us = -1;
   /// After the measurements, how long both processes sit idle (connection
   /// open, nothing sent) while their CPU use is measured. Default: 1 s.
   std::chrono::milliseconds idle_window{1000};

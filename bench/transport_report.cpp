@@ -256,6 +256,7 @@ std::string transport_json(const transport_bench_results& r) {
   j["config"] = {{"batch_bytes", sizes},
                  {"block_bytes", o.block_bytes},
                  {"window", r.window},
+                 {"progress_spin_us", o.progress_spin_us},
                  {"rtt_warmup", o.rtt_warmup},
                  {"rtt_iterations", o.rtt_iterations},
                  {"msgs_warmup", o.msgs_warmup},

@@ -260,6 +260,10 @@ void add_transport(CLI::App* bench,
   tr->add_option("--wait-idle", t->wait_idle_pct, "Before each round, wait until the CPUs were "
                                                   "this % idle (0: don't wait)")
     ->capture_default_str()->check(CLI::Range(0, 100));
+  tr->add_option("--progress-spin-us", t->progress_spin_us,
+                 "How long each progress thread polls before it sleeps, us (-1: the "
+                 "transport's default)")
+    ->capture_default_str()->check(CLI::Range(-1, 1000000));
   tr->add_option("--transports", t->transports, "Only these selections: tcp, shm, shm_err_peer")
     ->delimiter(',');
   // The peer process the benchmark starts (this binary again); not for users.
@@ -269,6 +273,7 @@ void add_transport(CLI::App* bench,
   tr->add_option("--peer-tls", p->tls)->group("");
   tr->add_option("--peer-error-handling", p->peer_error_handling)->group("");
   tr->add_option("--peer-pool-bytes", p->pool_bytes)->group("");
+  tr->add_option("--peer-progress-spin-us", p->progress_spin_us)->group("");
 
   subs.emplace_back(tr, [t, p, peer] {
     if (*peer)

@@ -4,11 +4,15 @@
 #include "transport/ucx/ucx_core.hpp"
 
 #include <poll.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <string>
+#include <utility>
 
 namespace tessera::transport::detail {
 namespace {
@@ -37,6 +41,33 @@ ucs_status_t configure_keepalive(ucp_config_t* config, std::chrono::milliseconds
     {"KEEPALIVE_NUM_EPS", "inf"},
   };
   for (const auto& [name, value] : settings) {
+    auto st = ucp_config_modify(config, name, value.c_str());
+    if (st != UCS_OK) {
+      failed = std::string{name} + "=" + value;
+      return st;
+    }
+  }
+  return UCS_OK;
+}
+
+/// Sets the tcp transport's segment sizes from `ucx` unless the
+/// environment sets either (UCX's tcp interface refuses a receive segment
+/// smaller than the send segment, so the two are left to the environment
+/// together). As for keepalive, ucp_config_modify keeps names UCP does not
+/// know and applies them to each transport's configuration; only tcp has
+/// fields of these names.
+ucs_status_t configure_tcp_segments(ucp_config_t* config, const ucx_options& ucx,
+                                    std::string& failed) {
+  if (std::getenv("UCX_TCP_TX_SEG_SIZE") || std::getenv("UCX_TCP_RX_SEG_SIZE"))
+    return UCS_OK;
+  const std::pair<const char*, size_t> settings[] = {
+    {"TX_SEG_SIZE", ucx.tcp_tx_seg_bytes},
+    {"RX_SEG_SIZE", ucx.tcp_rx_seg_bytes},
+  };
+  for (const auto& [name, bytes] : settings) {
+    if (bytes == 0)
+      continue;
+    auto value = std::to_string(bytes);
     auto st = ucp_config_modify(config, name, value.c_str());
     if (st != UCS_OK) {
       failed = std::string{name} + "=" + value;
@@ -87,9 +118,14 @@ bool ucx_core::post(std::function<void()> fn) {
     if (stopping_)
       return false;
     commands_.push_back(std::move(fn));
+    has_commands_.store(true);
   }
-  uint64_t one = 1;
-  [[maybe_unused]] auto n = ::write(wake_fd_, &one, sizeof(one));
+  // A running or spinning thread finds the command on its own; a system
+  // call per send was most of the cost of a small message.
+  if (sleeping_.load()) {
+    uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(wake_fd_, &one, sizeof(one));
+  }
   return true;
 }
 
@@ -108,6 +144,14 @@ caf::error ucx_core::init_ucx() {
     if (st != UCS_OK) {
       ucp_config_release(config);
       return ucx_error(transport_errc::unavailable, "transport list '" + ucx_.tls + "'", st);
+    }
+  }
+  {
+    std::string failed;
+    st = configure_tcp_segments(config, ucx_, failed);
+    if (st != UCS_OK) {
+      ucp_config_release(config);
+      return ucx_error(transport_errc::unavailable, "tcp segment setting " + failed, st);
     }
   }
   // Keepalive only runs on endpoints with UCP_ERR_HANDLING_MODE_PEER.
@@ -166,10 +210,13 @@ caf::error ucx_core::init_ucx() {
 }
 
 bool ucx_core::run_commands() {
+  if (!has_commands_.load(std::memory_order_acquire))
+    return false;
   std::vector<std::function<void()>> batch;
   {
     std::lock_guard lock{mu_};
     batch.swap(commands_);
+    has_commands_.store(false, std::memory_order_relaxed);
   }
   for (auto& fn : batch)
     fn();
@@ -177,6 +224,16 @@ bool ucx_core::run_commands() {
 }
 
 void ucx_core::run() {
+  // Work was done at `last_busy`; the loop keeps polling until
+  // progress_spin passed since then, and sleeps after.
+  auto last_busy = clock::now();
+  auto no_spin_until = last_busy;
+  // A yield that took longer than this found the CPUs busy (one that hands
+  // the core to a CPU-bound thread takes milliseconds; shorter hiccups,
+  // e.g. the host running another vCPU, do not count); spinning then stays
+  // off for contended_backoff (one slow yield per backoff at most).
+  constexpr auto contended_yield = std::chrono::microseconds{50};
+  constexpr auto contended_backoff = std::chrono::milliseconds{100};
   while (!done_) {
     bool did = run_commands();
     while (ucp_worker_progress(worker_) != 0)
@@ -185,18 +242,48 @@ void ucx_core::run() {
     // After draining the worker: completions and messages that waited
     // while this thread was busy count as progress before any is judged.
     check_stalled_peers();
-    if (did || done_)
+    if (done_)
+      break;
+    auto now = clock::now();
+    if (did) {
+      last_busy = now;
       continue;
-    {
-      std::lock_guard lock{mu_};
-      if (!commands_.empty())
-        continue;
     }
-    auto st = ucp_worker_arm(worker_);
-    if (st == UCS_ERR_BUSY)
+    if (now - last_busy < ucx_.progress_spin && now >= no_spin_until) {
+      // Let a runnable thread have this core while we wait: on a busy
+      // machine (an engine beside us) a spin that holds the core delays
+      // the very thread whose reply it waits for. On an idle core
+      // sched_yield() returns at once (well under a microsecond). Where it
+      // did not, other threads want the CPUs: a spinning thread then waits
+      // behind them for a whole time slice (milliseconds), while a
+      // sleeping one is woken ahead of them, so stop spinning for a while.
+      sched_yield();
+      auto after = clock::now();
+      if (after - now > contended_yield)
+        no_spin_until = after + contended_backoff;
       continue;
-    pollfd fds[2] = {{worker_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-    ::poll(fds, 2, poll_timeout_ms());
+    }
+    sleep_until_woken();
+  }
+}
+
+void ucx_core::sleep_until_woken() {
+  sleeping_.store(true);
+  if (has_commands_.load()) {
+    sleeping_.store(false, std::memory_order_relaxed);
+    return;
+  }
+  if (ucp_worker_arm(worker_) == UCS_ERR_BUSY) {
+    sleeping_.store(false, std::memory_order_relaxed);
+    return;
+  }
+  pollfd fds[2] = {{worker_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+  ::poll(fds, 2, poll_timeout_ms());
+  sleeping_.store(false, std::memory_order_relaxed);
+  // Only when it was written: a read() of an empty eventfd is a wasted
+  // system call on every wake-up. (A write that lands after poll()
+  // returned is read after the next one, which then returns at once.)
+  if (fds[1].revents & POLLIN) {
     uint64_t v = 0;
     [[maybe_unused]] auto n = ::read(wake_fd_, &v, sizeof(v));
   }

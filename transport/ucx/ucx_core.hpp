@@ -175,6 +175,9 @@ private:
   [[nodiscard]] caf::error init_ucx();
   bool run_commands();
   void run();
+  /// Arms the worker and sleeps in poll() unless a command or a UCX event
+  /// is already waiting (see sleeping_).
+  void sleep_until_woken();
   /// How long the idle progress thread may sleep in poll(), ms.
   int poll_timeout_ms() const;
   void reap_close_requests();
@@ -259,6 +262,14 @@ private:
   std::mutex mu_;
   std::vector<std::function<void()>> commands_; // guarded by mu_
   bool stopping_ = false;                       // guarded by mu_
+  /// commands_ is not empty (written under mu_; read without it, so the
+  /// idle loop need not take the lock).
+  std::atomic<bool> has_commands_{false};
+  /// The progress thread is about to sleep or sleeps in poll(): post()
+  /// must write wake_fd_. Set before the thread's last look at
+  /// has_commands_, which post() sets before reading this (both seq_cst),
+  /// so one of the two sees the other and no command waits for a wake-up.
+  std::atomic<bool> sleeping_{false};
   int wake_fd_ = -1;
   std::thread thread_;
   bool started_ = false;

@@ -7,9 +7,11 @@
 ///
 /// Threading: one progress thread owns the ucp_context, ucp_worker,
 /// listener and endpoints and is the only thread that calls UCX. Public
-/// methods post commands to it (a mutex-protected queue plus an eventfd
-/// wake-up). When idle it sleeps in poll() on the worker's event fd (after
-/// ucp_worker_arm) and the eventfd, with a 50 ms cap. Handler callbacks and
+/// methods post commands to it (a mutex-protected queue; an eventfd
+/// wake-up only while the thread may be asleep). When idle it first keeps
+/// polling UCX for ucx_options::progress_spin, then sleeps in poll() on
+/// the worker's event fd (after ucp_worker_arm) and the eventfd, with a
+/// 50 ms cap. Handler callbacks and
 /// completions run on that thread, one at a time. connect, listen and
 /// register_region block their caller until the progress thread answered,
 /// so they must not be called from this transport's own callbacks.
@@ -65,6 +67,8 @@
 ///    is delivered when its data landed, possibly out of order.
 ///  - Host memory only (Debian's UCX has no CUDA support).
 
+#include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -88,6 +92,29 @@ struct ucx_options {
   /// the list. Empty: UCX_TLS from the environment, else UCX's default.
   /// Default: empty.
   std::string tls;
+  /// How long the progress thread keeps polling UCX after its last piece
+  /// of work (a command, a completion, an arrival) before it arms the
+  /// worker and sleeps in poll(). A reply or the next send that comes
+  /// within this time is seen without a wake-up, which costs tens of
+  /// microseconds on a VM whose idle vCPUs halt; the price is up to this
+  /// much busy CPU after each burst of traffic (none while idle). The
+  /// spin yields the CPU between polls, and stops for 100 ms whenever a
+  /// yield took over 50 us, i.e. other threads were waiting for the CPUs
+  /// (an engine beside it): there a sleeping thread is woken sooner than a
+  /// spinning one gets its turn. Zero: sleep as soon as there is nothing
+  /// to do.
+  /// Default: 50 us.
+  std::chrono::microseconds progress_spin{50};
+  /// UCX's tcp segment sizes (UCX_TCP_TX_SEG_SIZE / UCX_TCP_RX_SEG_SIZE),
+  /// bytes: over tcp, UCX 1.13 carries puts as active messages of one
+  /// segment each, so larger segments mean fewer send() calls per block.
+  /// Applied to this context only, and only where the environment sets
+  /// neither (if it sets one, both stay as the environment has them: tcp
+  /// refuses a receive segment below the send segment). 0: UCX's default
+  /// (8 KiB / 64 KiB).
+  /// Default: 64 KiB / 256 KiB.
+  size_t tcp_tx_seg_bytes = size_t{64} << 10;
+  size_t tcp_rx_seg_bytes = size_t{256} << 10;
 };
 
 namespace detail {
