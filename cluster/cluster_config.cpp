@@ -138,12 +138,16 @@ caf::expected<cluster_config> parse_cluster_config(std::string_view text, const 
   num(t["kvstore_host_mb"], "kvstore_host_mb", 0, int64_t{1} << 30, c.kvstore_host_mb);
   str(t["kvstore_disk_dir"], "kvstore_disk_dir", c.kvstore_disk_dir);
   num(t["kvstore_disk_mb"], "kvstore_disk_mb", 1, int64_t{1} << 40, c.kvstore_disk_mb);
-  if (auto v = t["kvstore_int8"]) {
+  auto flag = [&](const toml::node_view<toml::node>& v, const std::string& key, bool& out) {
+    if (!v)
+      return;
     if (auto b = v.value_exact<bool>())
-      c.kvstore_int8 = *b;
+      out = *b;
     else if (err.empty())
-      err = "'kvstore_int8' must be true or false";
-  }
+      err = "'" + key + "' must be true or false";
+  };
+  flag(t["kvstore_int8"], "kvstore_int8", c.kvstore_int8);
+  flag(t["kv_remote_fetch"], "kv_remote_fetch", c.kv_remote_fetch);
   str(t["engine"], "engine", c.engine);
   if (auto sim = t["sim"]; sim) {
     auto* st = sim.as_table();

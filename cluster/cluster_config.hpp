@@ -13,6 +13,7 @@
 ///   kvstore_host_mb = 1024          # per node with workers; 0: no kv store
 ///   kvstore_disk_dir = ""           # RocksDB tier under <dir>/<node id>
 ///   kvstore_int8 = false            # keep the store's blocks as int8
+///   kv_remote_fetch = true          # fetch prefixes from other nodes' stores
 ///   engine = "cpu"                  # or "sim": no model math, a GPU's timing
 ///   [sim]                           # only with engine = "sim"; all optional
 ///   gpu = "h100"                    # a100, h100, h200
@@ -114,6 +115,9 @@ struct cluster_config {
   std::string kvstore_disk_dir;
   uint64_t kvstore_disk_mb = 16384;
   bool kvstore_int8 = false;
+  /// Whether a worker may fetch a prompt's prefix from another node's kv
+  /// store the router names (router_options::remote_fetch). Default: true.
+  bool kv_remote_fetch = true;
   /// The workers' backend: "cpu" or "sim". Default: cpu.
   std::string engine = "cpu";
   /// The [sim] table.

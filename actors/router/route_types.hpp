@@ -133,6 +133,11 @@ struct router_options {
   /// tier): it crosses the network before it is used. In [0, 1]. Default:
   /// 0.5 (an estimate, like the tier credits).
   double remote_tier_credit = 0.5;
+  /// Whether a prefill worker is told of another node's store holding more
+  /// of the prompt than it can use locally (route_decision::fetch_store),
+  /// and credited for it. Off, each node's store serves only its own
+  /// workers. Default: true.
+  bool remote_fetch = true;
   /// Sessions remembered for stickiness; the least recently routed one is
   /// forgotten beyond it. 0 turns stickiness off. About 100 bytes each.
   /// Default: 65536.

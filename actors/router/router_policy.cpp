@@ -158,9 +158,9 @@ caf::expected<route_decision> router_policy::route(const route_request& req,
     TESSERA_ASSERT(sorted[i - 1]->id != sorted[i]->id, "worker ids passed to route() are unique");
 
   const auto overlaps = index.overlap(req.block_hashes);
-  std::vector<uint64_t> store_ids;
+  std::vector<uint64_t> store_ids; // the stores a worker may fetch from, beyond its node's
   for (const worker_load* w : sorted)
-    if (w->store_id != 0 && std::find(store_ids.begin(), store_ids.end(), w->store_id) == store_ids.end())
+    if (opts_.remote_fetch && w->store_id != 0 && std::find(store_ids.begin(), store_ids.end(), w->store_id) == store_ids.end())
       store_ids.push_back(w->store_id);
   std::vector<candidate> decode;
   std::vector<candidate> prefill;

@@ -55,6 +55,18 @@ TEST(ClusterConfigTest, KvstoreInt8IsOffUnlessSet) {
   EXPECT_TRUE(c->kvstore_int8);
 }
 
+TEST(ClusterConfigTest, KvRemoteFetchIsOnUnlessTurnedOff) {
+  auto c = parse_cluster_config(three_nodes, "c.toml");
+  ASSERT_TRUE(c) << tessera::error_text(c.error());
+  EXPECT_TRUE(c->kv_remote_fetch);
+  c = parse_cluster_config(std::string{"kv_remote_fetch = false\n"} + three_nodes, "c.toml");
+  ASSERT_TRUE(c) << tessera::error_text(c.error());
+  EXPECT_FALSE(c->kv_remote_fetch);
+  c = parse_cluster_config(std::string{"kv_remote_fetch = 0\n"} + three_nodes, "c.toml");
+  ASSERT_FALSE(c);
+  EXPECT_NE(tessera::error_text(c.error()).find("'kv_remote_fetch' must be true or false"), std::string::npos);
+}
+
 TEST(ClusterConfigTest, BadConfigsAreErrorsNamingTheFileAndTheKey) {
   struct bad_case {
     std::string text;

@@ -272,6 +272,14 @@ TEST_F(KvPolicyTest, AnotherNodesStoreIsCreditedAsRemoteAndNamedForTheFetch) {
   EXPECT_EQ(d.cached_blocks, 4);
   EXPECT_EQ(d.fetch_store, 9u);
   EXPECT_EQ(d.fetch_store_blocks, 8);
+  // Remote fetches off: each store serves its own node only.
+  auto off = o;
+  off.remote_fetch = false;
+  auto q = make_router_policy("kv", off);
+  ASSERT_TRUE(q);
+  d = must_route(**q, req, std::vector<worker_load>{w1, w2}, f.index);
+  EXPECT_EQ(d.cached_blocks, 0);
+  EXPECT_EQ(d.fetch_store, 0u);
   // A pool holding as much as the remote store needs no fetch.
   f.store(1, prefix(c, 8));
   d = must_route(**p, req, std::vector<worker_load>{w1, w2}, f.index);
