@@ -14,6 +14,7 @@
 #include "kvstore/disk_codec.hpp"
 #include "kvstore/kvstore_errc.hpp"
 #include "tests/kvstore/kv_test_blocks.hpp"
+#include "tests/kvstore/raw_rocksdb.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace tessera::kvstore {
@@ -21,6 +22,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using test::key_of;
+using test::raw_put;
 using test::test_ns;
 
 // The `small` model's block shape (16 tokens, 12 layers, 4 KV heads,
@@ -218,23 +220,6 @@ TEST(Int8TiersTest, ARestartWithTheOtherCodecNeverServesTheOtherKind) {
     EXPECT_NE(*hit->block.payload, *b->payload) << i << ": the int8 copy";
   }
   EXPECT_FALSE(s->get(key_of(0)));
-}
-
-// Writes `value` under `key` in the "blocks" family, straight through RocksDB.
-void raw_put(const std::filesystem::path& dir, const block_key& key, const std::string& value) {
-  std::vector<rocksdb::ColumnFamilyDescriptor> cfs{
-      {rocksdb::kDefaultColumnFamilyName, {}},
-      {std::string{disk_codec::blocks_cf}, {}},
-      {std::string{disk_codec::order_cf}, {}}};
-  std::vector<rocksdb::ColumnFamilyHandle*> handles;
-  rocksdb::DB* db = nullptr;
-  auto s = rocksdb::DB::Open(rocksdb::DBOptions{}, dir.string(), cfs, &handles, &db);
-  ASSERT_TRUE(s.ok()) << s.ToString();
-  s = db->Put(rocksdb::WriteOptions{}, handles[1], disk_codec::encode_key(key), value);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  for (auto* h : handles)
-    (void)db->DestroyColumnFamilyHandle(h);
-  delete db;
 }
 
 TEST(Int8TiersTest, CorruptQuantizedBytesAreACountedMiss) {

@@ -12,6 +12,7 @@
 #include "kvstore/disk_codec.hpp"
 #include "kvstore/kvstore_errc.hpp"
 #include "tests/kvstore/kv_test_blocks.hpp"
+#include "tests/kvstore/raw_rocksdb.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace tessera::kvstore {
@@ -20,6 +21,7 @@ namespace {
 using test::block_for;
 using test::is_block_for;
 using test::key_of;
+using test::raw_put;
 using put_status = rocksdb_tier::put_status;
 
 uint64_t disk_room_for(size_t n) { return n * rocksdb_tier::charge(block_for(key_of(0))); }
@@ -36,23 +38,6 @@ std::unique_ptr<rocksdb_tier> open_tier(const rocksdb_tier_options& o, event_log
   auto t = rocksdb_tier::open(o, log);
   EXPECT_TRUE(t) << error_text(t.error());
   return t ? std::move(*t) : nullptr;
-}
-
-// Writes `value` under `key` in the "blocks" family, straight through RocksDB.
-void raw_put(const std::filesystem::path& dir, const block_key& key, const std::string& value) {
-  std::vector<rocksdb::ColumnFamilyDescriptor> cfs{
-      {rocksdb::kDefaultColumnFamilyName, {}},
-      {std::string{disk_codec::blocks_cf}, {}},
-      {std::string{disk_codec::order_cf}, {}}};
-  std::vector<rocksdb::ColumnFamilyHandle*> handles;
-  rocksdb::DB* db = nullptr;
-  auto s = rocksdb::DB::Open(rocksdb::DBOptions{}, dir.string(), cfs, &handles, &db);
-  ASSERT_TRUE(s.ok()) << s.ToString();
-  s = db->Put(rocksdb::WriteOptions{}, handles[1], disk_codec::encode_key(key), value);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  for (auto* h : handles)
-    (void)db->DestroyColumnFamilyHandle(h);
-  delete db;
 }
 
 TEST(RocksdbTierTest, StoresAndReadsBackFromMemtableAndFiles) {
