@@ -25,9 +25,15 @@ constexpr size_t hashes_per_event = 4096;
 using kvstore_reader = caf::typed_actor<
   caf::replies_to<fetch_atom, wire::kv_fetch_request>::with<wire::kv_fetch_reply>>;
 
-kvstore_reader::behavior_type reader_fn(std::shared_ptr<kvstore::block_store> store) {
+/// The reader holds the store weakly: the node closes its store when it
+/// stops (RocksDB's files and lock go with it), whether or not its readers
+/// have processed their exit yet. A fetch after that finds nothing.
+kvstore_reader::behavior_type reader_fn(std::weak_ptr<kvstore::block_store> store) {
   return {
-    [store](fetch_atom, const wire::kv_fetch_request& r) { return read_chain(*store, r); },
+    [store](fetch_atom, const wire::kv_fetch_request& r) {
+      auto s = store.lock();
+      return s ? read_chain(*s, r) : wire::kv_fetch_reply{};
+    },
   };
 }
 
@@ -167,7 +173,8 @@ void on_heartbeat(kvstore_pointer self) {
 kvstore_impl::behavior_type kvstore_fn(kvstore_pointer self, kvstore_config cfg) {
   self->state.cfg = std::move(cfg);
   for (size_t i = 0; i < std::max<size_t>(1, self->state.cfg.readers); ++i)
-    self->state.readers.push_back(self->spawn<caf::linked + caf::detached>(reader_fn, self->state.cfg.store));
+    self->state.readers.push_back(self->spawn<caf::linked + caf::detached>(
+      reader_fn, std::weak_ptr<kvstore::block_store>{self->state.cfg.store}));
   // The join goes out before the first events: the router indexes a
   // store's events by the id its join announced.
   on_heartbeat(self);

@@ -13,8 +13,14 @@ node_actors::~node_actors() {
   front.reset();
   if (supervisor)
     supervisor->stop();
-  if (store_actor)
-    caf::anon_send_exit(store_actor, caf::exit_reason::user_shutdown);
+  if (store_actor) {
+    // Wait for it: it holds the store, which must close below (a node
+    // started next on the same directory needs RocksDB's lock).
+    caf::scoped_actor self{sys};
+    self->monitor(store_actor);
+    self->send_exit(store_actor, caf::exit_reason::user_shutdown);
+    self->receive([](const caf::down_msg&) {}, caf::after(std::chrono::seconds{10}) >> [] {});
+  }
   if (router)
     caf::anon_send_exit(router, caf::exit_reason::user_shutdown);
   br.reset();
