@@ -19,6 +19,7 @@
 #include "common/child_process.hpp"
 #include "common/error.hpp"
 #include "tests/support/engine_runs.hpp"
+#include "tests/support/metrics_text.hpp"
 #include "tests/support/curl.hpp"
 #include "tests/support/served_output.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -153,14 +154,6 @@ TEST(ClusterTest, ThreeProcessesOverUcxEqualOneEngine) {
   stop_nodes(nodes);
 }
 
-double metric_sum(const std::string& text, const std::string& name) {
-  double sum = 0;
-  for (size_t at = text.find("\n" + name); at != std::string::npos; at = text.find("\n" + name, at + 1))
-    if (auto sp = text.find(' ', at + 1); sp != std::string::npos && text[at + 1 + name.size()] != '_')
-      sum += std::stod(text.substr(sp + 1));
-  return sum;
-}
-
 // Two worker nodes, each with its own kv store, and round-robin routing:
 // the second turn of a conversation lands on the node that did not serve
 // the first, which fetches the first turn's blocks from the other node's
@@ -214,7 +207,7 @@ TEST(ClusterTest, ANextTurnOnAnotherNodeFetchesItsPrefixFromThatNodesStore) {
   EXPECT_EQ(cached, 64) << second.dump();
   double peer = 0;
   for (auto port : metrics)
-    peer += metric_sum(tessera::test::http_get("http://127.0.0.1:" + std::to_string(port) + "/metrics").body,
+    peer += tessera::test::metric_sum(tessera::test::http_get("http://127.0.0.1:" + std::to_string(port) + "/metrics").body,
                        "tessera_kvstore_peer_fetched_blocks_total");
   EXPECT_EQ(peer, 4);
   stop_nodes(nodes);

@@ -13,8 +13,10 @@
 #include <thread>
 
 #include "common/error.hpp"
+#include "tests/actors/kv_store_node.hpp"
 #include "tests/support/curl.hpp"
 #include "tests/support/engine_runs.hpp"
+#include "tests/support/metrics_text.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/test_model.hpp"
 
@@ -39,26 +41,11 @@ std::pair<int64_t, int64_t> complete(const std::string& url, const std::vector<i
           j["usage"].value("prompt_tokens_details", json::object()).value("cached_tokens", int64_t{0})};
 }
 
-double metric(const std::string& text, const std::string& series) {
-  auto at = text.find("\n" + series + " ");
-  return at == std::string::npos ? -1 : std::stod(text.substr(at + series.size() + 2));
-}
-
 TEST(KvStoreInt8ServeTest, TheNextTurnComesBackFromQuantizedBlocks) {
   tessera::test::temp_dir dir;
   caf::actor_system_config cfg;
   caf::actor_system sys{cfg};
-  auto probe = tessera::test::make_test_engine("nano");
-  const size_t bb = probe->get_backend().layout().block_bytes();
-  serve_options o;
-  o.model_dir = tessera::test::test_model_dir("nano");
-  o.model_name = "nano";
-  o.mode = "agg";
-  o.port = 0;
-  o.threads_per_worker = 1;
-  o.kv_cache_bytes = 32 * bb;
-  o.kv_store_host_bytes = 3 * (bb + 128); // 5 int8 blocks; the rest spill to disk
-  o.kv_store_disk_dir = dir.path() / "kvstore";
+  auto o = tessera::test::kv_store_node_options(dir.path() / "kvstore"); // 5 int8 blocks in host memory
   o.kv_store_int8 = true;
   auto node = serve_node::start(sys, o);
   ASSERT_TRUE(node) << error_text(node.error());
@@ -78,13 +65,13 @@ TEST(KvStoreInt8ServeTest, TheNextTurnComesBackFromQuantizedBlocks) {
   std::string m;
   for (int i = 0; i < 100; ++i) { // the store's counters are exported every second
     m = tessera::test::http_get(url + "/metrics").body;
-    if (metric(m, "tessera_kvstore_fetched_blocks_total{worker=\"worker-0\"}") > 0)
+    if (tessera::test::metric_value(m, "tessera_kvstore_fetched_blocks_total{worker=\"worker-0\"}") > 0)
       break;
     std::this_thread::sleep_for(50ms);
   }
-  EXPECT_EQ(metric(m, "tessera_kvstore_fetched_blocks_total{worker=\"worker-0\"}"), 2) << m;
-  EXPECT_EQ(metric(m, "tessera_kvstore_checksum_failures_total{tier=\"host\"}"), 0) << m;
-  EXPECT_EQ(metric(m, "tessera_kvstore_checksum_failures_total{tier=\"disk\"}"), 0) << m;
+  EXPECT_EQ(tessera::test::metric_value(m, "tessera_kvstore_fetched_blocks_total{worker=\"worker-0\"}"), 2) << m;
+  EXPECT_EQ(tessera::test::metric_value(m, "tessera_kvstore_checksum_failures_total{tier=\"host\"}"), 0) << m;
+  EXPECT_EQ(tessera::test::metric_value(m, "tessera_kvstore_checksum_failures_total{tier=\"disk\"}"), 0) << m;
 }
 
 } // namespace

@@ -14,8 +14,10 @@
 #include <thread>
 
 #include "common/error.hpp"
+#include "tests/actors/kv_store_node.hpp"
 #include "tests/support/curl.hpp"
 #include "tests/support/engine_runs.hpp"
+#include "tests/support/metrics_text.hpp"
 #include "tests/support/served_output.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/test_model.hpp"
@@ -53,25 +55,10 @@ std::vector<int32_t> output_ids(const std::vector<int32_t>& prompt) {
   return tessera::test::run_one(*eng, tessera::test::make_request(1, prompt, output_tokens)).tokens;
 }
 
-double metric(const std::string& text, const std::string& series) {
-  auto at = text.find("\n" + series + " ");
-  return at == std::string::npos ? -1 : std::stod(text.substr(at + series.size() + 2));
-}
-
 /// One worker with a pool of 32 blocks, a kv store of 3 blocks in host
 /// memory and the rest on disk under `dir`.
 std::unique_ptr<serve_node> start_node(caf::actor_system& sys, const std::filesystem::path& dir) {
-  auto probe = tessera::test::make_test_engine("nano");
-  const size_t bb = probe->get_backend().layout().block_bytes();
-  serve_options o;
-  o.model_dir = tessera::test::test_model_dir("nano");
-  o.model_name = "nano";
-  o.mode = "agg";
-  o.port = 0;
-  o.threads_per_worker = 1;
-  o.kv_cache_bytes = 32 * bb;
-  o.kv_store_host_bytes = 3 * (bb + 128);
-  o.kv_store_disk_dir = dir;
+  const auto o = tessera::test::kv_store_node_options(dir);
   auto node = serve_node::start(sys, o);
   EXPECT_TRUE(node) << error_text(node.error());
   return node ? std::move(*node) : nullptr;
@@ -99,7 +86,7 @@ std::string metrics_once(const std::string& url, const std::string& series) {
   std::string m;
   for (int i = 0; i < 100; ++i) {
     m = tessera::test::http_get(url + "/metrics").body;
-    if (metric(m, series) > 0)
+    if (tessera::test::metric_value(m, series) > 0)
       break;
     std::this_thread::sleep_for(50ms);
   }
@@ -130,10 +117,10 @@ TEST(KvStoreServeTest, ThreeTurnsComputeOnlyTheirNewTokensAndMatchNoCache) {
   EXPECT_EQ(cached, (std::vector<int64_t>{0, 48, 80}));
 
   const auto m = metrics_once(url, "tessera_kvstore_hits_total{tier=\"disk\"}");
-  EXPECT_EQ(metric(m, "tessera_kvstore_fetched_blocks_total{worker=\"worker-0\"}"), 8) << m;
-  EXPECT_GT(metric(m, "tessera_kvstore_hits_total{tier=\"disk\"}"), 0) << m;
-  EXPECT_GT(metric(m, "tessera_kvstore_spills_total"), 0) << m;
-  EXPECT_EQ(metric(m, "tessera_kvstore_checksum_failures_total{tier=\"disk\"}"), 0) << m;
+  EXPECT_EQ(tessera::test::metric_value(m, "tessera_kvstore_fetched_blocks_total{worker=\"worker-0\"}"), 8) << m;
+  EXPECT_GT(tessera::test::metric_value(m, "tessera_kvstore_hits_total{tier=\"disk\"}"), 0) << m;
+  EXPECT_GT(tessera::test::metric_value(m, "tessera_kvstore_spills_total"), 0) << m;
+  EXPECT_EQ(tessera::test::metric_value(m, "tessera_kvstore_checksum_failures_total{tier=\"disk\"}"), 0) << m;
 }
 
 TEST(KvStoreServeTest, ARestartedServerServesTheBlocksItHadOnDisk) {
@@ -154,7 +141,7 @@ TEST(KvStoreServeTest, ARestartedServerServesTheBlocksItHadOnDisk) {
   EXPECT_EQ(got.out, tessera::test::run_alone("nano", prompt, output_tokens, 0, 7));
   EXPECT_EQ(got.cached_tokens, 48) << "turn 1's 3 full blocks, from the disk the first server left";
   const auto m = metrics_once(second->url(), "tessera_kvstore_hits_total{tier=\"disk\"}");
-  EXPECT_EQ(metric(m, "tessera_kvstore_hits_total{tier=\"disk\"}"), 3) << m;
+  EXPECT_EQ(tessera::test::metric_value(m, "tessera_kvstore_hits_total{tier=\"disk\"}"), 3) << m;
 }
 
 } // namespace
