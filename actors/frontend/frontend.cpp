@@ -265,8 +265,10 @@ void on_tokens(frontend_pointer self, wire::token_chunk chunk) {
     // The first chunk comes from the worker that computed the prompt: its
     // count is the prefix-cache hit (a decode worker that received the KV
     // reports the whole prompt as cached).
-    if (c.order.received() == static_cast<int32_t>(out.tokens.size()))
+    if (c.order.received() == static_cast<int32_t>(out.tokens.size())) {
       c.cached_tokens = out.cached_prompt_tokens;
+      self->send(st.cfg.router, prefilled_atom_v, c.engine_id);
+    }
     auto delta = c.out.append(out);
     if (j.req.stream && (!delta.text.empty() || !delta.logprobs.empty() ||
                          delta.finish != engine::finish_reason::none))

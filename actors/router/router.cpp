@@ -181,21 +181,37 @@ caf::expected<route_answer> route(router_pointer self, const route_query& q) {
   return a;
 }
 
+/// The prompt's tokens leave `f`'s prefill worker's queue estimate (once).
+void dequeue_prefill(router_state& st, inflight& f) {
+  if (auto p = st.workers.find(f.prefill); p != st.workers.end())
+    p->second.load.queued_prefill_tokens =
+      std::max<int64_t>(0, p->second.load.queued_prefill_tokens - f.prefill_tokens);
+  f.prefill_tokens = 0;
+}
+
+/// The first token arrived: the prefill worker is done with the prompt
+/// (Dynamo's router does the same at prefill completion). Until the
+/// request finished, its prompt used to count as queued prefill work for
+/// as long as it decoded, so a disaggregated prefill worker looked busy
+/// with prompts it had finished long ago.
+void on_prefilled(router_pointer self, uint64_t request_id) {
+  if (auto it = self->state.requests.find(request_id); it != self->state.requests.end())
+    dequeue_prefill(self->state, it->second);
+}
+
 void on_finished(router_pointer self, uint64_t request_id) {
   auto& st = self->state;
   auto it = st.requests.find(request_id);
   if (it == st.requests.end())
     return;
-  const auto f = it->second;
+  auto f = it->second;
   st.requests.erase(it);
   if (auto d = st.workers.find(f.decode); d != st.workers.end()) {
     d->second.load.active_requests = std::max(0, d->second.load.active_requests - 1);
     d->second.load.active_decode_blocks =
       std::max<int64_t>(0, d->second.load.active_decode_blocks - f.decode_blocks);
   }
-  if (auto p = st.workers.find(f.prefill); p != st.workers.end())
-    p->second.load.queued_prefill_tokens =
-      std::max<int64_t>(0, p->second.load.queued_prefill_tokens - f.prefill_tokens);
+  dequeue_prefill(st, f);
 }
 
 router_local_actor::behavior_type router_fn(router_pointer self, std::shared_ptr<router_policy> policy,
@@ -219,6 +235,7 @@ router_local_actor::behavior_type router_fn(router_pointer self, std::shared_ptr
         return a.error();
       return std::move(*a);
     },
+    [self](prefilled_atom, uint64_t id) { on_prefilled(self, id); },
     [self](finished_atom, uint64_t id) { on_finished(self, id); },
     [self](node_down_atom, const std::string& node) {
       for (auto& [id, w] : self->state.workers)

@@ -79,6 +79,9 @@ using router_local_actor = router_actor::extend<
   /// Picks the workers for a request. Errors (router_errc):
   /// no_healthy_worker (no worker joined, or none can take it).
   caf::replies_to<route_atom, route_query>::with<route_answer>,
+  /// The request's prompt is prefilled (its first token arrived): its
+  /// prompt tokens leave the prefill worker's queue estimate.
+  caf::reacts_to<prefilled_atom, uint64_t>,
   /// The request ended (finished, failed or cancelled).
   caf::reacts_to<finished_atom, uint64_t>,
   /// The workers and their load estimates.

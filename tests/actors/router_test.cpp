@@ -148,6 +148,41 @@ TEST_F(RouterTest, RoundRobinIgnoresTheCache) {
   EXPECT_EQ(c2, 0) << "the other worker had nothing cached";
 }
 
+TEST_F(RouterTest, APromptLeavesItsWorkersQueueWhenItIsPrefilledNotWhenItFinishes) {
+  start("kv");
+  auto queued = [&](const std::string& actor) {
+    int64_t q = -1;
+    self->request(router, 5s, workers_atom_v).receive(
+      [&](std::vector<router_worker_view>& v) {
+        for (const auto& w : v)
+          if (w.join.at.actor == actor)
+            q = w.load.queued_prefill_tokens;
+      },
+      [](caf::error&) {});
+    return q;
+  };
+  auto route = [&](uint64_t id, const std::vector<int32_t>& p) {
+    route_answer a;
+    self->request(router, 5s, route_atom_v, route_query{id, p, "", "", 4})
+      .receive([&](route_answer& x) { a = x; }, [](caf::error& e) { ADD_FAILURE() << error_text(e); });
+    return a;
+  };
+  const auto a = route(1, prompt(1, 48));
+  EXPECT_EQ(queued(a.prefill.actor), 48);
+  // More prompts, wherever they go: only request 1's tokens leave at its
+  // first token, and its finish takes nothing more.
+  route(2, prompt(2, 48));
+  route(3, prompt(3, 48));
+  const auto before = queued(a.prefill.actor);
+  EXPECT_GE(before, 48);
+  self->send(router, prefilled_atom_v, uint64_t{1});
+  EXPECT_EQ(queued(a.prefill.actor), before - 48);
+  self->send(router, finished_atom_v, uint64_t{1});
+  EXPECT_EQ(queued(a.prefill.actor), before - 48);
+  self->send(router, prefilled_atom_v, uint64_t{1}); // late duplicate: nothing
+  EXPECT_EQ(queued(a.prefill.actor), before - 48);
+}
+
 TEST_F(RouterTest, NoWorkerMeansAClearError) {
   router_config rc;
   auto r = spawn_router(sys, rc);
