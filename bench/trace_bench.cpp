@@ -2,6 +2,7 @@
 
 #include <sys/resource.h>
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <optional>
@@ -10,6 +11,7 @@
 
 #include "bench/http_client.hpp"
 #include "bench/mooncake_trace.hpp"
+#include "bench/server_metrics.hpp"
 #include "bench/server_process.hpp"
 #include "bench/svg_chart.hpp"
 #include "bench/trace_cache_optimum.hpp"
@@ -230,7 +232,21 @@ int run_trace_bench(const trace_bench_options& o) {
         std::to_string(p.errors) + " errors; hit rate " + format("%.1f%%", 100 * p.hit_rate) +
         format("; send lag max %.0f ms", 1e3 * p.max_lag_s));
   };
+  // Each worker's busy share over the replay (the server's
+  // tessera_engine_busy_seconds_total; a server without it reports none).
+  const auto busy_metric = "tessera_engine_busy_seconds_total";
+  const auto busy_before = scrape_by_label(*ep, busy_metric, "worker");
+  const auto replay_started = std::chrono::steady_clock::now();
   auto replay = replay_trace(*ep, requests, ro, progress);
+  json busy = json::object();
+  if (busy_before && replay) {
+    const double interval =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - replay_started).count();
+    if (auto after = scrape_by_label(*ep, busy_metric, "worker"); after && interval > 0)
+      for (const auto& [worker, seconds] : *after)
+        if (auto b = busy_before->find(worker); b != busy_before->end())
+          busy[worker] = (seconds - b->second) / interval;
+  }
   stop();
   if (!replay) {
     say(error_text(replay.error()));
@@ -253,6 +269,7 @@ int run_trace_bench(const trace_bench_options& o) {
                       {"model_dir", o.model_dir},
                       {"description", description}};
   j["config"] = config;
+  j["worker_busy"] = busy;
   j["client"] = {{"connections_opened", replay->connections_opened}, {"peak_in_flight", replay->peak_in_flight}};
   json ws = json::array();
   for (const auto& w : windows)
@@ -289,6 +306,12 @@ int run_trace_bench(const trace_bench_options& o) {
               "the same requests; prefill tok = prompt tokens computed; open loop at %gx the "
               "trace's arrival times; send lag p99 %.1f ms; %zu in flight at most)\n",
               o.speedup, summary.send_lag.p99_ms, replay->peak_in_flight);
+  if (!busy.empty()) {
+    std::string line = "engine busy over the replay:";
+    for (const auto& [worker, share] : busy.items())
+      line += " " + worker + format(" %.0f%%", 100 * share.get<double>());
+    say(line);
+  }
   if (summary.errors > 0)
     say(std::to_string(summary.errors) + " request(s) failed; first: " + summary.first_error);
   if (summary.missing_cached_tokens > 0)

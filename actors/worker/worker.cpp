@@ -101,7 +101,14 @@ struct worker_metrics {
                                 {{"worker", worker}})),
         store_offered(r.counter("tessera_kvstore_offered_blocks_total",
                                 "Blocks a worker gave its node's kv store (prompts it prefilled, sequences that finished).",
-                                {{"worker", worker}})) {}
+                                {{"worker", worker}})),
+        steps(r.counter("tessera_engine_steps_total", "Forward steps a worker's engine ran.",
+                        {{"worker", worker}})),
+        busy_seconds(r.counter("tessera_engine_busy_seconds_total",
+                               "Wall seconds a worker's engine spent in forward steps (its busy share "
+                               "over an interval: the increase / the interval; the sim engine's steps "
+                               "last their modelled time x time_scale).",
+                               {{"worker", worker}})) {}
   cluster::metric_gauge& kv_used;
   cluster::metric_counter& aborted;
   cluster::metric_counter& transfer_bytes;
@@ -110,6 +117,8 @@ struct worker_metrics {
   cluster::metric_counter& peer_fetched;
   cluster::metric_counter& fetch_refused;
   cluster::metric_counter& store_offered;
+  cluster::metric_counter& steps;
+  cluster::metric_counter& busy_seconds;
 };
 
 struct worker_state {
@@ -298,7 +307,13 @@ void offer(worker_pointer self, std::span<const int32_t> tokens, const std::stri
 
 void on_step(worker_pointer self) {
   auto& st = self->state;
+  const auto started = std::chrono::steady_clock::now();
   auto outputs = st.eng->step();
+  if (st.metrics) {
+    st.metrics->steps.inc();
+    st.metrics->busy_seconds.inc(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  }
   // KV events first: a client that saw this step's tokens and asks the
   // router again finds the router already knows what this step cached
   // (both go through the bridge, in order).

@@ -60,6 +60,15 @@ TEST(BenchTraceTest, ReplayReportsTheHitsTheEngineBlocksAllow) {
   EXPECT_LE(j["ttft_ms_p50"].get<double>(), j["ttft_ms_p99"].get<double>());
   EXPECT_GE(j["itl_ms_p50"].get<double>(), 0);
   EXPECT_GT(j["output_tok_s"].get<double>(), 0);
+  // The one worker's engine busy share over the replay, from the server's
+  // /metrics: it computed every prompt, so more than nothing, and never
+  // more than the whole interval.
+  ASSERT_EQ(j["worker_busy"].size(), 1u) << j["worker_busy"].dump();
+  for (const auto& [worker, share] : j["worker_busy"].items()) {
+    EXPECT_GT(share.get<double>(), 0) << worker;
+    EXPECT_LE(share.get<double>(), 1.0) << worker;
+  }
+  EXPECT_NE(r.out.find("engine busy over the replay:"), std::string::npos) << r.out;
   EXPECT_EQ(j["config"]["block_tokens"], 32);
   EXPECT_EQ(j["config"]["speedup"], 2.0);
   EXPECT_EQ(j["config"]["server"]["args"], (nlohmann::json{"--mode", "agg", "--decode", "1", "--threads", "1"}));

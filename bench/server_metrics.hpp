@@ -1,0 +1,30 @@
+#pragma once
+/// @file
+/// Reading a running server's Prometheus text (GET /metrics) from a
+/// benchmark: the series of one metric, by the value of one label. `bench
+/// trace` reads `tessera_engine_busy_seconds_total` by `worker` before and
+/// after a replay to report how busy each worker's engine was.
+
+#include <chrono>
+#include <map>
+#include <string>
+
+#include <caf/expected.hpp>
+
+#include "bench/http_client.hpp"
+
+namespace tessera::bench {
+
+/// The series of `name` in `text` (a Prometheus text exposition), keyed by
+/// the value of their label `label`; series without that label are left
+/// out. Only plain `name{...} value` lines count (not name_bucket etc.).
+[[nodiscard]] std::map<std::string, double> metric_by_label(const std::string& text, const std::string& name,
+                                                             const std::string& label);
+
+/// GET /metrics at `ep` and metric_by_label on it. Errors: http_fetch's, or
+/// a status other than 200 (caf::sec::runtime_error naming it).
+[[nodiscard]] caf::expected<std::map<std::string, double>>
+scrape_by_label(const http_endpoint& ep, const std::string& name, const std::string& label,
+                std::chrono::milliseconds timeout = std::chrono::seconds{10});
+
+} // namespace tessera::bench

@@ -1,0 +1,29 @@
+// Reading one metric's series by label out of a Prometheus text exposition.
+
+#include "bench/server_metrics.hpp"
+
+#include <gtest/gtest.h>
+
+namespace tessera::bench {
+namespace {
+
+TEST(ServerMetricsTest, SeriesOfOneMetricByTheValueOfOneLabel) {
+  const std::string text =
+    "# HELP tessera_engine_busy_seconds_total Wall seconds.\n"
+    "# TYPE tessera_engine_busy_seconds_total counter\n"
+    "tessera_engine_busy_seconds_total{worker=\"prefill-0\"} 1.5\n"
+    "tessera_engine_busy_seconds_total{node=\"n\",worker=\"decode-0\"} 2e-3\n"
+    "tessera_engine_busy_seconds_total_other{worker=\"x\"} 9\n"
+    "tessera_engine_busy_seconds_total{node=\"n\"} 7\n"
+    "tessera_engine_steps_total{worker=\"prefill-0\"} 10\n"
+    "tessera_engine_busy_seconds_total{worker=\"broken\"} not-a-number\n";
+  const auto m = metric_by_label(text, "tessera_engine_busy_seconds_total", "worker");
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_DOUBLE_EQ(m.at("prefill-0"), 1.5);
+  EXPECT_DOUBLE_EQ(m.at("decode-0"), 2e-3);
+  EXPECT_TRUE(metric_by_label(text, "tessera_engine_busy_seconds_total", "gpu").empty());
+  EXPECT_TRUE(metric_by_label("", "x", "worker").empty());
+}
+
+} // namespace
+} // namespace tessera::bench
