@@ -125,6 +125,10 @@ TEST(KvStoreServeTest, ThreeTurnsComputeOnlyTheirNewTokensAndMatchNoCache) {
   EXPECT_EQ(tessera::test::metric_value(m, "tessera_kvstore_int8_blocks_total"), 0) << m;
   EXPECT_EQ(tessera::test::metric_value(m, "tessera_kvstore_int8_refused_total"), 0) << m;
   EXPECT_EQ(tessera::test::metric_value(m, "tessera_kvstore_decode_failures_total"), 0) << m;
+  // The default bound (64 MiB per worker) holds these few blocks.
+  EXPECT_GT(tessera::test::metric_value(m, "tessera_kvstore_offered_blocks_total{worker=\"worker-0\"}"), 0) << m;
+  EXPECT_EQ(tessera::test::metric_value(m, "tessera_kvstore_offer_dropped_blocks_total{worker=\"worker-0\"}"), 0)
+    << m;
 }
 
 TEST(KvStoreServeTest, ARestartedServerServesTheBlocksItHadOnDisk) {
