@@ -148,6 +148,7 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
       spec.metrics = metrics;
       spec.store = p->store;
       spec.store_writer = p->store_writer;
+      spec.offer_max_bytes = cfg.kvstore_offer_mb << 20;
       say("starting " + spec.name);
       auto w = p->supervisor->start(spec);
       if (!w)
