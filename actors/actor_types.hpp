@@ -43,6 +43,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(tessera, caf::first_custom_type_id)
   CAF_ADD_ATOM(tessera, tessera::actors, fault_atom, "fault")
   // kv stores (actors/kvstore)
   CAF_ADD_ATOM(tessera, tessera::actors, fetch_atom, "fetch")
+  CAF_ADD_ATOM(tessera, tessera::actors, offer_atom, "offer")
   // node (actors/node): the worker supervisor
   CAF_ADD_ATOM(tessera, tessera::actors, start_atom, "start")
   CAF_ADD_ATOM(tessera, tessera::actors, stop_atom, "stop")

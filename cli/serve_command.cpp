@@ -26,6 +26,7 @@ struct serve_args {
   std::string kv_store_disk_dir;
   size_t kv_store_disk_mb = 16384;
   bool kv_store_int8 = false;
+  uint64_t kv_store_offer_mb = 64;
   int scheduler_threads = 0;
 };
 
@@ -56,6 +57,7 @@ int run_serve(serve_args& a) {
   a.opts.kv_store_disk_dir = a.kv_store_disk_dir;
   a.opts.kv_store_disk_bytes = a.kv_store_disk_mb << 20;
   a.opts.kv_store_int8 = a.kv_store_int8;
+  a.opts.kv_offer_max_bytes = a.kv_store_offer_mb << 20;
   a.opts.progress = [](const std::string& line) { std::fprintf(stderr, "tessera serve: %s\n", line.c_str()); };
 
   caf::actor_system_config cfg;
@@ -126,6 +128,11 @@ command add_serve_command(CLI::App& app) {
   sub->add_flag("--kv-store-int8", a->kv_store_int8,
                 "Keep kv store blocks as int8 with per-head scales in both tiers (about 2x the "
                 "blocks per byte for bf16 KV; workers still get their KV dtype back)");
+  sub->add_option("--kv-store-offer-mb", a->kv_store_offer_mb,
+                  "Most MiB of finished sequences' KV blocks each worker has on their way to the kv "
+                  "store; more is dropped and counted in tessera_kvstore_offer_dropped_blocks_total "
+                  "(0: offer nothing)")
+    ->capture_default_str()->check(CLI::Range(0, 1 << 20));
   sub->add_option("--max-model-len", o.max_model_len, "Longest prompt + output (0: the model's)")
     ->capture_default_str();
   sub->add_option("--http-threads", o.http_threads, "HTTP I/O threads")->capture_default_str()

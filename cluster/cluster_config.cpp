@@ -138,6 +138,7 @@ caf::expected<cluster_config> parse_cluster_config(std::string_view text, const 
   num(t["kvstore_host_mb"], "kvstore_host_mb", 0, int64_t{1} << 30, c.kvstore_host_mb);
   str(t["kvstore_disk_dir"], "kvstore_disk_dir", c.kvstore_disk_dir);
   num(t["kvstore_disk_mb"], "kvstore_disk_mb", 1, int64_t{1} << 40, c.kvstore_disk_mb);
+  num(t["kvstore_offer_mb"], "kvstore_offer_mb", 0, int64_t{1} << 20, c.kvstore_offer_mb);
   auto flag = [&](const toml::node_view<toml::node>& v, const std::string& key, bool& out) {
     if (!v)
       return;

@@ -13,6 +13,7 @@
 ///   kvstore_host_mb = 1024          # per node with workers; 0: no kv store
 ///   kvstore_disk_dir = ""           # RocksDB tier under <dir>/<node id>
 ///   kvstore_int8 = false            # keep the store's blocks as int8
+///   kvstore_offer_mb = 64           # per worker: blocks on their way to the store
 ///   kv_remote_fetch = true          # fetch prefixes from other nodes' stores
 ///   engine = "cpu"                  # or "sim": no model math, a GPU's timing
 ///   [sim]                           # only with engine = "sim"; all optional
@@ -115,6 +116,10 @@ struct cluster_config {
   std::string kvstore_disk_dir;
   uint64_t kvstore_disk_mb = 16384;
   bool kvstore_int8 = false;
+  /// Most MiB of finished sequences' blocks each worker has on their way
+  /// to its node's kv store (worker_config::offer_max_bytes); more is
+  /// dropped and counted; 0 offers nothing. Default: 64.
+  uint64_t kvstore_offer_mb = 64;
   /// Whether a worker may fetch a prompt's prefix from another node's kv
   /// store the router names (router_options::remote_fetch). Default: true.
   bool kv_remote_fetch = true;

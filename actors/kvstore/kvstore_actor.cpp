@@ -151,6 +151,17 @@ void export_metrics(kvstore_pointer self) {
   export_counter(r.counter("tessera_kvstore_promotion_skips_total",
                            "Disk hits left on disk because the spill queue was full.", {}),
                  s.promotion_skips, st.exported.promotion_skips);
+  export_counter(r.counter("tessera_kvstore_int8_blocks_total",
+                           "Blocks put into an int8 kv store (--kv-store-int8) that it keeps quantized.", {}),
+                 s.int8_blocks, st.exported.int8_blocks);
+  export_counter(r.counter("tessera_kvstore_int8_refused_total",
+                           "Blocks put into an int8 kv store that the quantizer refused (a NaN or an infinity), "
+                           "kept exact.",
+                           {}),
+                 s.int8_refused, st.exported.int8_refused);
+  export_counter(r.counter("tessera_kvstore_decode_failures_total",
+                           "Blocks found in a kv store tier that could not be decoded (served as misses).", {}),
+                 s.decode_failures, st.exported.decode_failures);
   st.exported = s;
 }
 

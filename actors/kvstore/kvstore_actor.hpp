@@ -1,9 +1,11 @@
 #pragma once
 /// @file
-/// The kv store actor of a node. The node's tiered block store (kvstore/) is shared with the
-/// node's workers, which offer it finished sequences directly (it is
-/// thread-safe). Blocks come out through the actor, for the node's own
-/// workers and for other nodes' alike (through the bridge):
+/// The kv store actor of a node. The node's tiered block store (kvstore/)
+/// is shared with the node's workers, which check its index (it is
+/// thread-safe) and offer it finished sequences through its writer
+/// (kvstore_writer.hpp), which puts them on its own thread. Blocks come
+/// out through this actor, for the node's own workers and for other nodes'
+/// alike (through the bridge):
 ///
 ///   fetch(kv_fetch_request) --> the leading blocks of the chain the store
 ///                               holds, verified, by value (kv_fetch_reply)

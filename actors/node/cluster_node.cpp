@@ -128,6 +128,8 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
     if (!store)
       return store.error();
     p->store = std::move(*store);
+    if (p->store)
+      p->store_writer = spawn_kvstore_writer(sys, p->store);
     std::shared_ptr<engine::engine> any_engine;
     p->supervisor = std::make_unique<detail::worker_supervisor>(
       sys, *p->br, *model, detail::supervisor_options{3, std::chrono::seconds{60}, metrics});
@@ -145,6 +147,8 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
       spec.router = router_at;
       spec.metrics = metrics;
       spec.store = p->store;
+      spec.store_writer = p->store_writer;
+      spec.offer_max_bytes = cfg.kvstore_offer_mb << 20;
       say("starting " + spec.name);
       auto w = p->supervisor->start(spec);
       if (!w)

@@ -9,18 +9,31 @@
 
 namespace tessera::actors::detail {
 
+namespace {
+
+/// Waits (bounded) until `a` is gone after `stop` (a function of the
+/// scoped actor that tells it to stop).
+template <class Handle, class Stop>
+void stop_and_wait(caf::actor_system& sys, const Handle& a, Stop stop) {
+  caf::scoped_actor self{sys};
+  self->monitor(a);
+  stop(self);
+  self->receive([](const caf::down_msg&) {}, caf::after(std::chrono::seconds{10}) >> [] {});
+}
+
+} // namespace
+
 node_actors::~node_actors() {
   front.reset();
   if (supervisor)
     supervisor->stop();
-  if (store_actor) {
-    // Wait for it: it holds the store, which must close below (a node
-    // started next on the same directory needs RocksDB's lock).
-    caf::scoped_actor self{sys};
-    self->monitor(store_actor);
-    self->send_exit(store_actor, caf::exit_reason::user_shutdown);
-    self->receive([](const caf::down_msg&) {}, caf::after(std::chrono::seconds{10}) >> [] {});
-  }
+  // Wait for the store's actors: they use the store, which must close below
+  // (a node started next on the same directory needs RocksDB's lock).
+  if (store_actor)
+    stop_and_wait(sys, store_actor,
+                  [&](caf::scoped_actor& self) { self->send_exit(store_actor, caf::exit_reason::user_shutdown); });
+  if (store_writer) // after the offers the workers sent before they stopped
+    stop_and_wait(sys, store_writer, [&](caf::scoped_actor& self) { self->send(store_writer, stop_atom_v); });
   if (router)
     caf::anon_send_exit(router, caf::exit_reason::user_shutdown);
   br.reset();
@@ -76,6 +89,8 @@ caf::expected<started_worker> start_worker(caf::actor_system& sys, bridge& br,
   wc.metrics = spec.metrics;
   wc.fault_injection = spec.fault_injection;
   wc.store = spec.store;
+  wc.store_writer = spec.store_writer;
+  wc.offer_max_bytes = spec.offer_max_bytes;
   if (spec.store)
     wc.store_at = {spec.node, kvstore_config{}.name}; // start_kvstore_actor publishes it there
   out.engine = eng;

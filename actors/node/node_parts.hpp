@@ -16,6 +16,7 @@
 #include "actors/bridge/bridge_actor.hpp"
 #include "actors/frontend/frontend_actor.hpp"
 #include "actors/kvstore/kvstore_actor.hpp"
+#include "actors/kvstore/kvstore_writer.hpp"
 #include "actors/router/router_actor.hpp"
 #include "actors/worker/worker_actor.hpp"
 #include "cluster/metrics.hpp"
@@ -42,10 +43,11 @@ struct node_actors {
   router_local_actor router;
   std::unique_ptr<worker_supervisor> supervisor;
   std::unique_ptr<frontend::frontend> front;
-  /// The node's kv store (shared with its workers) and its actor; null
-  /// when the node keeps none.
+  /// The node's kv store (shared with its workers), its actor and its
+  /// writer; null when the node keeps none.
   std::shared_ptr<kvstore::block_store> store;
   kvstore_actor store_actor;
+  kvstore_writer_actor store_writer;
 };
 
 /// A bad option or setting, as an error naming it.
@@ -81,8 +83,12 @@ struct worker_spec {
   transport::wire::actor_address router;
   std::shared_ptr<cluster::metrics_registry> metrics;
   bool fault_injection = false;
-  /// The node's kv store; null: none.
+  /// The node's kv store and its writer (worker_config::store,
+  /// store_writer); null: none.
   std::shared_ptr<kvstore::block_store> store;
+  kvstore_writer_actor store_writer;
+  /// worker_config::offer_max_bytes. Default: 64 MiB.
+  uint64_t offer_max_bytes = uint64_t{64} << 20;
 };
 
 struct started_worker {

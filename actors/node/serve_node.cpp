@@ -78,6 +78,8 @@ caf::expected<std::unique_ptr<serve_node>> serve_node::start(caf::actor_system& 
   if (!store)
     return store.error();
   p->store = std::move(*store);
+  if (p->store)
+    p->store_writer = spawn_kvstore_writer(sys, p->store);
   std::shared_ptr<engine::engine> any_engine;
   p->supervisor = std::make_unique<detail::worker_supervisor>(sys, *p->br, *model,
                                                               detail::supervisor_options{3, std::chrono::seconds{60}, metrics});
@@ -100,6 +102,8 @@ caf::expected<std::unique_ptr<serve_node>> serve_node::start(caf::actor_system& 
     spec.metrics = metrics;
     spec.fault_injection = opts.fault_injection;
     spec.store = p->store;
+    spec.store_writer = p->store_writer;
+    spec.offer_max_bytes = opts.kv_offer_max_bytes;
     say("starting " + spec.name);
     auto w = p->supervisor->start(spec);
     if (!w)

@@ -69,6 +69,10 @@ struct serve_options {
   /// about twice the blocks per byte for bf16 KV, at the logit error
   /// bench/README.md measures. Default: false (exact).
   bool kv_store_int8 = false;
+  /// Most bytes of finished sequences' blocks each worker has on their way
+  /// to the kv store (worker_config::offer_max_bytes); more is dropped and
+  /// counted. Default: 64 MiB.
+  uint64_t kv_offer_max_bytes = uint64_t{64} << 20;
   /// Chaos drills: workers obey injected faults, and the frontend takes
   /// POST /admin/fault {"worker": name, "fault": "crash"}. Default: off.
   bool fault_injection = false;

@@ -2,11 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <vector>
-
-#include <spdlog/spdlog.h>
-
-#include "common/error.hpp"
 
 namespace tessera::actors {
 
@@ -45,27 +42,37 @@ fetch_result insert_fetched(engine::engine& eng, std::span<const engine::kv_bloc
   return out;
 }
 
-size_t offer_sequence(engine::engine& eng, kvstore::block_store& store, std::span<const int32_t> tokens,
-                      std::string_view cache_salt) {
+offer_copy copy_offer(const engine::engine& eng, const kvstore::block_store& store,
+                      std::span<const int32_t> tokens, std::string_view cache_salt, uint64_t max_bytes) {
+  offer_copy out;
+  out.offer.ns = eng.hash_seed();
   if (tokens.size() < 2)
-    return 0;
+    return out;
   const auto& layout = eng.get_backend().layout();
   const auto hashes = eng.block_hashes(tokens.first(tokens.size() - 1), cache_salt);
-  size_t offered = 0;
-  for (auto h : hashes) {
-    const kvstore::block_key key{eng.hash_seed(), h};
-    if (store.contains(key))
+  uint64_t bytes = 0;
+  for (const auto& h : hashes) {
+    if (store.contains({out.offer.ns, h}))
       continue;
-    std::vector<std::byte> bytes(layout.block_bytes());
-    if (!eng.read_cached_block(h, bytes))
-      break;
-    if (auto err = store.put(key, kvstore::make_block(layout, layout.block_tokens, std::move(bytes)))) {
-      spdlog::warn("kv store refused a block: {}", error_text(err));
-      break;
+    if (bytes + layout.block_bytes() > max_bytes) {
+      if (eng.cached_prefix_blocks({&h, 1}) == 0)
+        break; // the pool lost it: neither it nor the rest were offerable
+      ++out.dropped;
+      continue;
     }
-    ++offered;
+    std::vector<std::byte> copy(layout.block_bytes());
+    if (!eng.read_cached_block(h, copy))
+      break;
+    bytes += copy.size();
+    out.offer.blocks.push_back({h, kvstore::make_block(layout, layout.block_tokens, std::move(copy))});
   }
-  return offered;
+  return out;
+}
+
+size_t offer_sequence(engine::engine& eng, kvstore::block_store& store, std::span<const int32_t> tokens,
+                      std::string_view cache_salt) {
+  const auto c = copy_offer(eng, store, tokens, cache_salt, std::numeric_limits<uint64_t>::max());
+  return put_offer(store, c.offer);
 }
 
 } // namespace tessera::actors

@@ -10,8 +10,11 @@
 /// kv_fetch_reply), so the engine thread never waits on a store; what they
 /// bring is checked here block by block (the chain's hash, the engine's
 /// layout, a full block, the checksum of the bytes as they arrived) before
-/// it enters the pool, so no wrong KV ever reaches the engine. Offers copy
-/// blocks on the engine thread (engine::read_cached_block).
+/// it enters the pool, so no wrong KV ever reaches the engine. Offers only
+/// copy blocks on the engine thread (copy_offer: engine::read_cached_block
+/// of the blocks the store's index lacks); the node's kv store writer
+/// (actors/kvstore/kvstore_writer.hpp) puts them, so a store that waits for
+/// its disk never stalls a worker's batch.
 
 #include <cstddef>
 #include <cstdint>
@@ -19,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "actors/kvstore/kvstore_writer.hpp"
 #include "engine/engine.hpp"
 #include "kvstore/block_store.hpp"
 #include "transport/wire/messages.hpp"
@@ -54,10 +58,28 @@ struct fetch_result {
 [[nodiscard]] fetch_result insert_fetched(engine::engine& eng, std::span<const engine::kv_block_hash> hashes,
                                           size_t first, const transport::wire::kv_fetch_reply& reply);
 
-/// Offers `store` the full blocks of a finished sequence (`tokens`: prompt
-/// then output; the last token has no KV) that `eng`'s pool still caches
-/// and the store lacks, in order, stopping at the first the pool no longer
-/// holds. Returns the blocks offered.
+/// What copy_offer copied.
+struct offer_copy {
+  /// The blocks copied, for the node's kv store writer.
+  kv_offer offer;
+  /// Blocks the store lacks that did not fit in the bytes allowed (not
+  /// copied).
+  size_t dropped = 0;
+};
+
+/// Copies out of `eng`'s pool the full blocks of a finished sequence
+/// (`tokens`: prompt then output; the last token has no KV) that `store`
+/// lacks, in chain order, up to the first block the pool no longer holds:
+/// as many leading ones as fit in `max_bytes` of payload (a prefix lookup
+/// only reaches a block through the ones before it); the rest are counted
+/// in `dropped`. On the engine thread: an index check (block_store::contains)
+/// and a copy per block, never a put.
+[[nodiscard]] offer_copy copy_offer(const engine::engine& eng, const kvstore::block_store& store,
+                                    std::span<const int32_t> tokens, std::string_view cache_salt,
+                                    uint64_t max_bytes);
+
+/// copy_offer without a bound, then put_offer into `store`, on the calling
+/// thread. Returns the blocks stored.
 size_t offer_sequence(engine::engine& eng, kvstore::block_store& store, std::span<const int32_t> tokens,
                       std::string_view cache_salt);
 

@@ -102,6 +102,10 @@ struct worker_metrics {
         store_offered(r.counter("tessera_kvstore_offered_blocks_total",
                                 "Blocks a worker gave its node's kv store (prompts it prefilled, sequences that finished).",
                                 {{"worker", worker}})),
+        offer_dropped(r.counter("tessera_kvstore_offer_dropped_blocks_total",
+                                "Blocks a worker did not offer its node's kv store because its offers in flight "
+                                "were at the bound (worker_config::offer_max_bytes).",
+                                {{"worker", worker}})),
         steps(r.counter("tessera_engine_steps_total", "Forward steps a worker's engine ran.",
                         {{"worker", worker}})),
         busy_seconds(r.counter("tessera_engine_busy_seconds_total",
@@ -117,6 +121,7 @@ struct worker_metrics {
   cluster::metric_counter& peer_fetched;
   cluster::metric_counter& fetch_refused;
   cluster::metric_counter& store_offered;
+  cluster::metric_counter& offer_dropped;
   cluster::metric_counter& steps;
   cluster::metric_counter& busy_seconds;
 };
@@ -134,11 +139,18 @@ struct worker_state {
   remote_actor_cache<kvstore_actor> stores;
   std::unique_ptr<worker_metrics> metrics;
   bool stepping = false;
+  /// Payload bytes of offers the store's writer has not answered yet.
+  uint64_t offer_bytes_in_flight = 0;
   uint64_t next_batch = 1;
   uint64_t next_event = 0; // the router expects a worker's first event to be 0
 };
 
 using worker_pointer = worker_impl::stateful_pointer<worker_state>;
+
+/// Whether finished sequences are offered to the node's kv store.
+bool offering(const worker_state& st) {
+  return st.cfg.store && st.cfg.store_writer;
+}
 
 void update_kv_gauge(worker_pointer self) {
   if (!self->state.metrics)
@@ -238,7 +250,7 @@ caf::expected<wire::kv_grant> try_grant(worker_pointer self, const wire::request
   if (!grant)
     return grant.error();
   auto& g = st.grants[grant->request_id] = granted{*grant, h.reply_to, {}, {}};
-  if (st.cfg.store) {
+  if (offering(st)) {
     g.tokens = h.kv->tokens;
     g.cache_salt = h.request.cache_salt;
   }
@@ -297,12 +309,32 @@ void publish_kv_events(worker_pointer self) {
 }
 
 /// Offers the node's kv store the full blocks of `tokens` this worker's pool
-/// caches (kv_tiering.hpp).
+/// caches and the store lacks (kv_tiering.hpp): copies them here, within
+/// what offer_max_bytes leaves, and leaves the puts to the store's writer.
 void offer(worker_pointer self, std::span<const int32_t> tokens, const std::string& cache_salt) {
   auto& st = self->state;
-  const auto n = offer_sequence(*st.eng, *st.cfg.store, tokens, cache_salt);
+  const auto max = st.cfg.offer_max_bytes;
+  const auto room = max > st.offer_bytes_in_flight ? max - st.offer_bytes_in_flight : 0;
+  auto c = copy_offer(*st.eng, *st.cfg.store, tokens, cache_salt, room);
   if (st.metrics)
-    st.metrics->store_offered.inc(static_cast<double>(n));
+    st.metrics->offer_dropped.inc(static_cast<double>(c.dropped));
+  if (c.offer.blocks.empty())
+    return;
+  const auto bytes = c.offer.payload_bytes();
+  st.offer_bytes_in_flight += bytes;
+  c.offer.deadline = std::chrono::steady_clock::now() + st.cfg.offer_timeout;
+  self->request(st.cfg.store_writer, st.cfg.offer_timeout, offer_atom_v, std::move(c.offer))
+    .then(
+      [self, bytes](uint64_t stored) {
+        self->state.offer_bytes_in_flight -= bytes;
+        if (auto* m = self->state.metrics.get())
+          m->store_offered.inc(static_cast<double>(stored));
+      },
+      [self, bytes](caf::error& err) {
+        self->state.offer_bytes_in_flight -= bytes;
+        spdlog::warn("worker {}: offering blocks to the kv store failed: {}", self->state.cfg.name,
+                     error_text(err));
+      });
 }
 
 void on_step(worker_pointer self) {
@@ -328,13 +360,13 @@ void on_step(worker_pointer self) {
       out.finish = engine::finish_reason::none; // the client's request goes on elsewhere
     const auto finished = out.finish != engine::finish_reason::none;
     const auto id = out.id;
-    if (st.cfg.store && prefill_done) {
+    if (offering(st) && prefill_done) {
       // The prompt's blocks serve the node's other workers from now on, not
       // only once the turn ends on the decode worker.
       auto seq = t.original.prompt;
       seq.insert(seq.end(), out.tokens.begin(), out.tokens.end());
       offer(self, seq, t.original.cache_salt);
-    } else if (st.cfg.store) {
+    } else if (offering(st)) {
       t.tokens.insert(t.tokens.end(), out.tokens.begin(), out.tokens.end());
       if (finished && out.finish != engine::finish_reason::abort)
         offer(self, t.tokens, t.cache_salt);
@@ -403,7 +435,7 @@ caf::error admit(worker_pointer self, wire::request_handoff h) {
     return err;
   auto& t = st.requests[id] = tracked{h.reply_to, prefill_only ? h.decode_at : wire::actor_address{},
                                       std::move(h.request), {}, {}};
-  if (st.cfg.store && !prefill_only) {
+  if (offering(st) && !prefill_only) {
     t.tokens = t.original.prompt;
     t.cache_salt = t.original.cache_salt;
   }

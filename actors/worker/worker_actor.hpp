@@ -26,6 +26,12 @@
 /// a timeout only means more to compute. generate replies once the request
 /// is in the engine.
 ///
+/// When a sequence finishes (or a prompt was prefilled for another
+/// worker), the worker copies the blocks the node's store lacks out of its
+/// pool and sends them to the store's writer (kvstore_writer.hpp), which
+/// puts them; at most offer_max_bytes of offers are in flight per worker,
+/// the rest is dropped and counted, so a slow store never stalls the batch.
+///
 /// Roles only say what the router may send; every worker can do every step.
 ///
 /// A worker that fails (an exception out of its engine or a handler, or an
@@ -49,6 +55,7 @@
 
 #include "actors/actor_types.hpp"
 #include "actors/bridge/bridge_actor.hpp"
+#include "actors/kvstore/kvstore_writer.hpp"
 #include "cluster/metrics.hpp"
 #include "engine/engine.hpp"
 #include "kvstore/block_store.hpp"
@@ -116,9 +123,22 @@ struct worker_config {
   /// Obey fault_atom (chaos drills). Default: false.
   bool fault_injection = false;
   /// The node's kv store (kv_tiering.hpp): a prompt it prefilled for
-  /// another worker, and a sequence that finishes here, are offered to it.
-  /// Null: none.
+  /// another worker, and a sequence that finishes here, are offered to it
+  /// through store_writer (the engine thread only checks the store's index
+  /// and copies the blocks it lacks). Null: none.
   std::shared_ptr<kvstore::block_store> store;
+  /// The writer of that store (actors/kvstore/kvstore_writer.hpp), which
+  /// puts the offered blocks on its own thread. Empty: nothing is offered.
+  kvstore_writer_actor store_writer;
+  /// Most payload bytes of this worker's offers the writer has not
+  /// answered yet: blocks of an offer beyond that are dropped, not queued,
+  /// and counted (tessera_kvstore_offer_dropped_blocks_total); 0 drops
+  /// every offer. Default: 64 MiB.
+  uint64_t offer_max_bytes = uint64_t{64} << 20;
+  /// How long the worker waits for the writer's answer to an offer before
+  /// it counts the offer's bytes as returned (the writer then drops it
+  /// unwritten if it has not reached it). Default: 30 s.
+  std::chrono::milliseconds offer_timeout{30000};
   /// The node's kv store actor (actors/kvstore): a prompt this worker
   /// computes first takes the cached prefix its pool lacks from there, then
   /// from the peer store its request names (request_handoff::kv_source).

@@ -65,13 +65,20 @@ TEST(KvStoreInt8ServeTest, TheNextTurnComesBackFromQuantizedBlocks) {
   std::string m;
   for (int i = 0; i < 100; ++i) { // the store's counters are exported every second
     m = tessera::test::http_get(url + "/metrics").body;
-    if (tessera::test::metric_value(m, "tessera_kvstore_fetched_blocks_total{worker=\"worker-0\"}") > 0)
+    if (tessera::test::metric_value(m, "tessera_kvstore_fetched_blocks_total{worker=\"worker-0\"}") > 0 &&
+        tessera::test::metric_value(m, "tessera_kvstore_int8_blocks_total") > 0)
       break;
     std::this_thread::sleep_for(50ms);
   }
   EXPECT_EQ(tessera::test::metric_value(m, "tessera_kvstore_fetched_blocks_total{worker=\"worker-0\"}"), 2) << m;
   EXPECT_EQ(tessera::test::metric_value(m, "tessera_kvstore_checksum_failures_total{tier=\"host\"}"), 0) << m;
   EXPECT_EQ(tessera::test::metric_value(m, "tessera_kvstore_checksum_failures_total{tier=\"disk\"}"), 0) << m;
+  // Every block put was quantized (random weights: no NaN, no infinity)
+  // and every one read back decoded.
+  EXPECT_GE(tessera::test::metric_value(m, "tessera_kvstore_int8_blocks_total"), 2) << m;
+  EXPECT_EQ(tessera::test::metric_value(m, "tessera_kvstore_int8_refused_total"), 0) << m;
+  EXPECT_EQ(tessera::test::metric_value(m, "tessera_kvstore_decode_failures_total"), 0) << m;
+  EXPECT_NE(m.find("# HELP tessera_kvstore_int8_blocks_total "), std::string::npos) << m;
 }
 
 } // namespace

@@ -121,6 +121,14 @@ TEST(KvStoreServeTest, ThreeTurnsComputeOnlyTheirNewTokensAndMatchNoCache) {
   EXPECT_GT(tessera::test::metric_value(m, "tessera_kvstore_hits_total{tier=\"disk\"}"), 0) << m;
   EXPECT_GT(tessera::test::metric_value(m, "tessera_kvstore_spills_total"), 0) << m;
   EXPECT_EQ(tessera::test::metric_value(m, "tessera_kvstore_checksum_failures_total{tier=\"disk\"}"), 0) << m;
+  // An exact store: its int8 series are there, at 0.
+  EXPECT_EQ(tessera::test::metric_value(m, "tessera_kvstore_int8_blocks_total"), 0) << m;
+  EXPECT_EQ(tessera::test::metric_value(m, "tessera_kvstore_int8_refused_total"), 0) << m;
+  EXPECT_EQ(tessera::test::metric_value(m, "tessera_kvstore_decode_failures_total"), 0) << m;
+  // The default bound (64 MiB per worker) holds these few blocks.
+  EXPECT_GT(tessera::test::metric_value(m, "tessera_kvstore_offered_blocks_total{worker=\"worker-0\"}"), 0) << m;
+  EXPECT_EQ(tessera::test::metric_value(m, "tessera_kvstore_offer_dropped_blocks_total{worker=\"worker-0\"}"), 0)
+    << m;
 }
 
 TEST(KvStoreServeTest, ARestartedServerServesTheBlocksItHadOnDisk) {

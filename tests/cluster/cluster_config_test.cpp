@@ -55,6 +55,19 @@ TEST(ClusterConfigTest, KvstoreInt8IsOffUnlessSet) {
   EXPECT_TRUE(c->kvstore_int8);
 }
 
+TEST(ClusterConfigTest, KvstoreOfferMbIs64UnlessSet) {
+  auto c = parse_cluster_config(three_nodes, "c.toml");
+  ASSERT_TRUE(c) << tessera::error_text(c.error());
+  EXPECT_EQ(c->kvstore_offer_mb, 64u);
+  c = parse_cluster_config(std::string{"kvstore_offer_mb = 0\n"} + three_nodes, "c.toml");
+  ASSERT_TRUE(c) << tessera::error_text(c.error());
+  EXPECT_EQ(c->kvstore_offer_mb, 0u) << "0 offers nothing";
+  c = parse_cluster_config(std::string{"kvstore_offer_mb = -1\n"} + three_nodes, "c.toml");
+  ASSERT_FALSE(c);
+  EXPECT_NE(tessera::error_text(c.error()).find("'kvstore_offer_mb' must be an integer"), std::string::npos)
+    << tessera::error_text(c.error());
+}
+
 TEST(ClusterConfigTest, KvRemoteFetchIsOnUnlessTurnedOff) {
   auto c = parse_cluster_config(three_nodes, "c.toml");
   ASSERT_TRUE(c) << tessera::error_text(c.error());

@@ -1,0 +1,302 @@
+// A worker's offers to its node's kv store, with actors: the engine thread
+// only copies the blocks, the store's writer puts them. A store whose puts
+// are held (a disk that cannot keep up) never stalls the worker's token
+// stream; offers beyond the worker's bound are dropped and counted, and
+// the bound frees up when the writer answers; offered blocks serve the
+// next turn on another worker.
+
+#include "actors/kvstore/kvstore_writer.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "actors/common/token_sink.hpp"
+#include "actors/kvstore/kvstore_actor.hpp"
+#include "actors/worker/worker_actor.hpp"
+#include "kvstore/tiered_block_store.hpp"
+#include "tests/support/engine_runs.hpp"
+#include "tests/support/metrics_text.hpp"
+#include "tests/support/test_model.hpp"
+#include "transport/loopback/loopback_transport.hpp"
+
+namespace tessera::actors {
+namespace {
+
+using namespace std::chrono_literals;
+namespace wire = transport::wire;
+
+/// A block store whose puts wait at a gate while it is held, as puts wait
+/// for spill-queue space when the disk falls behind.
+class gated_store final : public kvstore::block_store {
+public:
+  explicit gated_store(std::unique_ptr<kvstore::block_store> inner) : inner_(std::move(inner)) {}
+
+  void hold() {
+    std::lock_guard lk{m_};
+    held_ = true;
+  }
+  void release() {
+    std::lock_guard lk{m_};
+    held_ = false;
+    cv_.notify_all();
+  }
+  /// Waits until `n` puts wait at the gate; false after `timeout`.
+  bool wait_held_puts(size_t n, std::chrono::milliseconds timeout) {
+    std::unique_lock lk{m_};
+    return cv_.wait_for(lk, timeout, [&] { return at_gate_ == n; });
+  }
+  /// Waits until `n` puts have been done; false after `timeout`.
+  bool wait_puts(size_t n, std::chrono::milliseconds timeout) {
+    std::unique_lock lk{m_};
+    return cv_.wait_for(lk, timeout, [&] { return puts_ == n; });
+  }
+  size_t held_puts() {
+    std::lock_guard lk{m_};
+    return at_gate_;
+  }
+  size_t puts() {
+    std::lock_guard lk{m_};
+    return puts_;
+  }
+
+  caf::error put(const kvstore::block_key& key, kvstore::stored_block b) override {
+    {
+      std::unique_lock lk{m_};
+      ++at_gate_;
+      cv_.notify_all();
+      cv_.wait(lk, [&] { return !held_; });
+      --at_gate_;
+    }
+    auto err = inner_->put(key, std::move(b));
+    std::lock_guard lk{m_};
+    ++puts_;
+    cv_.notify_all();
+    return err;
+  }
+  std::optional<kvstore::block_hit> get(const kvstore::block_key& key) override { return inner_->get(key); }
+  kvstore::prefix_match lookup(uint64_t ns, std::span<const engine::kv_block_hash> chain,
+                               kvstore::lookup_mode mode) override {
+    return inner_->lookup(ns, chain, mode);
+  }
+  bool contains(const kvstore::block_key& key) const override { return inner_->contains(key); }
+  void record_events(bool on) override { inner_->record_events(on); }
+  std::vector<kvstore::store_event> drain_events() override { return inner_->drain_events(); }
+  kvstore::store_stats stats() const override { return inner_->stats(); }
+
+private:
+  std::unique_ptr<kvstore::block_store> inner_;
+  std::mutex m_;
+  std::condition_variable cv_;
+  bool held_ = false;
+  size_t at_gate_ = 0;
+  size_t puts_ = 0;
+};
+
+std::unique_ptr<engine::engine> make_engine() {
+  tessera::test::test_engine_options o;
+  o.backend.num_blocks = 64;
+  o.backend.threads = 1;
+  o.with_tokenizer = true;
+  return tessera::test::make_test_engine("nano", o);
+}
+
+/// `r` on an engine of its own, without any cache.
+tessera::test::run_result alone(const engine::request& r) {
+  auto eng = make_engine();
+  return tessera::test::run_one(*eng, r);
+}
+
+std::shared_ptr<const bridge_protocol> protocol() {
+  auto p = std::make_shared<bridge_protocol>();
+  p->add<worker_actor>().add<token_sink_actor>().add<kvstore_actor>();
+  return p;
+}
+
+/// One node "n": a bridge, the test as the token sink, a gated store and
+/// its writer, and the workers a test adds.
+class KvOfferTest : public ::testing::Test {
+protected:
+  KvOfferTest() : sys(cfg), self(sys) {
+    br = std::make_unique<bridge>(
+      sys, std::make_unique<transport::loopback_transport>(transport::loopback_fabric::make()),
+      bridge_config{"n", protocol(), 10s, {}});
+    caf::anon_send(br->actor(), publish_atom_v, std::string{"sink"}, caf::actor_cast<caf::actor>(self));
+    auto s = kvstore::tiered_block_store::open({});
+    EXPECT_TRUE(s);
+    store = std::make_shared<gated_store>(std::move(*s));
+    writer = spawn_kvstore_writer(sys, store);
+    block_bytes = make_engine()->get_backend().layout().block_bytes();
+  }
+  ~KvOfferTest() override {
+    store->release();
+    for (auto& w : workers)
+      caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(writer, caf::exit_reason::user_shutdown);
+    if (store_actor)
+      caf::anon_send_exit(store_actor, caf::exit_reason::user_shutdown);
+  }
+
+  /// The node's kv store actor, published as "kvstore": workers added
+  /// after this fetch from it.
+  void start_store_actor() {
+    kvstore_config kc;
+    kc.node = "n";
+    kc.bridge = br->actor();
+    kc.store = store;
+    kc.hash_seed = make_engine()->hash_seed();
+    store_actor = spawn_kvstore(sys, kc);
+    caf::anon_send(br->actor(), publish_atom_v, kc.name, caf::actor_cast<caf::actor>(store_actor));
+  }
+
+  worker_actor add_worker(const std::string& name, uint64_t offer_max_bytes = uint64_t{64} << 20) {
+    std::shared_ptr<engine::engine> eng = make_engine();
+    auto region = br->register_region(eng->get_backend().kv_pool_memory()).value();
+    worker_config c{"n", name, br->actor(), region};
+    c.worker_id = workers.size() + 1;
+    c.metrics = metrics;
+    c.store = store;
+    c.store_writer = writer;
+    c.offer_max_bytes = offer_max_bytes;
+    if (store_actor)
+      c.store_at = {"n", "kvstore"};
+    auto w = spawn_worker(sys, std::move(eng), c);
+    caf::anon_send(br->actor(), publish_atom_v, name, caf::actor_cast<caf::actor>(w));
+    workers.push_back(w);
+    return w;
+  }
+
+  /// Runs `r` on `w` to the end (the chunks come to the test).
+  tessera::test::run_result run(const worker_actor& w, const engine::request& r) {
+    wire::request_handoff h;
+    h.request = r;
+    h.reply_to = {"n", "sink"};
+    caf::error err;
+    self->request(w, 10s, generate_atom_v, h).receive([] {}, [&](caf::error& e) { err = e; });
+    EXPECT_FALSE(err);
+    std::map<uint64_t, tessera::test::run_result> out;
+    bool done = false;
+    while (!done)
+      self->receive(
+        [&](token_atom, const wire::token_chunk& c) {
+          tessera::test::collect(out, {c});
+          done = c.finish != engine::finish_reason::none;
+        },
+        [&](failed_atom, const wire::request_cancel& c) {
+          ADD_FAILURE() << "request " << c.request_id << " failed: " << c.reason;
+          done = true;
+        },
+        caf::after(20s) >> [&] {
+          ADD_FAILURE() << "request " << r.id << " did not finish";
+          done = true;
+        });
+    return out[r.id];
+  }
+
+  double metric(const std::string& series) const {
+    return tessera::test::metric_value(metrics->render(), series);
+  }
+  /// Waits until `series` is `want` (the worker counts what the writer
+  /// stored when its answer arrives); false after 10 s.
+  bool wait_metric(const std::string& series, double want) const {
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (metric(series) != want)
+      if (std::chrono::steady_clock::now() > deadline)
+        return false;
+      else
+        std::this_thread::sleep_for(5ms);
+    return true;
+  }
+
+  caf::actor_system_config cfg;
+  caf::actor_system sys;
+  caf::scoped_actor self;
+  std::unique_ptr<bridge> br;
+  std::shared_ptr<gated_store> store;
+  kvstore_writer_actor writer;
+  kvstore_actor store_actor;
+  std::shared_ptr<cluster::metrics_registry> metrics = std::make_shared<cluster::metrics_registry>();
+  std::vector<worker_actor> workers;
+  size_t block_bytes = 0;
+};
+
+const std::string offered = "tessera_kvstore_offered_blocks_total{worker=\"w\"}";
+const std::string dropped = "tessera_kvstore_offer_dropped_blocks_total{worker=\"w\"}";
+
+TEST_F(KvOfferTest, TheTokenStreamGoesOnWhileTheStoreHoldsItsPuts) {
+  store->hold();
+  auto w = add_worker("w");
+  // 70 prompt tokens + 12 generated: 81 with KV, 5 full blocks offered.
+  auto first = run(w, tessera::test::make_request(1, tessera::test::random_prompt(70, 1), 12));
+  EXPECT_EQ(first.tokens.size(), 12u);
+  ASSERT_TRUE(store->wait_held_puts(1, 10s)) << "the writer is in a put, held";
+  const auto r = tessera::test::make_request(2, tessera::test::random_prompt(30, 2), 200);
+  const auto got = run(w, r);
+  EXPECT_EQ(got.tokens.size(), 200u);
+  EXPECT_EQ(got, alone(r));
+  EXPECT_EQ(store->held_puts(), 1u) << "request 2 streamed to its end while the put stayed held";
+  EXPECT_EQ(store->puts(), 0u);
+  store->release();
+  // Both offers arrive: request 1's 5 blocks and request 2's 14 (229 of
+  // its 230 tokens have KV).
+  EXPECT_TRUE(wait_metric(offered, 19)) << metrics->render();
+  EXPECT_EQ(store->puts(), 19u);
+}
+
+TEST_F(KvOfferTest, OffersBeyondTheBoundAreDroppedAndCountedUntilTheWriterAnswers) {
+  store->hold();
+  auto w = add_worker("w", 2 * block_bytes);
+  (void) run(w, tessera::test::make_request(1, tessera::test::random_prompt(70, 1), 12));
+  ASSERT_TRUE(store->wait_held_puts(1, 10s));
+  // Of request 1's 5 blocks, the first 2 fit the bound; request 2's 5 find
+  // the bound full (request 1's offer is unanswered).
+  (void) run(w, tessera::test::make_request(2, tessera::test::random_prompt(70, 2), 12));
+  EXPECT_EQ(metric(dropped), 8) << metrics->render();
+  EXPECT_EQ(metric(offered), 0);
+  store->release();
+  ASSERT_TRUE(wait_metric(offered, 2)) << metrics->render();
+  EXPECT_EQ(store->puts(), 2u);
+  // Answered: the bound has room again.
+  (void) run(w, tessera::test::make_request(3, tessera::test::random_prompt(70, 3), 12));
+  EXPECT_TRUE(wait_metric(offered, 4)) << metrics->render();
+  EXPECT_EQ(metric(dropped), 11);
+}
+
+TEST_F(KvOfferTest, ABoundOfZeroOffersNothing) {
+  auto w = add_worker("w", 0);
+  (void) run(w, tessera::test::make_request(1, tessera::test::random_prompt(70, 1), 12));
+  EXPECT_EQ(metric(dropped), 5) << metrics->render();
+  EXPECT_EQ(metric(offered), 0);
+  EXPECT_EQ(store->puts(), 0u);
+}
+
+TEST_F(KvOfferTest, OfferedBlocksServeTheNextTurnOnAnotherWorker) {
+  start_store_actor();
+  auto a = add_worker("w");
+  const auto prompt = tessera::test::random_prompt(70, 1);
+  const auto first = run(a, tessera::test::make_request(1, prompt, 12));
+  ASSERT_TRUE(wait_metric(offered, 5)) << metrics->render();
+  EXPECT_EQ(store->puts(), 5u);
+
+  // The next turn on a worker whose pool never saw the conversation: its
+  // first 90 tokens (5 full blocks) come from the store.
+  auto next = prompt;
+  next.insert(next.end(), first.tokens.begin(), first.tokens.end());
+  for (int32_t t : tessera::test::random_prompt(9, 4))
+    next.push_back(t);
+  auto b = add_worker("b");
+  const auto r = tessera::test::make_request(2, next, 8);
+  const auto got = run(b, r);
+  EXPECT_EQ(got, alone(r));
+  EXPECT_EQ(got.cached_prompt_tokens, 80);
+  EXPECT_EQ(metric("tessera_kvstore_fetched_blocks_total{worker=\"b\"}"), 5) << metrics->render();
+  EXPECT_EQ(store->stats().host.hits, 5u);
+  EXPECT_EQ(metric(dropped), 0);
+}
+
+} // namespace
+} // namespace tessera::actors
