@@ -98,6 +98,26 @@ std::vector<transport_selection> default_transport_selections() {
   };
 }
 
+caf::expected<std::vector<transport_selection>>
+with_kv_paths(const std::vector<transport_selection>& selections,
+              const std::vector<std::string>& kv_paths) {
+  std::vector<transport_selection> out;
+  for (const auto& sel : selections)
+    for (const auto& name : kv_paths) {
+      auto path = tt::parse_kv_path(name);
+      if (!path)
+        return bench_error("bench: unknown KV path '" + name + "' (known: auto, put, am_rndv)");
+      auto s = sel;
+      s.kv_path = *path;
+      if (*path != tt::ucx_kv_path::automatic) {
+        s.key += "_" + name;
+        s.label += " " + name;
+      }
+      out.push_back(std::move(s));
+    }
+  return out;
+}
+
 std::vector<std::byte> control_frame(uint64_t sequence) {
   tt::wire::heartbeat hb;
   hb.node_id = "bench-node-0";
