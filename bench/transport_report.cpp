@@ -105,7 +105,7 @@ std::string transport_table(const transport_bench_results& r) {
   std::string s = "Medians of " + std::to_string(r.rounds.size()) + " round(s).\n";
   s += "Control messages (wire heartbeat frames of " + std::to_string(frame_bytes)
        + " bytes); perftest = ucx_perftest tag_lat x 2 (a round trip) and tag_bw msg rate\n";
-  s += pad("transport", 16, true) + pad("rtt p50 us", 11) + pad("rtt p99 us", 11)
+  s += pad("transport", 24, true) + pad("rtt p50 us", 11) + pad("rtt p99 us", 11)
        + pad("perftest rtt", 13) + pad("ratio", 7) + pad("msgs/s", 10) + pad("perftest msgs/s", 16)
        + pad("idle CPU % us/peer", 19) + "\n";
   for (const auto& sel : r.selections) {
@@ -113,7 +113,7 @@ std::string transport_table(const transport_bench_results& r) {
     const auto* p = perftest_of(r, sel);
     const double ours = it == r.tessera.end() ? missing : it->second.rtt_us_p50;
     const double theirs = perftest_rtt_us(p);
-    s += pad(sel.label, 16, true) + pad(cell(ours, 1), 11)
+    s += pad(sel.label, 24, true) + pad(cell(ours, 1), 11)
          + pad(cell(it == r.tessera.end() ? missing : it->second.rtt_us_p99, 1), 11)
          + pad(cell(theirs, 1), 13) + pad(cell(ours / theirs, 2), 7)
          + pad(cell(it == r.tessera.end() ? missing : it->second.msgs_per_s, 0), 10)
@@ -128,7 +128,7 @@ std::string transport_table(const transport_bench_results& r) {
        + (r.probe.scatter_blocks ? " (scattered: reverse order in the peer's pool)" : "")
        + ", timed transfer() -> peer's ack, "
        + std::to_string(r.window) + " in flight; range = tessera's lowest-highest round\n";
-  s += pad("transport [KV path]", 26, true) + pad("batch", 8) + pad("tessera", 9) + pad("range", 13)
+  s += pad("transport [KV path]", 34, true) + pad("batch", 8) + pad("tessera", 9) + pad("range", 13)
        + pad("1-block", 9) + pad("batch p50/max us", 17) + pad("put_bw", 8) + pad("tag_bw", 8)
        + pad("/put_bw", 9) + pad("/tag_bw", 9) + "\n";
   for (const auto& sel : r.selections) {
@@ -149,7 +149,7 @@ std::string transport_table(const transport_bench_results& r) {
             hi = std::isfinite(hi) ? std::max(hi, v) : v;
           }
       const std::string kv = it == r.tessera.end() ? "?" : it->second.kv_path;
-      s += pad(sel.label + " [" + kv + "]", 26, true) + pad(size_label(b), 8) + pad(cell(ours, 2), 9)
+      s += pad(sel.label + " [" + kv + "]", 34, true) + pad(size_label(b), 8) + pad(cell(ours, 2), 9)
            + pad(cell(lo, 2) + "-" + cell(hi, 2), 13) + pad(cell(one, 2), 9) + pad(cell(us, 0) + "/" + cell(us_max, 0), 17) + pad(cell(put, 2), 8)
            + pad(cell(tag, 2), 8) + pad(cell(ours / put, 2), 9) + pad(cell(ours / tag, 2), 9)
            + "\n";
