@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
@@ -103,10 +104,15 @@ with_kv_paths(const std::vector<transport_selection>& selections,
               const std::vector<std::string>& kv_paths) {
   std::vector<transport_selection> out;
   for (const auto& sel : selections)
-    for (const auto& name : kv_paths) {
+    for (size_t i = 0; i < kv_paths.size(); ++i) {
+      const auto& name = kv_paths[i];
       auto path = tt::parse_kv_path(name);
       if (!path)
         return bench_error("bench: unknown KV path '" + name + "' (known: auto, put, am_rndv)");
+      // A path named twice would be two selections with one key.
+      if (std::find(kv_paths.begin(), kv_paths.begin() + static_cast<std::ptrdiff_t>(i), name)
+          != kv_paths.begin() + static_cast<std::ptrdiff_t>(i))
+        continue;
       auto s = sel;
       s.kv_path = *path;
       if (*path != tt::ucx_kv_path::automatic) {

@@ -56,7 +56,8 @@ struct transport_selection {
 /// Each of `selections` once per path in `kv_paths` (names as
 /// transport::to_string writes them). With one path, "auto", they stay as
 /// they are; otherwise keys get "_<path>" and labels " <path>" appended
-/// for every path but "auto". Errors: an unknown path name.
+/// for every path but "auto"; a path named twice counts once. Errors: an
+/// unknown path name.
 [[nodiscard]] caf::expected<std::vector<transport_selection>>
 with_kv_paths(const std::vector<transport_selection>& selections,
               const std::vector<std::string>& kv_paths);
