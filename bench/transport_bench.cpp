@@ -174,6 +174,7 @@ int run_transport_bench(const transport_bench_options& opts) {
   r.probe = transport_probe_defaults(opts.quick);
   r.probe.block_bytes = opts.block_bytes;
   r.probe.window = opts.window;
+  r.probe.scatter_blocks = opts.scatter_blocks;
   r.probe.progress_spin_us = opts.progress_spin_us;
   r.selections = default_transport_selections();
   r.load_before = load_average();
@@ -189,6 +190,12 @@ int run_transport_bench(const transport_bench_options& opts) {
                            "(known: tcp, shm, shm_err_peer)\n");
       return 2;
     }
+  }
+  if (auto expanded = with_kv_paths(r.selections, opts.kv_paths)) {
+    r.selections = std::move(*expanded);
+  } else {
+    std::fprintf(stderr, "%s\n", error_text(expanded.error()).c_str());
+    return 2;
   }
   std::string perftest;
   if (!opts.perftest)

@@ -29,6 +29,8 @@ struct transport_bench_options {
   uint64_t block_bytes = uint64_t{64} << 10;
   /// Batches in flight. Default: 1.
   int window = 1;
+  /// transport_probe_options::scatter_blocks. Default: false.
+  bool scatter_blocks = false;
   /// Passes over every selection (each with its ucx_perftest runs); the
   /// figures reported are per-figure medians. 0: 3, or 1 with quick.
   int rounds = 0;
@@ -40,6 +42,10 @@ struct transport_bench_options {
   int progress_spin_us = -1;
   /// Selection keys to measure ("tcp", "shm", "shm_err_peer"); empty: all.
   std::vector<std::string> transports;
+  /// KV paths to measure each selection with ("auto", "put", "am_rndv";
+  /// ucx_options::kv_path of the sending side), one after the other in
+  /// each round (transport_peer.hpp with_kv_paths). Default: auto.
+  std::vector<std::string> kv_paths = {"auto"};
 };
 
 /// The probe settings of a full run (per round) or of a --quick one.

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
@@ -96,6 +97,31 @@ std::vector<transport_selection> default_transport_selections() {
     {"shm", "shm (err none)", "sm,self,tcp", false, "shm"},
     {"shm_err_peer", "shm (err peer)", "sm,self,tcp", true, "shm"},
   };
+}
+
+caf::expected<std::vector<transport_selection>>
+with_kv_paths(const std::vector<transport_selection>& selections,
+              const std::vector<std::string>& kv_paths) {
+  std::vector<transport_selection> out;
+  for (const auto& sel : selections)
+    for (size_t i = 0; i < kv_paths.size(); ++i) {
+      const auto& name = kv_paths[i];
+      auto path = tt::parse_kv_path(name);
+      if (!path)
+        return bench_error("bench: unknown KV path '" + name + "' (known: auto, put, am_rndv)");
+      // A path named twice would be two selections with one key.
+      if (std::find(kv_paths.begin(), kv_paths.begin() + static_cast<std::ptrdiff_t>(i), name)
+          != kv_paths.begin() + static_cast<std::ptrdiff_t>(i))
+        continue;
+      auto s = sel;
+      s.kv_path = *path;
+      if (*path != tt::ucx_kv_path::automatic) {
+        s.key += "_" + name;
+        s.label += " " + name;
+      }
+      out.push_back(std::move(s));
+    }
+  return out;
 }
 
 std::vector<std::byte> control_frame(uint64_t sequence) {

@@ -32,6 +32,8 @@
 
 #include <caf/expected.hpp>
 
+#include "transport/ucx/ucx_kv_path.hpp"
+
 namespace tessera::bench {
 
 /// One UCX transport selection the benchmark measures.
@@ -46,7 +48,19 @@ struct transport_selection {
   bool peer_error_handling = true;
   /// Key of the ucx_perftest run (same UCX_TLS) it is compared with.
   std::string perftest_key;
+  /// ucx_options::kv_path of the measuring (sending) side; the peer
+  /// receives either path. Default: automatic.
+  transport::ucx_kv_path kv_path = transport::ucx_kv_path::automatic;
 };
+
+/// Each of `selections` once per path in `kv_paths` (names as
+/// transport::to_string writes them). With one path, "auto", they stay as
+/// they are; otherwise keys get "_<path>" and labels " <path>" appended
+/// for every path but "auto"; a path named twice counts once. Errors: an
+/// unknown path name.
+[[nodiscard]] caf::expected<std::vector<transport_selection>>
+with_kv_paths(const std::vector<transport_selection>& selections,
+              const std::vector<std::string>& kv_paths);
 
 /// tcp (tls "tcp", peer error handling on, the transport's default mode);
 /// shm with error handling off (tls "sm,self,tcp": UCX picks shared memory);

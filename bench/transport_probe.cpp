@@ -296,11 +296,18 @@ void measure_idle_cpu(int peer_pid, std::chrono::milliseconds window, transport_
     r.idle_cpu_pct_peer = 100 * (*peer1 - *peer0) / seconds;
 }
 
+// Blocks back to back in both regions; with `scatter`, the destination
+// slots in reverse order, so that no block continues the one before it
+// (the rendezvous path then sends one message per block, as for a request
+// whose blocks are spread over the pool).
 tt::transfer_batch make_batch(uint64_t batch_bytes, uint64_t block_bytes, tt::region_id src,
-                              tt::region_id dst) {
+                              tt::region_id dst, bool scatter) {
   tt::transfer_batch b;
-  for (uint64_t off = 0; off < batch_bytes; off += block_bytes)
-    b.blocks.push_back({src, off, dst, off, std::min(block_bytes, batch_bytes - off)});
+  for (uint64_t off = 0; off < batch_bytes; off += block_bytes) {
+    const uint64_t size = std::min(block_bytes, batch_bytes - off);
+    const uint64_t dst_off = scatter ? batch_bytes - off - size : off;
+    b.blocks.push_back({src, off, dst, dst_off, size});
+  }
   return b;
 }
 
@@ -331,6 +338,7 @@ run_transport_probe(const transport_selection& sel, const peer_announcement& pee
   tt::ucx_options uopts;
   uopts.tls = sel.tls;
   uopts.peer_error_handling = sel.peer_error_handling;
+  uopts.kv_path = sel.kv_path;
   if (o.progress_spin_us >= 0)
     uopts.progress_spin = std::chrono::microseconds{o.progress_spin_us};
   auto made = tt::ucx_transport::make({}, uopts);
@@ -347,6 +355,7 @@ run_transport_probe(const transport_selection& sel, const peer_announcement& pee
   probe_context c{t, handler, *peer, o};
   transport_probe_result r;
   r.control_frame_bytes = control_frame(0).size();
+  r.kv_path = std::string{tt::to_string(t.kv_path())};
 
   std::vector<double> rtt;
   if (auto err = measure_rtt(c, rtt))
@@ -369,7 +378,7 @@ run_transport_probe(const transport_selection& sel, const peer_announcement& pee
     const int count = static_cast<int>(std::clamp<uint64_t>(o.target_bytes / bytes,
                                                             static_cast<uint64_t>(o.min_batches),
                                                             static_cast<uint64_t>(o.max_batches)));
-    auto blocks = make_batch(bytes, o.block_bytes, *src, peer_info.region);
+    auto blocks = make_batch(bytes, o.block_bytes, *src, peer_info.region, o.scatter_blocks);
     const double n_blocks = static_cast<double>(blocks.blocks.size());
     auto f = measure_batches(c, std::move(blocks), count);
     if (!f)
@@ -386,7 +395,7 @@ run_transport_probe(const transport_selection& sel, const peer_announcement& pee
     if (o.one_block_batches && bytes <= o.block_bytes)
       r.one_block_gb_s[bytes] = f->gb_s; // the batch above was one block already
     if (o.one_block_batches && bytes > o.block_bytes) {
-      auto one = measure_batches(c, make_batch(bytes, bytes, *src, peer_info.region), count);
+      auto one = measure_batches(c, make_batch(bytes, bytes, *src, peer_info.region, false), count);
       if (!one)
         return one.error();
       r.one_block_gb_s[bytes] = one->gb_s;

@@ -49,6 +49,10 @@ struct transport_probe_options {
   /// Block size within a batch, bytes (a batch of S bytes is S / block
   /// blocks, placed back to back). Default: 64 KiB.
   uint64_t block_bytes = uint64_t{64} << 10;
+  /// Place the blocks in the destination in reverse order, so that none
+  /// continues the one before it in both regions (the rendezvous path
+  /// merges those into one message). Default: false.
+  bool scatter_blocks = false;
   /// Also measure batches that are one block of the whole batch size.
   /// Default: true.
   bool one_block_batches = true;
@@ -90,6 +94,9 @@ struct transport_probe_result {
   std::map<uint64_t, double> one_block_gb_s;
   /// Bytes of one encoded control frame.
   uint64_t control_frame_bytes = 0;
+  /// The KV path the batches took ("put", "am_rndv": the selection's
+  /// kv_path as the transport resolved it).
+  std::string kv_path;
   /// CPU use (percent of one core) of this process and of the peer while
   /// idle with the connection open: ~0 when the progress threads sleep,
   /// ~100 each when they spin. NaN where not measured.

@@ -105,7 +105,7 @@ std::string transport_table(const transport_bench_results& r) {
   std::string s = "Medians of " + std::to_string(r.rounds.size()) + " round(s).\n";
   s += "Control messages (wire heartbeat frames of " + std::to_string(frame_bytes)
        + " bytes); perftest = ucx_perftest tag_lat x 2 (a round trip) and tag_bw msg rate\n";
-  s += pad("transport", 16, true) + pad("rtt p50 us", 11) + pad("rtt p99 us", 11)
+  s += pad("transport", 24, true) + pad("rtt p50 us", 11) + pad("rtt p99 us", 11)
        + pad("perftest rtt", 13) + pad("ratio", 7) + pad("msgs/s", 10) + pad("perftest msgs/s", 16)
        + pad("idle CPU % us/peer", 19) + "\n";
   for (const auto& sel : r.selections) {
@@ -113,7 +113,7 @@ std::string transport_table(const transport_bench_results& r) {
     const auto* p = perftest_of(r, sel);
     const double ours = it == r.tessera.end() ? missing : it->second.rtt_us_p50;
     const double theirs = perftest_rtt_us(p);
-    s += pad(sel.label, 16, true) + pad(cell(ours, 1), 11)
+    s += pad(sel.label, 24, true) + pad(cell(ours, 1), 11)
          + pad(cell(it == r.tessera.end() ? missing : it->second.rtt_us_p99, 1), 11)
          + pad(cell(theirs, 1), 13) + pad(cell(ours / theirs, 2), 7)
          + pad(cell(it == r.tessera.end() ? missing : it->second.msgs_per_s, 0), 10)
@@ -124,9 +124,11 @@ std::string transport_table(const transport_bench_results& r) {
          + "\n";
   }
   s += "\nKV block batches, GB/s (1e9 B/s): tessera = batches of "
-       + size_label(r.probe.block_bytes) + " blocks, timed transfer() -> peer's ack, "
+       + size_label(r.probe.block_bytes) + " blocks"
+       + (r.probe.scatter_blocks ? " (scattered: reverse order in the peer's pool)" : "")
+       + ", timed transfer() -> peer's ack, "
        + std::to_string(r.window) + " in flight; range = tessera's lowest-highest round\n";
-  s += pad("transport", 16, true) + pad("batch", 8) + pad("tessera", 9) + pad("range", 13)
+  s += pad("transport [KV path]", 34, true) + pad("batch", 8) + pad("tessera", 9) + pad("range", 13)
        + pad("1-block", 9) + pad("batch p50/max us", 17) + pad("put_bw", 8) + pad("tag_bw", 8)
        + pad("/put_bw", 9) + pad("/tag_bw", 9) + "\n";
   for (const auto& sel : r.selections) {
@@ -146,7 +148,8 @@ std::string transport_table(const transport_bench_results& r) {
             lo = std::isfinite(lo) ? std::min(lo, v) : v;
             hi = std::isfinite(hi) ? std::max(hi, v) : v;
           }
-      s += pad(sel.label, 16, true) + pad(size_label(b), 8) + pad(cell(ours, 2), 9)
+      const std::string kv = it == r.tessera.end() ? "?" : it->second.kv_path;
+      s += pad(sel.label + " [" + kv + "]", 34, true) + pad(size_label(b), 8) + pad(cell(ours, 2), 9)
            + pad(cell(lo, 2) + "-" + cell(hi, 2), 13) + pad(cell(one, 2), 9) + pad(cell(us, 0) + "/" + cell(us_max, 0), 17) + pad(cell(put, 2), 8)
            + pad(cell(tag, 2), 8) + pad(cell(ours / put, 2), 9) + pad(cell(ours / tag, 2), 9)
            + "\n";
@@ -172,7 +175,8 @@ json figures_json(const std::vector<transport_selection>& selections,
   json j;
   for (const char* k : {"rtt_us_p50", "rtt_us_p99", "rtt_us_max", "msgs_per_s", "rtt_vs_perftest",
                         "block_gb_s", "block_gb_s_one_block", "batch_us_p50", "batch_us_p99",
-                        "batch_us_max", "block_vs_put_bw", "block_vs_tag_bw", "idle_cpu_pct"})
+                        "batch_us_max", "block_vs_put_bw", "block_vs_tag_bw", "idle_cpu_pct",
+                        "kv_path"})
     j[k] = json::object();
   for (const auto& sel : selections) {
     auto it = tessera.find(sel.key);
@@ -183,6 +187,7 @@ json figures_json(const std::vector<transport_selection>& selections,
     j["rtt_us_p99"][sel.key] = number_or_null(have ? t.rtt_us_p99 : missing);
     j["rtt_us_max"][sel.key] = number_or_null(have ? t.rtt_us_max : missing);
     j["msgs_per_s"][sel.key] = number_or_null(have ? t.msgs_per_s : missing);
+    j["kv_path"][sel.key] = have ? json(t.kv_path) : json(nullptr);
     j["idle_cpu_pct"][sel.key] = {{"self", number_or_null(have ? t.idle_cpu_pct_self : missing)},
                                   {"peer", number_or_null(have ? t.idle_cpu_pct_peer : missing)}};
     j["block_gb_s"][sel.key] = by_size(t.block_gb_s, sizes);
@@ -235,6 +240,7 @@ std::string transport_json(const transport_bench_results& r) {
     j["transports"][sel.key] = {{"label", sel.label},
                                 {"ucx_tls", sel.tls},
                                 {"peer_error_handling", sel.peer_error_handling},
+                                {"kv_path_option", std::string{transport::to_string(sel.kv_path)}},
                                 {"perftest", sel.perftest_key}};
   j["per_round"] = json::array();
   for (const auto& round : r.rounds) {
@@ -256,6 +262,7 @@ std::string transport_json(const transport_bench_results& r) {
   j["config"] = {{"batch_bytes", sizes},
                  {"block_bytes", o.block_bytes},
                  {"window", r.window},
+                 {"scatter_blocks", o.scatter_blocks},
                  {"progress_spin_us", o.progress_spin_us},
                  {"rtt_warmup", o.rtt_warmup},
                  {"rtt_iterations", o.rtt_iterations},

@@ -133,6 +133,7 @@ void summarize_rounds(transport_bench_results& r) {
     };
     transport_probe_result m;
     m.control_frame_bytes = have.front().control_frame_bytes;
+    m.kv_path = have.front().kv_path;
     m.rtt_us_p50 = scalar(&transport_probe_result::rtt_us_p50);
     m.rtt_us_p99 = scalar(&transport_probe_result::rtt_us_p99);
     m.rtt_us_max = scalar(&transport_probe_result::rtt_us_max);

@@ -266,6 +266,12 @@ void add_transport(CLI::App* bench,
     ->capture_default_str()->check(CLI::Range(-1, 1000000));
   tr->add_option("--transports", t->transports, "Only these selections: tcp, shm, shm_err_peer")
     ->delimiter(',');
+  tr->add_flag("--scatter", t->scatter_blocks,
+               "Place a batch's blocks in the peer's pool in reverse order (no two contiguous)");
+  tr->add_option("--kv-path", t->kv_paths,
+                 "KV batch paths to measure each selection with, one after the other: auto, "
+                 "put, am_rndv (e.g. put,am_rndv)")
+    ->delimiter(',')->capture_default_str();
   // The peer process the benchmark starts (this binary again); not for users.
   auto p = std::make_shared<bench::transport_peer_options>();
   auto peer = std::make_shared<bool>(false);

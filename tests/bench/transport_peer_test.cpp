@@ -36,4 +36,23 @@ TEST(TransportPeerTest, RejectsAnythingElse) {
   EXPECT_NE(tessera::error_text(a.error()).find("No such device"), std::string::npos);
 }
 
+TEST(TransportPeerTest, EachSelectionOncePerKvPath) {
+  auto base = default_transport_selections();
+  auto same = with_kv_paths(base, {"auto"});
+  ASSERT_TRUE(same);
+  ASSERT_EQ(same->size(), base.size());
+  EXPECT_EQ((*same)[0].key, "tcp");
+  auto both = with_kv_paths(base, {"put", "am_rndv"});
+  ASSERT_TRUE(both);
+  ASSERT_EQ(both->size(), 2 * base.size());
+  EXPECT_EQ((*both)[0].key, "tcp_put");
+  EXPECT_EQ((*both)[0].kv_path, tessera::transport::ucx_kv_path::put);
+  EXPECT_EQ((*both)[1].key, "tcp_am_rndv");
+  EXPECT_EQ((*both)[1].label, "tcp am_rndv");
+  EXPECT_EQ((*both)[1].perftest_key, "tcp");
+  auto bad = with_kv_paths(base, {"rdma"});
+  ASSERT_FALSE(bad);
+  EXPECT_NE(tessera::error_text(bad.error()).find("rdma"), std::string::npos);
+}
+
 } // namespace

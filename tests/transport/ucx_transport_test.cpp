@@ -1,7 +1,8 @@
 // The UCX backend, two transports in one process over 127.0.0.1: connect,
 // unreachable address, ordered control messages (real wire frames),
-// bit-exact block transfers with bounds checks, disconnect, a destroyed
-// peer, reconnection.
+// bit-exact block transfers with bounds checks over both KV paths (put and
+// rendezvous), the receiver's checks of rendezvous block headers,
+// disconnect, a destroyed peer, reconnection.
 
 #include "transport/ucx/ucx_transport.hpp"
 
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "tests/transport/transport_recorder.hpp"
+#include "transport/ucx/ucx_test_access.hpp"
 
 namespace tessera::transport {
 namespace {
@@ -61,8 +63,8 @@ int64_t chunk_id(const std::vector<std::byte>& frame) {
 }
 
 // A UCX transport with the test options; fails the test if UCX cannot start.
-std::unique_ptr<ucx_transport> make_ucx() {
-  auto t = ucx_transport::make(opts());
+std::unique_ptr<ucx_transport> make_ucx(ucx_options u = {}) {
+  auto t = ucx_transport::make(opts(), u);
   EXPECT_TRUE(t) << (t ? std::string{} : to_string(t.error()));
   return t ? std::move(*t) : nullptr;
 }
@@ -74,9 +76,9 @@ struct pair_fixture {
   peer_id a_to_b = 0;
   peer_id b_to_a = 0;
 
-  pair_fixture() {
-    a = make_ucx();
-    b = make_ucx();
+  explicit pair_fixture(ucx_options u = {}) {
+    a = make_ucx(u);
+    b = make_ucx(u);
     if (!a || !b)
       return; // make_ucx recorded the failure
     a->set_handler(&ra);
@@ -151,11 +153,28 @@ TEST(ucx_transport, ten_thousand_messages_in_order) {
   EXPECT_EQ(f.rb.overlaps.load(), 0);
 }
 
-TEST(ucx_transport, blocks_arrive_bit_exact) {
+TEST(ucx_transport, default_kv_path_is_rendezvous_over_tcp_lanes) {
+  // The default options: UCX's own transport list, peer error handling on,
+  // under which UCX 1.13 uses tcp only.
+  pair_fixture f;
+  EXPECT_EQ(f.a->kv_path(), ucx_kv_path::am_rndv);
+  ucx_options put;
+  put.kv_path = ucx_kv_path::put;
+  auto t = make_ucx(put);
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->kv_path(), ucx_kv_path::put);
+}
+
+class ucx_kv_paths : public ::testing::TestWithParam<ucx_kv_path> {};
+
+TEST_P(ucx_kv_paths, blocks_arrive_bit_exact) {
   // Registered memory outlives the transports (declared first, dies last).
   constexpr size_t region_bytes = size_t{64} << 20;
   std::vector<std::byte> src(region_bytes), dst(region_bytes);
-  pair_fixture f;
+  ucx_options u;
+  u.kv_path = GetParam();
+  pair_fixture f{u};
+  ASSERT_EQ(f.a->kv_path(), GetParam());
   std::mt19937_64 rng{42};
   for (auto& x : src)
     x = static_cast<std::byte>(rng());
@@ -230,6 +249,81 @@ TEST(ucx_transport, blocks_arrive_bit_exact) {
   EXPECT_EQ(std::memcmp(before.data(), dst.data(), before.size()), 0);
   std::lock_guard lock{f.rb.mu};
   EXPECT_EQ(f.rb.batches.size(), batches);
+}
+
+INSTANTIATE_TEST_SUITE_P(paths, ucx_kv_paths,
+                         ::testing::Values(ucx_kv_path::put, ucx_kv_path::am_rndv),
+                         [](const ::testing::TestParamInfo<ucx_kv_path>& info) {
+                           return std::string{to_string(info.param)};
+                         });
+
+// A sender that skips its own checks (as a faulty or hostile one would):
+// the receiver refuses each bad run where it would land, counts it, writes
+// nothing, reports no batch, and the sender's batch fails with the reason;
+// the connection carries good batches afterwards.
+TEST(ucx_transport, rendezvous_receiver_drops_block_headers_outside_its_regions) {
+  constexpr size_t region_bytes = size_t{1} << 20;
+  std::vector<std::byte> src(region_bytes, std::byte{0x11});
+  std::vector<std::byte> dst(region_bytes, std::byte{0});
+  pair_fixture f;
+  auto rs = f.a->register_region(src);
+  ASSERT_TRUE(rs) << to_string(rs.error());
+  auto rd = f.b->register_region(dst);
+  ASSERT_TRUE(rd) << to_string(rd.error());
+  f.b->send(f.b_to_a, message{"sync", chunk_frame(0)}, {});
+  ASSERT_TRUE(f.ra.wait([&] { return !f.ra.messages.empty(); }));
+
+  struct bad_case {
+    const char* what;
+    block_copy block;
+    const char* reason; // in the sender's error
+  };
+  const bad_case cases[] = {
+    {"unknown region", {*rs, 0, *rd + 100, 0, 4096}, "unknown region"},
+    {"past the end", {*rs, 0, *rd, region_bytes - 100, 4096}, "outside region"},
+    {"wrapping offset", {*rs, 0, *rd, ~uint64_t{0} - 10, 4096}, "outside region"},
+  };
+  uint64_t expected_rejected = 0;
+  for (const auto& c : cases) {
+    transfer_batch batch;
+    batch.batch_id = 77;
+    // A good block first: it may land (its run is valid), but the batch as
+    // a whole must fail and never be reported as arrived.
+    batch.blocks.push_back(block_copy{*rs, 0, *rd, 0, 4096});
+    batch.blocks.push_back(c.block);
+    auto log = std::make_shared<completion_log>();
+    detail::ucx_test_access::transfer_unchecked(
+      *f.a, f.a_to_b, batch, [log, d = log->make(0)](const caf::error& e) { d(e); });
+    ASSERT_TRUE(log->wait_for_count(1)) << c.what;
+    auto err = log->of(0).at(0);
+    EXPECT_EQ(code_of(err), code(transport_errc::invalid_message)) << c.what << ": " << to_string(err);
+    EXPECT_NE(to_string(err).find("peer rejected batch 77"), std::string::npos) << to_string(err);
+    EXPECT_NE(to_string(err).find(c.reason), std::string::npos) << c.what << ": " << to_string(err);
+    ++expected_rejected;
+    EXPECT_EQ(f.b->rejected_block_messages(), expected_rejected) << c.what;
+  }
+  {
+    std::lock_guard lock{f.rb.mu};
+    EXPECT_TRUE(f.rb.batches.empty());
+  }
+  // Nothing was written past the first 4096 bytes (the good runs).
+  for (size_t i = 4096; i < dst.size(); ++i)
+    ASSERT_EQ(dst[i], std::byte{0}) << "byte " << i;
+
+  // Still usable: a good batch lands and is reported.
+  transfer_batch good;
+  good.batch_id = 78;
+  good.blocks.push_back(block_copy{*rs, 0, *rd, region_bytes - 8192, 8192});
+  completion_log ok;
+  f.a->transfer(f.a_to_b, good, ok.make(0));
+  ASSERT_TRUE(ok.wait_for_count(1));
+  EXPECT_FALSE(ok.of(0).at(0)) << to_string(ok.of(0).at(0));
+  ASSERT_TRUE(f.rb.wait([&] { return !f.rb.batches.empty(); }));
+  EXPECT_EQ(std::memcmp(dst.data() + region_bytes - 8192, src.data(), 8192), 0);
+  EXPECT_EQ(f.b->rejected_block_messages(), expected_rejected);
+  std::lock_guard lock{f.rb.mu};
+  ASSERT_EQ(f.rb.batches.size(), 1u);
+  EXPECT_EQ(f.rb.batches[0].second.batch_id, 78u);
 }
 
 TEST(ucx_transport, disconnect_fails_both_sides_once) {

@@ -1,12 +1,13 @@
 // The UCX backend between two processes on 127.0.0.1: this test sends,
 // ucx_peer (tests/transport/peer/ucx_peer.cpp, a child process) receives,
 // checks and reports back. Control messages arrive in order and none is
-// lost; KV blocks land bit-exact in the peer's registered pool; both over
-// tcp and with shared memory selected. A receiver killed without BYE fails
-// the next send within peer_timeout; a stopped receiver (its sockets stay
-// open) fails a transfer within peer_timeout, and does not hold up (or
-// crash) our transport's destructor; a restarted receiver can be reached
-// again.
+// lost; KV blocks land bit-exact in the peer's registered pool; over tcp
+// and with shared memory selected, each with both KV paths (put and
+// rendezvous). A receiver killed without BYE fails the next send, and a
+// batch in flight on either KV path, within peer_timeout; a stopped
+// receiver (its sockets stay open) fails a transfer within peer_timeout,
+// and does not hold up (or crash) our transport's destructor; a restarted
+// receiver can be reached again.
 
 #include "transport/ucx/ucx_transport.hpp"
 
@@ -50,18 +51,26 @@ constexpr milliseconds detection_slack{1000};
 /// A peer process's start (UCX init, a 64 MiB pool) or exit.
 constexpr milliseconds process_timeout{20000};
 
-/// How both processes configure UCX.
+/// How both processes configure UCX, and the KV path this (sending) side
+/// takes (the receiver takes either).
 struct ucx_case {
   std::string name;
   std::string tls;
   bool peer_error_handling = true;
+  ucx_kv_path kv_path = ucx_kv_path::automatic;
 };
 
 /// tcp with UCP_ERR_HANDLING_MODE_PEER (the default mode, which restricts
 /// UCX to tcp lanes anyway), and shared memory, which UCX only picks without
 /// it (FACTS.md); tcp stays in the list for the sockaddr connection.
+/// Automatic picks rendezvous for the first, put for the second; the _put
+/// and _rndv cases force the other.
 const ucx_case tcp_case{"tcp", "tcp", true};
+const ucx_case tcp_put_case{"tcp_put", "tcp", true, ucx_kv_path::put};
+const ucx_case tcp_rndv_case{"tcp_rndv", "tcp", true, ucx_kv_path::am_rndv};
 const ucx_case shared_memory_case{"shared_memory", "sm,self,tcp", false};
+const ucx_case shared_memory_rndv_case{"shared_memory_rndv", "sm,self,tcp", false,
+                                       ucx_kv_path::am_rndv};
 
 void PrintTo(const ucx_case& c, std::ostream* os) {
   *os << c.name;
@@ -118,6 +127,7 @@ std::unique_ptr<ucx_transport> make_sender(const ucx_case& c, recorder& events) 
   ucx_options u;
   u.tls = c.tls;
   u.peer_error_handling = c.peer_error_handling;
+  u.kv_path = c.kv_path;
   auto t = ucx_transport::make(o, u);
   if (!t) {
     ADD_FAILURE() << to_string(t.error());
@@ -317,7 +327,8 @@ TEST_P(UcxTwoProcessTest, ThousandBlocksArriveBitExact) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Loopback, UcxTwoProcessTest,
-                         ::testing::Values(tcp_case, shared_memory_case),
+                         ::testing::Values(tcp_case, tcp_put_case, shared_memory_case,
+                                           shared_memory_rndv_case),
                          [](const ::testing::TestParamInfo<ucx_case>& info) {
                            return info.param.name;
                          });
@@ -392,15 +403,75 @@ TEST(UcxTwoProcessFailureTest, KilledReceiverFailsNextSendWithinPeerTimeout) {
   EXPECT_EQ(*status, 128 + SIGKILL);
 }
 
-// A stopped process keeps its sockets open and its kernel keeps
-// acknowledging: no endpoint error, no keepalive failure. A transfer waits
-// for the peer's acknowledgement of its puts; the stall check fails it.
-TEST(UcxTwoProcessFailureTest, StoppedReceiverFailsTransferWithinPeerTimeout) {
-  std::vector<std::byte> src(size_t{1} << 20, std::byte{7});
-  auto peer = spawn_peer(tcp_case, size_t{1} << 20);
+// A batch in flight when its receiver dies (SIGKILL, no BYE) fails with
+// peer_failed within peer_timeout, on either KV path; the peer is stopped
+// first so that the batch cannot complete before the kill.
+class UcxKvFailureTest : public ::testing::TestWithParam<ucx_case> {};
+
+TEST_P(UcxKvFailureTest, BatchInFlightFailsWithPeerFailedWithinPeerTimeout) {
+  constexpr size_t bytes = size_t{16} << 20;
+  std::vector<std::byte> src(bytes, std::byte{3});
+  auto peer = spawn_peer(GetParam(), bytes);
   ASSERT_TRUE(peer);
   recorder events;
-  auto t = make_sender(tcp_case, events);
+  auto t = make_sender(GetParam(), events);
+  ASSERT_TRUE(t);
+  ASSERT_EQ(t->kv_path(), GetParam().kv_path);
+  auto src_region = t->register_region(src);
+  ASSERT_TRUE(src_region);
+  auto to = t->connect(peer->address);
+  ASSERT_TRUE(to) << to_string(to.error());
+  send_chunks(*t, *to, 0, 10);
+  EXPECT_EQ(ask_report(*t, *to, events)["received"], 10u);
+
+  // 256 blocks of 64 KiB scattered (every other slot of the pool's first
+  // half and of the source): 256 runs on the rendezvous path.
+  stop(*peer);
+  transfer_batch batch;
+  batch.batch_id = 5;
+  constexpr uint64_t block = uint64_t{64} << 10;
+  for (uint64_t i = 0; i < 128; ++i)
+    batch.blocks.push_back(block_copy{*src_region, 2 * i * block, peer->pool_region,
+                                      2 * i * block, block});
+  auto log = std::make_shared<completion_log>();
+  t->transfer(*to, batch, record_in(log, 0));
+  auto killed = clk::now();
+  peer->child.kill(SIGKILL);
+  ASSERT_TRUE(log->wait_for_count(1, peer_timeout + detection_slack))
+    << "the batch to the killed peer hung";
+  auto failed_after = std::chrono::duration_cast<milliseconds>(clk::now() - killed);
+  EXPECT_EQ(code_of(log->of(0).at(0)), code(transport_errc::peer_failed))
+    << to_string(log->of(0).at(0));
+  EXPECT_LE(failed_after, peer_timeout + detection_slack);
+  std::printf("killed mid-batch (%s): batch failed %lld ms after SIGKILL\n",
+              std::string{to_string(t->kv_path())}.c_str(),
+              static_cast<long long>(failed_after.count()));
+  ASSERT_TRUE(events.wait([&] { return !events.failed.empty(); }, detection_slack));
+  {
+    std::lock_guard lock{events.mu};
+    ASSERT_EQ(events.failed.size(), 1u);
+    EXPECT_EQ(code_of(events.failed[0].second), code(transport_errc::peer_failed));
+  }
+  // Later batches fail at once, never hang.
+  auto after = std::make_shared<completion_log>();
+  t->transfer(*to, batch, record_in(after, 0));
+  ASSERT_TRUE(after->wait_for_count(1, peer_timeout));
+  EXPECT_EQ(code_of(after->of(0).at(0)), code(transport_errc::peer_failed));
+  auto status = peer->child.wait(process_timeout);
+  ASSERT_TRUE(status);
+  EXPECT_EQ(*status, 128 + SIGKILL);
+}
+
+// A stopped process keeps its sockets open and its kernel keeps
+// acknowledging: no endpoint error, no keepalive failure. A transfer waits
+// for the peer's acknowledgement of its puts (put path) or of the batch
+// (rendezvous path); the stall check fails it.
+TEST_P(UcxKvFailureTest, StoppedReceiverFailsTransferWithinPeerTimeout) {
+  std::vector<std::byte> src(size_t{1} << 20, std::byte{7});
+  auto peer = spawn_peer(GetParam(), size_t{1} << 20);
+  ASSERT_TRUE(peer);
+  recorder events;
+  auto t = make_sender(GetParam(), events);
   ASSERT_TRUE(t);
   auto src_region = t->register_region(src);
   ASSERT_TRUE(src_region);
@@ -442,6 +513,12 @@ TEST(UcxTwoProcessFailureTest, StoppedReceiverFailsTransferWithinPeerTimeout) {
   ASSERT_TRUE(status);
   EXPECT_EQ(*status, 128 + SIGKILL);
 }
+
+// Detecting a dead peer needs UCP_ERR_HANDLING_MODE_PEER: tcp only.
+INSTANTIATE_TEST_SUITE_P(Tcp, UcxKvFailureTest, ::testing::Values(tcp_put_case, tcp_rndv_case),
+                         [](const ::testing::TestParamInfo<ucx_case>& info) {
+                           return info.param.name;
+                         });
 
 // The destructor says BYE and closes gracefully, bounded by peer_timeout;
 // a peer that never answers must not make it hang or abort.

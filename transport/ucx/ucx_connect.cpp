@@ -251,6 +251,8 @@ void ucx_core::fail_peer(peer_id id, const caf::error& why, bool force) {
       if (op->done)
         op->done(why);
     }
+  kv_forget_peer(id);
+  p.kv_in.clear();
   if (was == peer_state::connected && !shutting_down_)
     if (auto* h = handler_.load())
       h->on_peer_failed(id, why);

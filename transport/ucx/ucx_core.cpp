@@ -95,6 +95,11 @@ ucx_core::ucx_core(transport_options opts, ucx_options ucx) : opts_(opts), ucx_(
 }
 
 caf::error ucx_core::start() {
+  auto path = resolve_kv_path(ucx_.kv_path, ucx_.tls, std::getenv("UCX_TLS"),
+                              std::getenv("TESSERA_UCX_KV_PATH"), ucx_.peer_error_handling);
+  if (!path)
+    return path.error();
+  kv_path_ = *path;
   if (auto err = init_ucx())
     return err;
   thread_ = std::thread{[this] { run(); }};
@@ -181,17 +186,23 @@ caf::error ucx_core::init_ucx() {
     ucp_cleanup(context_);
     return ucx_error(transport_errc::unavailable, "ucp_worker_get_efd", st);
   }
-  for (unsigned id : {am_hello, am_hello_ack, am_message, am_region, am_batch, am_bye}) {
+  const std::pair<unsigned, ucp_am_recv_callback_t> handlers[] = {
+    {am_hello, &ucx_core::on_am_id<am_hello>},
+    {am_hello_ack, &ucx_core::on_am_id<am_hello_ack>},
+    {am_message, &ucx_core::on_am_id<am_message>},
+    {am_region, &ucx_core::on_am_id<am_region>},
+    {am_batch, &ucx_core::on_am_id<am_batch>},
+    {am_bye, &ucx_core::on_am_id<am_bye>},
+    {am_kv_batch, &ucx_core::on_am_id<am_kv_batch>},
+    {am_kv_block, &ucx_core::on_am_id<am_kv_block>},
+    {am_kv_ack, &ucx_core::on_am_id<am_kv_ack>},
+  };
+  for (const auto& [id, cb] : handlers) {
     ucp_am_handler_param_t hp{};
     hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB
                     | UCP_AM_HANDLER_PARAM_FIELD_ARG;
     hp.id = id;
-    hp.cb = id == am_hello       ? &ucx_core::on_am_id<am_hello>
-            : id == am_hello_ack ? &ucx_core::on_am_id<am_hello_ack>
-            : id == am_message   ? &ucx_core::on_am_id<am_message>
-            : id == am_region    ? &ucx_core::on_am_id<am_region>
-            : id == am_batch     ? &ucx_core::on_am_id<am_batch>
-                                 : &ucx_core::on_am_id<am_bye>;
+    hp.cb = cb;
     hp.arg = this;
     st = ucp_worker_set_am_recv_handler(worker_, &hp);
     if (st != UCS_OK) {

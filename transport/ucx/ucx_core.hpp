@@ -10,8 +10,11 @@
 ///                     failure of a peer
 ///   ucx_messages.cpp  operation bookkeeping, sending active messages, the
 ///                     receive-side dispatch and control-message delivery
-///   ucx_transfer.cpp  registered regions and rkeys, put + flush +
-///                     "blocks arrived"
+///   ucx_transfer.cpp  registered regions and rkeys, the checks of a
+///                     batch, put + flush + "blocks arrived"
+///   ucx_transfer_rndv.cpp  the rendezvous KV path (ucx_kv_am.hpp has
+///                     its protocol): runs as rendezvous active messages
+///                     received into the destination region, the ack
 ///
 /// A peer's states (progress thread only):
 ///
@@ -56,6 +59,7 @@
 #include <netinet/in.h>
 
 #include "transport/transport.hpp"
+#include "transport/ucx/ucx_kv_am.hpp"
 #include "transport/ucx/ucx_support.hpp"
 #include "transport/ucx/ucx_transport.hpp"
 
@@ -69,6 +73,9 @@ enum am_id : unsigned {
   am_region = 4,    // one region registered after connecting
   am_batch = 5,     // "blocks arrived": a transfer's flush completed
   am_bye = 6,       // the sender closes the connection
+  am_kv_batch = 7,  // rendezvous KV path: a batch's notice (ucx_kv_am.hpp)
+  am_kv_block = 8,  // rendezvous KV path: one run of blocks (rendezvous)
+  am_kv_ack = 9,    // rendezvous KV path: the batch landed or was rejected
 };
 
 /// Longest actor name a message may carry, bytes.
@@ -97,6 +104,10 @@ public:
   [[nodiscard]] caf::error start();
 
   const capabilities& caps() const { return caps_; }
+  /// The resolved ucx_options::kv_path (set by start()).
+  ucx_kv_path kv_path() const { return kv_path_; }
+  /// am_kv_block messages this transport dropped (see ucx_transport).
+  uint64_t rejected_block_messages() const { return rejected_blocks_.load(); }
   void set_handler(transport_handler* h) { handler_.store(h); }
 
   [[nodiscard]] caf::expected<std::string> listen(const std::string& address);
@@ -105,6 +116,10 @@ public:
   [[nodiscard]] caf::expected<region_id> register_region(std::span<std::byte> memory);
   void send(peer_id to, message msg, completion done);
   void transfer(peer_id to, transfer_batch batch, completion done);
+  /// transfer() over the rendezvous path without the sender's checks of
+  /// the batch against either side's regions: for tests of the receiver's
+  /// checks (ucx_test_access.hpp) only.
+  void transfer_unchecked(peer_id to, transfer_batch batch, completion done);
 
 private:
   enum class peer_state { connecting, connected, failed };
@@ -133,6 +148,19 @@ private:
     ucs_status_t status = UCS_OK;        // first failure
     bool finished = false;               // `done` ran (or was handed on)
     clock::time_point posted;            // when new_op created it
+    /// Rendezvous KV path: the batch's sequence number; while in
+    /// kv_waiting_, one of `outstanding` is the peer's ack.
+    uint64_t kv_seq = 0;
+  };
+
+  /// Rendezvous KV path, receiving side: a batch whose runs are landing.
+  struct kv_incoming {
+    transfer_batch batch;
+    bool have_notice = false;
+    uint32_t runs = 0;    // from the notice
+    uint32_t landed = 0;  // runs whose data is in place
+    uint32_t dropped = 0; // runs rejected or whose receive failed
+    bool rejected = false; // a rejecting ack went back
   };
 
   struct peer {
@@ -147,6 +175,8 @@ private:
     /// Last sign of life: an operation to it completed or something
     /// arrived from it (set when the endpoint is created).
     clock::time_point last_progress;
+    /// Rendezvous KV batches from it not yet complete, by sequence number.
+    std::map<uint64_t, kv_incoming> kv_in;
   };
 
   /// A control message received by rendezvous, while its data lands.
@@ -247,11 +277,42 @@ private:
   void encode_regions(writer& w);
   bool decode_region(peer& p, reader& rd);
   void decode_regions(peer& p, reader& rd);
-  void start_transfer(peer_id to, const std::shared_ptr<transfer_batch>& b, const completion& done);
+  void start_transfer(peer_id to, const std::shared_ptr<transfer_batch>& b, const completion& done,
+                      bool checked);
+  /// The first problem of batch `b` to `p` (unknown region, empty block,
+  /// range outside a region; the peer's regions only with
+  /// `destinations`), as invalid_message naming the block; none if it may
+  /// be sent.
+  caf::error check_batch(const peer& p, const transfer_batch& b, bool destinations);
+  void start_put_transfer(peer& p, const std::shared_ptr<transfer_batch>& b,
+                          const completion& done);
   static void on_put_done(void* request, ucs_status_t status, void* user_data);
   static void on_flush_done(void* request, ucs_status_t status, void* user_data);
   void after_flush(pending_op* op);
   void on_batch(peer& p, reader& rd);
+
+  // --- the rendezvous KV path (ucx_transfer_rndv.cpp) ---
+
+  void start_rndv_transfer(peer& p, const std::shared_ptr<transfer_batch>& b,
+                           const completion& done);
+  static void on_kv_send_done(void* request, ucs_status_t status, void* user_data);
+  /// Finishes and frees `op` once nothing of it is outstanding.
+  void kv_maybe_done(pending_op* op);
+  void on_kv_ack(peer& p, reader& rd);
+  /// Drops the sender-side waits for `id`'s acks (the peer failed; its
+  /// ops were finished already).
+  void kv_forget_peer(peer_id id);
+  void on_kv_batch(peer& p, reader& rd);
+  void on_kv_block(peer& p, const void* header, size_t header_length, void* data, size_t length,
+                   const ucp_am_recv_param_t* param);
+  static void on_kv_recv_done(void* request, ucs_status_t status, size_t, void* user_data);
+  void kv_landed(peer_id from, uint64_t seq);
+  /// Counts and logs a dropped run of batch `seq` from `p` and, the first
+  /// time for that batch, sends the rejecting ack.
+  void kv_reject(peer& p, uint64_t seq, const std::string& why);
+  /// Reports batch `seq` (on_blocks_arrived + ok ack) once its notice came
+  /// and every run landed; forgets it once every run is accounted for.
+  void kv_check_complete(peer& p, uint64_t seq);
 
   transport_options opts_;
   ucx_options ucx_;
@@ -284,6 +345,11 @@ private:
   std::map<region_id, local_region> regions_;
   region_id next_region_ = 1;
   std::vector<pending_op*> ops_;
+  ucx_kv_path kv_path_ = ucx_kv_path::put;
+  uint64_t next_kv_seq_ = 1;
+  /// Rendezvous batches sent and waiting for the peer's ack, by seq.
+  std::unordered_map<uint64_t, pending_op*> kv_waiting_;
+  std::atomic<uint64_t> rejected_blocks_{0};
   std::vector<void*> close_requests_;
   clock::time_point next_stall_check_;
   bool shutting_down_ = false;

@@ -111,6 +111,10 @@ ucs_status_t ucx_core::on_am(unsigned id, const void* header, size_t header_leng
   if (!p || p->state == peer_state::failed)
     return UCS_OK;
   p->last_progress = clock::now();
+  if (id == am_kv_block) {
+    on_kv_block(*p, header, header_length, data, length, param);
+    return UCS_OK;
+  }
   bool rndv = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
   if (rndv && id != am_message)
     return UCS_OK; // control payloads are small; never rendezvous
@@ -133,6 +137,12 @@ ucs_status_t ucx_core::on_am(unsigned id, const void* header, size_t header_leng
       break;
     case am_bye:
       on_bye(*p);
+      break;
+    case am_kv_batch:
+      on_kv_batch(*p, rd);
+      break;
+    case am_kv_ack:
+      on_kv_ack(*p, rd);
       break;
     default:
       break;

@@ -1,7 +1,8 @@
 // ucx_core's KV transfers: registered regions and their rkeys (announced
-// in HELLO / HELLO_ACK and in one message per later region), one-sided
-// puts, the endpoint flush that orders them before the "blocks arrived"
-// message, and that message's receipt.
+// in HELLO / HELLO_ACK and in one message per later region), the checks of
+// a batch and the choice of path; the put path: one-sided puts, the
+// endpoint flush that orders them before the "blocks arrived" message, and
+// that message's receipt. (The rendezvous path: ucx_transfer_rndv.cpp.)
 
 #include "transport/ucx/ucx_core.hpp"
 
@@ -83,7 +84,14 @@ void ucx_core::decode_regions(peer& p, reader& rd) {
 
 void ucx_core::transfer(peer_id to, transfer_batch batch, completion done) {
   auto b = std::make_shared<transfer_batch>(std::move(batch));
-  if (!post([this, to, b, done] { start_transfer(to, b, done); }))
+  if (!post([this, to, b, done] { start_transfer(to, b, done, true); }))
+    if (done)
+      done(closed_error());
+}
+
+void ucx_core::transfer_unchecked(peer_id to, transfer_batch batch, completion done) {
+  auto b = std::make_shared<transfer_batch>(std::move(batch));
+  if (!post([this, to, b, done] { start_transfer(to, b, done, false); }))
     if (done)
       done(closed_error());
 }
@@ -111,24 +119,34 @@ void ucx_core::on_flush_done(void* request, ucs_status_t status, void* user_data
 }
 
 void ucx_core::start_transfer(peer_id to, const std::shared_ptr<transfer_batch>& b,
-                              const completion& done) {
+                              const completion& done, bool checked) {
   auto* p = usable_peer(to, done);
   if (!p)
     return;
-  for (size_t i = 0; i < b->blocks.size(); ++i) {
-    const auto& blk = b->blocks[i];
+  if (auto err = check_batch(*p, *b, checked)) {
+    if (done)
+      done(err);
+    return;
+  }
+  // An empty batch has no run to carry it: the put path's flush and
+  // notice do.
+  if ((!checked || kv_path_ == ucx_kv_path::am_rndv) && !b->blocks.empty())
+    start_rndv_transfer(*p, b, done);
+  else
+    start_put_transfer(*p, b, done);
+}
+
+caf::error ucx_core::check_batch(const peer& p, const transfer_batch& b, bool destinations) {
+  for (size_t i = 0; i < b.blocks.size(); ++i) {
+    const auto& blk = b.blocks[i];
     auto bad = [&](const std::string& why) {
-      if (done)
-        done(make_transport_error(transport_errc::invalid_message,
-                                  "ucx: batch " + std::to_string(b->batch_id) + " block "
-                                    + std::to_string(i) + ": " + why));
+      return make_transport_error(transport_errc::invalid_message,
+                                  "ucx: batch " + std::to_string(b.batch_id) + " block "
+                                    + std::to_string(i) + ": " + why);
     };
     auto src = regions_.find(blk.src);
     if (src == regions_.end())
       return bad("unknown local region " + std::to_string(blk.src));
-    auto dst = p->regions.find(blk.dst);
-    if (dst == p->regions.end())
-      return bad("unknown peer region " + std::to_string(blk.dst));
     if (blk.size == 0)
       return bad("empty block");
     auto range = [&](uint64_t off) {
@@ -146,11 +164,23 @@ void ucx_core::start_transfer(peer_id to, const std::shared_ptr<transfer_batch>&
       return bad("source range " + range(blk.src_offset) + " outside local region "
                  + std::to_string(blk.src) + " of " + std::to_string(src->second.memory.size())
                  + " bytes");
+    if (!destinations)
+      continue;
+    auto dst = p.regions.find(blk.dst);
+    if (dst == p.regions.end())
+      return bad("unknown peer region " + std::to_string(blk.dst));
     if (blk.dst_offset > dst->second.size || blk.size > dst->second.size - blk.dst_offset)
       return bad("destination range " + range(blk.dst_offset) + " outside peer region "
                  + std::to_string(blk.dst) + " of " + std::to_string(dst->second.size)
                  + " bytes");
   }
+  return {};
+}
+
+void ucx_core::start_put_transfer(peer& pr, const std::shared_ptr<transfer_batch>& b,
+                                  const completion& done) {
+  auto* p = &pr;
+  auto to = p->id;
   auto* op = new_op(to, done);
   op->batch = b;
   ++op->outstanding; // held until the flush is issued

@@ -4,6 +4,7 @@
 #include "transport/ucx/ucx_transport.hpp"
 
 #include "transport/ucx/ucx_core.hpp"
+#include "transport/ucx/ucx_test_access.hpp"
 
 namespace tessera::transport {
 
@@ -51,4 +52,21 @@ void ucx_transport::disconnect(peer_id peer) {
   core_->disconnect(peer);
 }
 
+ucx_kv_path ucx_transport::kv_path() const {
+  return core_->kv_path();
+}
+
+uint64_t ucx_transport::rejected_block_messages() const {
+  return core_->rejected_block_messages();
+}
+
 } // namespace tessera::transport
+
+namespace tessera::transport::detail {
+
+void ucx_test_access::transfer_unchecked(ucx_transport& t, peer_id to, transfer_batch batch,
+                                         completion done) {
+  t.core_->transfer_unchecked(to, std::move(batch), std::move(done));
+}
+
+} // namespace tessera::transport::detail

@@ -1,9 +1,12 @@
 #pragma once
 /// @file
 /// The UCX backend: control messages are UCP active messages (forced eager,
-/// so they arrive in order), KV blocks are one-sided ucp_put_nbx into the
+/// so they arrive in order). KV blocks take one of two paths
+/// (ucx_options::kv_path, ucx_kv_path.hpp): one-sided ucp_put_nbx into the
 /// peer's registered memory, followed by an endpoint flush and a "blocks
-/// arrived" active message.
+/// arrived" active message, where UCX has real RMA (shared memory's cma);
+/// or rendezvous active messages received straight into the peer's
+/// region, acknowledged per batch, where it has not (tcp).
 ///
 /// Threading: one progress thread owns the ucp_context, ucp_worker,
 /// listener and endpoints and is the only thread that calls UCX. Public
@@ -37,7 +40,8 @@
 ///    (~1-10 ms on loopback).
 ///  - We wait on it: an operation to it is outstanding (a send UCX could
 ///    not yet hand to the kernel; a transfer, which waits for its flush,
-///    i.e. for the peer to acknowledge its puts) and nothing progressed (no
+///    i.e. for the peer to acknowledge its puts, or on the rendezvous path
+///    for the peer's batch ack) and nothing progressed (no
 ///    operation to it completed, nothing arrived from it) for T: failed by
 ///    this backend's stall check, which runs every T/8, so within 9/8 T of
 ///    the stall (2.24 s). This also fails a peer whose host or network
@@ -59,9 +63,12 @@
 ///  Cluster heartbeats catch those and call disconnect().
 ///
 /// Known limits of this slice:
-///  - A "blocks arrived" notification is a separate active message sent
-///    after the puts' flush, so a control message sent after transfer()
-///    returned may overtake it.
+///  - put path: the "blocks arrived" notification is a separate active
+///    message sent after the puts' flush, so a control message sent after
+///    transfer() returned may overtake it (not one sent after `done` ran).
+///    The rendezvous path runs `done` only after the receiver's
+///    on_blocks_arrived (its ack), so nothing sent after `done` overtakes
+///    it there either.
 ///  - Messages are forced onto UCX's eager protocol (UCP_AM_SEND_FLAG_EAGER)
 ///    to keep them ordered; a rendezvous-received message (not expected)
 ///    is delivered when its data landed, possibly out of order.
@@ -74,6 +81,7 @@
 #include <string>
 
 #include "transport/transport.hpp"
+#include "transport/ucx/ucx_kv_path.hpp"
 
 namespace tessera::transport {
 
@@ -115,10 +123,18 @@ struct ucx_options {
   /// Default: 64 KiB / 256 KiB.
   size_t tcp_tx_seg_bytes = size_t{64} << 10;
   size_t tcp_rx_seg_bytes = size_t{256} << 10;
+  /// How transfer() moves blocks (ucx_kv_path.hpp): put, am_rndv, or
+  /// automatic (the environment's TESSERA_UCX_KV_PATH if set, else put
+  /// only with error handling off and a shared-memory transport allowed,
+  /// else am_rndv; resolve_kv_path). Only the sender's setting matters:
+  /// every transport receives both.
+  /// Default: automatic.
+  ucx_kv_path kv_path = ucx_kv_path::automatic;
 };
 
 namespace detail {
 class ucx_core;
+struct ucx_test_access;
 } // namespace detail
 
 /// A transport over UCX. Thread-safe, except that the destructor, connect,
@@ -129,7 +145,8 @@ class ucx_core;
 class ucx_transport final : public transport {
 public:
   /// Creates the UCX context and worker and starts the progress thread.
-  /// Errors: transport_errc::unavailable naming the UCX call that failed.
+  /// Errors: transport_errc::unavailable naming the UCX call that failed;
+  /// invalid_message for a TESSERA_UCX_KV_PATH that is not a path.
   [[nodiscard]] static caf::expected<std::unique_ptr<ucx_transport>>
   make(transport_options options = {}, ucx_options ucx = {});
 
@@ -164,15 +181,34 @@ public:
 
   /// Checks every block against the local and the peer's regions (an
   /// invalid one fails the whole batch with invalid_message naming the
-  /// block index, nothing is sent), puts every block, flushes the
-  /// endpoint, then sends the "blocks arrived" message; `done` runs when
-  /// that left. Other errors as send.
+  /// block index, nothing is sent), then:
+  ///  - put: puts every block, flushes the endpoint, then sends the
+  ///    "blocks arrived" message; `done` runs when that left.
+  ///  - am_rndv: sends the batch's notice and each run of contiguous
+  ///    blocks as a rendezvous active message; `done` runs when every run
+  ///    was sent and the peer acknowledged the batch (after its
+  ///    on_blocks_arrived), or at once with the first failure. The peer
+  ///    checks each run against its own regions; a run it drops fails the
+  ///    batch with invalid_message "peer rejected batch ...".
+  /// Other errors as send (peer_failed within peer_timeout when the peer
+  /// dies mid-batch).
   void transfer(peer_id to, transfer_batch batch, completion done) override;
+
+  /// The KV path this transport's transfers take (kv_path resolved).
+  [[nodiscard]] ucx_kv_path kv_path() const;
+
+  /// Rendezvous block messages received and dropped because their header
+  /// did not fit this transport's regions (unknown region, range out of
+  /// bounds, malformed); each is also logged (spdlog error) and fails its
+  /// batch at the sender. Thread-safe. Only a faulty or hostile sender
+  /// causes any.
+  [[nodiscard]] uint64_t rejected_block_messages() const;
 
   /// Sends BYE and closes the endpoint; both sides see on_peer_failed(closed).
   void disconnect(peer_id peer) override;
 
 private:
+  friend struct detail::ucx_test_access;
   explicit ucx_transport(std::unique_ptr<detail::ucx_core> core);
   std::unique_ptr<detail::ucx_core> core_;
 };

@@ -1,0 +1,23 @@
+#pragma once
+/// @file
+/// For tests only: what a test of the UCX backend's receive-side checks
+/// needs and no caller may use (a sender that skips its own checks, so a
+/// malformed block header reaches the peer over a real connection).
+/// UCX-free.
+
+#include "transport/transport.hpp"
+#include "transport/ucx/ucx_transport.hpp"
+
+namespace tessera::transport::detail {
+
+struct ucx_test_access {
+  /// transfer() of a non-empty `batch` over the rendezvous KV path
+  /// (whatever `t`'s kv_path), without checking its destinations against
+  /// the peer's regions: the peer gets the headers as given. Local source
+  /// ranges are still checked (they are read): a bad one fails the batch
+  /// with invalid_message and nothing is sent.
+  static void transfer_unchecked(ucx_transport& t, peer_id to, transfer_batch batch,
+                                 completion done);
+};
+
+} // namespace tessera::transport::detail

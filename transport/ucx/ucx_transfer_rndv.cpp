@@ -1,0 +1,260 @@
+// ucx_core's rendezvous KV path (protocol in ucx_kv_am.hpp): the sender's
+// notice, runs and wait for the ack; the receiver's checks, receives into
+// the destination region and batch bookkeeping.
+
+#include "transport/ucx/ucx_core.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+
+namespace tessera::transport::detail {
+
+namespace {
+
+// user_data of a rendezvous receive: looked up again by ids when it
+// completes (the peer may have failed meanwhile).
+struct kv_recv {
+  ucx_core* self;
+  peer_id from;
+  uint64_t seq;
+};
+
+} // namespace
+
+// --- sending ---
+
+void ucx_core::start_rndv_transfer(peer& p, const std::shared_ptr<transfer_batch>& b,
+                                   const completion& done) {
+  auto runs = kv_runs(b->blocks);
+  auto* op = new_op(p.id, done);
+  op->batch = b;
+  op->kv_seq = next_kv_seq_++;
+  // The notice first, eager on the same endpoint: the runs' rendezvous
+  // requests follow it on the active-message lane, so the receiver
+  // normally knows the batch before its first run (it copes either way).
+  writer w;
+  encode_batch_notice(w, kv_batch_notice{op->kv_seq, static_cast<uint32_t>(runs.size()), *b});
+  am_send(p, am_kv_batch, {}, std::move(w.out), {});
+  ++op->outstanding; // the ack
+  kv_waiting_[op->kv_seq] = op;
+  ++op->outstanding; // held until every run is posted
+  // Headers stay alive until each send completed (UCX 1.13 reads them
+  // until then); one buffer for all, never resized after this.
+  op->header.resize(runs.size() * kv_block_header_bytes);
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const auto& r = runs[i];
+    auto* hdr = op->header.data() + i * kv_block_header_bytes;
+    encode_block_header({op->kv_seq, static_cast<uint32_t>(i), r.dst, r.dst_offset, r.size}, hdr);
+    const auto& src = regions_.at(r.src);
+    ucp_request_param_t rp{};
+    rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA
+                      | UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_MEMH;
+    // Rendezvous whatever the size: the data goes from the registered
+    // source region straight into the peer's region, never through
+    // bounce buffers on either side.
+    rp.flags = UCP_AM_SEND_FLAG_REPLY | UCP_AM_SEND_FLAG_RNDV;
+    rp.cb.send = &ucx_core::on_kv_send_done;
+    rp.user_data = op;
+    rp.memh = src.memh;
+    auto* req = ucp_am_send_nbx(p.ep, am_kv_block, hdr, kv_block_header_bytes,
+                                src.memory.data() + r.src_offset, r.size, &rp);
+    if (UCS_PTR_IS_ERR(req)) {
+      op->status = UCS_PTR_STATUS(req);
+      break;
+    }
+    if (req != nullptr)
+      ++op->outstanding;
+  }
+  --op->outstanding;
+  if (op->status != UCS_OK) {
+    // The receiver never completes this batch: stop waiting for its ack.
+    kv_waiting_.erase(op->kv_seq);
+    --op->outstanding;
+    finish_op(op, status_error(op, op->status));
+  }
+  kv_maybe_done(op);
+}
+
+void ucx_core::on_kv_send_done(void* request, ucs_status_t status, void* user_data) {
+  auto* op = static_cast<pending_op*>(user_data);
+  auto* self = op->self;
+  ucp_request_free(request);
+  --op->outstanding;
+  if (status == UCS_OK) {
+    self->note_progress(op->peer);
+  } else {
+    if (op->status == UCS_OK)
+      op->status = status;
+    // Fail at once rather than wait for an ack that may never come.
+    self->finish_op(op, self->status_error(op, status));
+  }
+  self->kv_maybe_done(op);
+}
+
+void ucx_core::kv_maybe_done(pending_op* op) {
+  if (op->outstanding > 0)
+    return;
+  finish_op(op, op->status == UCS_OK ? caf::error{} : status_error(op, op->status));
+  release_op(op);
+}
+
+void ucx_core::on_kv_ack(peer& p, reader& rd) {
+  auto ack = decode_batch_ack(rd);
+  if (!ack) {
+    spdlog::error("ucx: malformed KV batch ack from peer {} dropped", p.id);
+    return;
+  }
+  auto it = kv_waiting_.find(ack->seq);
+  if (it == kv_waiting_.end() || it->second->peer != p.id)
+    return; // failed (and forgotten) already, or not ours
+  auto* op = it->second;
+  kv_waiting_.erase(it);
+  --op->outstanding;
+  if (!ack->ok)
+    finish_op(op, make_transport_error(transport_errc::invalid_message,
+                                       "ucx: peer rejected batch "
+                                         + std::to_string(op->batch->batch_id) + ": " + ack->why));
+  kv_maybe_done(op);
+}
+
+void ucx_core::kv_forget_peer(peer_id id) {
+  std::vector<pending_op*> forgotten;
+  for (auto it = kv_waiting_.begin(); it != kv_waiting_.end();) {
+    if (it->second->peer == id) {
+      forgotten.push_back(it->second);
+      it = kv_waiting_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto* op : forgotten) {
+    --op->outstanding;
+    release_op(op); // its sends, if any are left, complete with an error
+  }
+}
+
+// --- receiving ---
+
+void ucx_core::on_kv_batch(peer& p, reader& rd) {
+  auto n = decode_batch_notice(rd);
+  if (!n) {
+    rejected_blocks_.fetch_add(1);
+    spdlog::error("ucx: malformed KV batch notice from peer {} dropped", p.id);
+    return;
+  }
+  auto& in = p.kv_in[n->seq];
+  if (in.have_notice) {
+    kv_reject(p, n->seq, "a second notice for the batch");
+    return;
+  }
+  in.have_notice = true;
+  in.runs = n->runs;
+  in.batch = std::move(n->batch);
+  kv_check_complete(p, n->seq);
+}
+
+void ucx_core::on_kv_block(peer& p, const void* header, size_t header_length, void* data,
+                           size_t length, const ucp_am_recv_param_t* param) {
+  const bool rndv = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
+  auto h = decode_block_header(header, header_length);
+  if (!h) {
+    // No batch to blame: count and log only. Returning without receiving
+    // makes UCX release a rendezvous descriptor and complete the sender.
+    rejected_blocks_.fetch_add(1);
+    spdlog::error("ucx: KV block message from peer {} with a malformed header ({} bytes) dropped",
+                  p.id, header_length);
+    return;
+  }
+  auto region = regions_.find(h->dst);
+  auto why = check_block_target(*h, region == regions_.end()
+                                      ? std::nullopt
+                                      : std::optional<uint64_t>{region->second.memory.size()},
+                                length);
+  if (!why.empty()) {
+    kv_reject(p, h->seq, "run " + std::to_string(h->run) + ": " + why);
+    return;
+  }
+  auto* dst = region->second.memory.data() + h->dst_offset;
+  if (!rndv) {
+    // Eager after all (UCX may send tiny messages so): data is here now.
+    std::memcpy(dst, data, length);
+    kv_landed(p.id, h->seq);
+    return;
+  }
+  auto* r = new kv_recv{this, p.id, h->seq};
+  ucp_request_param_t rp{};
+  rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA
+                    | UCP_OP_ATTR_FIELD_MEMH;
+  rp.cb.recv_am = &ucx_core::on_kv_recv_done;
+  rp.user_data = r;
+  rp.memh = region->second.memh;
+  auto* req = ucp_am_recv_data_nbx(worker_, data, dst, length, &rp);
+  if (req == nullptr) {
+    delete r;
+    kv_landed(p.id, h->seq);
+  } else if (UCS_PTR_IS_ERR(req)) {
+    delete r;
+    kv_reject(p, h->seq,
+              "run " + std::to_string(h->run) + ": receive failed: "
+                + ucs_status_string(UCS_PTR_STATUS(req)));
+  }
+}
+
+void ucx_core::on_kv_recv_done(void* request, ucs_status_t status, size_t, void* user_data) {
+  auto* r = static_cast<kv_recv*>(user_data);
+  ucp_request_free(request);
+  auto* self = r->self;
+  auto it = self->peers_.find(r->from);
+  if (it != self->peers_.end() && it->second.state == peer_state::connected) {
+    if (status == UCS_OK)
+      self->kv_landed(r->from, r->seq);
+    else
+      self->kv_reject(it->second, r->seq,
+                      std::string{"receive failed: "} + ucs_status_string(status));
+  }
+  delete r;
+}
+
+void ucx_core::kv_landed(peer_id from, uint64_t seq) {
+  auto it = peers_.find(from);
+  if (it == peers_.end() || it->second.state != peer_state::connected)
+    return;
+  it->second.last_progress = clock::now();
+  ++it->second.kv_in[seq].landed;
+  kv_check_complete(it->second, seq);
+}
+
+void ucx_core::kv_reject(peer& p, uint64_t seq, const std::string& why) {
+  rejected_blocks_.fetch_add(1);
+  spdlog::error("ucx: rendezvous KV batch (sequence {}) from peer {}: {}; dropped", seq, p.id,
+                why);
+  auto& in = p.kv_in[seq];
+  ++in.dropped;
+  if (!in.rejected) {
+    in.rejected = true;
+    writer w;
+    encode_batch_ack(w, kv_batch_ack{seq, false, why});
+    am_send(p, am_kv_ack, {}, std::move(w.out), {});
+  }
+  kv_check_complete(p, seq);
+}
+
+void ucx_core::kv_check_complete(peer& p, uint64_t seq) {
+  auto it = p.kv_in.find(seq);
+  if (it == p.kv_in.end())
+    return;
+  auto& in = it->second;
+  if (!in.have_notice || in.landed + in.dropped < in.runs)
+    return;
+  if (!in.rejected) {
+    if (auto* h = handler_.load())
+      h->on_blocks_arrived(p.id, in.batch);
+    writer w;
+    encode_batch_ack(w, kv_batch_ack{seq, true, {}});
+    am_send(p, am_kv_ack, {}, std::move(w.out), {});
+  }
+  p.kv_in.erase(it);
+}
+
+} // namespace tessera::transport::detail
