@@ -128,8 +128,12 @@ struct ucx_options {
   /// only with error handling off and a shared-memory transport allowed,
   /// else am_rndv; resolve_kv_path). Only the sender's setting matters:
   /// every transport receives both.
-  /// Default: automatic.
-  ucx_kv_path kv_path = ucx_kv_path::automatic;
+  /// Default: put. Rendezvous was faster per median 1 MiB batch over tcp
+  /// but 4x slower when a batch's blocks are scattered in the pool (each
+  /// run pays its own handshake, and a warm KV pool's blocks are
+  /// scattered), and the two were not told apart on a quiet machine yet
+  /// (bench/README.md, Transport); automatic stays opt-in until they are.
+  ucx_kv_path kv_path = ucx_kv_path::put;
 };
 
 namespace detail {
