@@ -77,18 +77,31 @@ std::string check_block_target(const kv_block_header& h, std::optional<uint64_t>
   return {};
 }
 
+void put_block_copy(writer& w, const block_copy& b) {
+  w.put<uint32_t>(b.src);
+  w.put<uint64_t>(b.src_offset);
+  w.put<uint32_t>(b.dst);
+  w.put<uint64_t>(b.dst_offset);
+  w.put<uint64_t>(b.size);
+}
+
+block_copy get_block_copy(reader& rd) {
+  block_copy c;
+  c.src = rd.get<uint32_t>();
+  c.src_offset = rd.get<uint64_t>();
+  c.dst = rd.get<uint32_t>();
+  c.dst_offset = rd.get<uint64_t>();
+  c.size = rd.get<uint64_t>();
+  return c;
+}
+
 void encode_batch_notice(writer& w, const kv_batch_notice& n) {
   w.put<uint64_t>(n.seq);
   w.put<uint64_t>(n.batch.batch_id);
   w.put<uint32_t>(n.runs);
   w.put<uint32_t>(static_cast<uint32_t>(n.batch.blocks.size()));
-  for (const auto& b : n.batch.blocks) {
-    w.put<uint32_t>(b.src);
-    w.put<uint64_t>(b.src_offset);
-    w.put<uint32_t>(b.dst);
-    w.put<uint64_t>(b.dst_offset);
-    w.put<uint64_t>(b.size);
-  }
+  for (const auto& b : n.batch.blocks)
+    put_block_copy(w, b);
 }
 
 std::optional<kv_batch_notice> decode_batch_notice(reader& rd) {
@@ -97,20 +110,12 @@ std::optional<kv_batch_notice> decode_batch_notice(reader& rd) {
   n.batch.batch_id = rd.get<uint64_t>();
   n.runs = rd.get<uint32_t>();
   auto count = rd.get<uint32_t>();
-  constexpr size_t block_bytes = 4 + 8 + 4 + 8 + 8;
   // Checked before reserving: a bogus count must not allocate.
-  if (!rd.ok || count > rd.n / block_bytes)
+  if (!rd.ok || count > rd.n / block_copy_bytes)
     return std::nullopt;
   n.batch.blocks.reserve(count);
-  for (uint32_t i = 0; i < count; ++i) {
-    block_copy c;
-    c.src = rd.get<uint32_t>();
-    c.src_offset = rd.get<uint64_t>();
-    c.dst = rd.get<uint32_t>();
-    c.dst_offset = rd.get<uint64_t>();
-    c.size = rd.get<uint64_t>();
-    n.batch.blocks.push_back(c);
-  }
+  for (uint32_t i = 0; i < count; ++i)
+    n.batch.blocks.push_back(get_block_copy(rd));
   if (!rd.ok || rd.n != 0 || n.runs == 0 || n.runs > count)
     return std::nullopt;
   return n;

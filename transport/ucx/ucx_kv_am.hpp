@@ -79,6 +79,14 @@ void encode_block_header(const kv_block_header& h, std::byte* out);
                                              std::optional<uint64_t> region_bytes,
                                              size_t data_length);
 
+/// One block of a batch as both KV paths write it in their batch
+/// messages (the put path's am_batch, the rendezvous path's notice): src,
+/// src_offset, dst, dst_offset, size.
+inline constexpr size_t block_copy_bytes = 4 + 8 + 4 + 8 + 8;
+void put_block_copy(writer& w, const block_copy& b);
+/// Check rd.ok after it.
+[[nodiscard]] block_copy get_block_copy(reader& rd);
+
 /// The am_kv_batch notice.
 struct kv_batch_notice {
   uint64_t seq = 0;

@@ -238,13 +238,8 @@ void ucx_core::after_flush(pending_op* op) {
   writer w;
   w.put<uint64_t>(op->batch->batch_id);
   w.put<uint32_t>(static_cast<uint32_t>(op->batch->blocks.size()));
-  for (const auto& blk : op->batch->blocks) {
-    w.put<uint32_t>(blk.src);
-    w.put<uint64_t>(blk.src_offset);
-    w.put<uint32_t>(blk.dst);
-    w.put<uint64_t>(blk.dst_offset);
-    w.put<uint64_t>(blk.size);
-  }
+  for (const auto& blk : op->batch->blocks)
+    put_block_copy(w, blk);
   auto done = std::move(op->done);
   op->finished = true;
   release_op(op);
@@ -255,15 +250,8 @@ void ucx_core::on_batch(peer& p, reader& rd) {
   transfer_batch batch;
   batch.batch_id = rd.get<uint64_t>();
   auto n = rd.get<uint32_t>();
-  for (uint32_t i = 0; i < n && rd.ok; ++i) {
-    block_copy c;
-    c.src = rd.get<uint32_t>();
-    c.src_offset = rd.get<uint64_t>();
-    c.dst = rd.get<uint32_t>();
-    c.dst_offset = rd.get<uint64_t>();
-    c.size = rd.get<uint64_t>();
-    batch.blocks.push_back(c);
-  }
+  for (uint32_t i = 0; i < n && rd.ok; ++i)
+    batch.blocks.push_back(get_block_copy(rd));
   if (rd.ok && p.state == peer_state::connected)
     if (auto* h = handler_.load())
       h->on_blocks_arrived(p.id, batch);
