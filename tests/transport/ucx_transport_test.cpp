@@ -153,16 +153,16 @@ TEST(ucx_transport, ten_thousand_messages_in_order) {
   EXPECT_EQ(f.rb.overlaps.load(), 0);
 }
 
-TEST(ucx_transport, kv_path_is_put_by_default_and_automatic_picks_rendezvous_over_tcp_lanes) {
+TEST(ucx_transport, default_kv_path_is_rendezvous_over_tcp_lanes) {
+  // The default options: automatic, UCX's own transport list, peer error
+  // handling on, under which UCX 1.13 uses tcp only.
   pair_fixture f;
-  EXPECT_EQ(f.a->kv_path(), ucx_kv_path::put);
-  // Automatic with UCX's own transport list and peer error handling on,
-  // under which UCX 1.13 uses tcp only.
-  ucx_options automatic;
-  automatic.kv_path = ucx_kv_path::automatic;
-  auto t = make_ucx(automatic);
+  EXPECT_EQ(f.a->kv_path(), ucx_kv_path::am_rndv);
+  ucx_options put;
+  put.kv_path = ucx_kv_path::put;
+  auto t = make_ucx(put);
   ASSERT_TRUE(t);
-  EXPECT_EQ(t->kv_path(), ucx_kv_path::am_rndv);
+  EXPECT_EQ(t->kv_path(), ucx_kv_path::put);
 }
 
 class ucx_kv_paths : public ::testing::TestWithParam<ucx_kv_path> {};

@@ -95,11 +95,14 @@ ucx_core::ucx_core(transport_options opts, ucx_options ucx) : opts_(opts), ucx_(
 }
 
 caf::error ucx_core::start() {
-  auto path = resolve_kv_path(ucx_.kv_path, ucx_.tls, std::getenv("UCX_TLS"),
-                              std::getenv("TESSERA_UCX_KV_PATH"), ucx_.peer_error_handling);
+  const char* env_path = std::getenv("TESSERA_UCX_KV_PATH");
+  auto path = resolve_kv_path(ucx_.kv_path, ucx_.tls, std::getenv("UCX_TLS"), env_path,
+                              ucx_.peer_error_handling);
   if (!path)
     return path.error();
   kv_path_ = *path;
+  kv_path_by_batch_ = ucx_.kv_path == ucx_kv_path::automatic && kv_path_ == ucx_kv_path::am_rndv
+                      && (env_path == nullptr || *env_path == '\0');
   if (auto err = init_ucx())
     return err;
   thread_ = std::thread{[this] { run(); }};

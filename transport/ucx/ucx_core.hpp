@@ -346,6 +346,8 @@ private:
   region_id next_region_ = 1;
   std::vector<pending_op*> ops_;
   ucx_kv_path kv_path_ = ucx_kv_path::put;
+  // automatic resolved to am_rndv: each batch by rndv_pays.
+  bool kv_path_by_batch_ = false;
   uint64_t next_kv_seq_ = 1;
   /// Rendezvous batches sent and waiting for the peer's ack, by seq.
   std::unordered_map<uint64_t, pending_op*> kv_waiting_;

@@ -130,7 +130,9 @@ void ucx_core::start_transfer(peer_id to, const std::shared_ptr<transfer_batch>&
   }
   // An empty batch has no run to carry it: the put path's flush and
   // notice do.
-  if ((!checked || kv_path_ == ucx_kv_path::am_rndv) && !b->blocks.empty())
+  const bool rndv = kv_path_ == ucx_kv_path::am_rndv
+                    && (!kv_path_by_batch_ || rndv_pays(b->blocks, ucx_.rndv_min_run_bytes));
+  if ((!checked || rndv) && !b->blocks.empty())
     start_rndv_transfer(*p, b, done);
   else
     start_put_transfer(*p, b, done);

@@ -126,14 +126,16 @@ struct ucx_options {
   /// How transfer() moves blocks (ucx_kv_path.hpp): put, am_rndv, or
   /// automatic (the environment's TESSERA_UCX_KV_PATH if set, else put
   /// only with error handling off and a shared-memory transport allowed,
-  /// else am_rndv; resolve_kv_path). Only the sender's setting matters:
-  /// every transport receives both.
-  /// Default: put. Rendezvous was faster per median 1 MiB batch over tcp
-  /// but 4x slower when a batch's blocks are scattered in the pool (each
-  /// run pays its own handshake, and a warm KV pool's blocks are
-  /// scattered), and the two were not told apart on a quiet machine yet
-  /// (bench/README.md, Transport); automatic stays opt-in until they are.
-  ucx_kv_path kv_path = ucx_kv_path::put;
+  /// else am_rndv per batch whose runs average at least
+  /// rndv_min_run_bytes and put for the others; resolve_kv_path,
+  /// rndv_pays). Only the sender's setting matters: every transport
+  /// receives both.
+  /// Default: automatic.
+  ucx_kv_path kv_path = ucx_kv_path::automatic;
+  /// With kv_path automatic resolved to am_rndv: a batch whose contiguous
+  /// runs average fewer bytes goes by put (one rendezvous handshake per
+  /// run does not pay for small runs). Default: 256 KiB.
+  uint64_t rndv_min_run_bytes = uint64_t{256} << 10;
 };
 
 namespace detail {
