@@ -170,30 +170,24 @@ TEST(UcxKvPathTest, NamesRoundTrip) {
   EXPECT_FALSE(parse_kv_path("rndv"));
 }
 
-} // namespace
-} // namespace tessera::transport::detail
-
-namespace tessera::transport {
-namespace {
-
 TEST(UcxKvPathTest, RendezvousPaysForRunsOfAtLeastTheThreshold) {
   constexpr uint64_t kib = 1024;
   // Four contiguous 64 KiB blocks: one 256 KiB run.
   std::vector<block_copy> contiguous;
   for (uint64_t i = 0; i < 4; ++i)
     contiguous.push_back({1, i * 64 * kib, 2, i * 64 * kib, 64 * kib});
-  EXPECT_TRUE(rndv_pays(contiguous, 256 * kib));
-  EXPECT_FALSE(rndv_pays(contiguous, 256 * kib + 1));
+  EXPECT_TRUE(rndv_pays(kv_runs(contiguous), 256 * kib));
+  EXPECT_FALSE(rndv_pays(kv_runs(contiguous), 256 * kib + 1));
   // The same blocks in reverse order in the destination: four 64 KiB runs.
   auto scattered = contiguous;
   for (uint64_t i = 0; i < 4; ++i)
     scattered[i].dst_offset = (3 - i) * 64 * kib;
-  EXPECT_FALSE(rndv_pays(scattered, 256 * kib));
-  EXPECT_TRUE(rndv_pays(scattered, 64 * kib));
+  EXPECT_FALSE(rndv_pays(kv_runs(scattered), 256 * kib));
+  EXPECT_TRUE(rndv_pays(kv_runs(scattered), 64 * kib));
   // One 1 MiB block: one run.
-  EXPECT_TRUE(rndv_pays({{1, 0, 2, 0, 1024 * kib}}, 256 * kib));
+  EXPECT_TRUE(rndv_pays(kv_runs({{1, 0, 2, 0, 1024 * kib}}), 256 * kib));
   EXPECT_FALSE(rndv_pays({}, 0));
 }
 
 } // namespace
-} // namespace tessera::transport
+} // namespace tessera::transport::detail

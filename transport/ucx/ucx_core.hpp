@@ -293,8 +293,9 @@ private:
 
   // --- the rendezvous KV path (ucx_transfer_rndv.cpp) ---
 
+  /// `runs`: kv_runs of the batch's blocks.
   void start_rndv_transfer(peer& p, const std::shared_ptr<transfer_batch>& b,
-                           const completion& done);
+                           std::vector<kv_run> runs, const completion& done);
   static void on_kv_send_done(void* request, ucs_status_t status, void* user_data);
   /// Finishes and frees `op` once nothing of it is outstanding.
   void kv_maybe_done(pending_op* op);

@@ -25,6 +25,15 @@ std::vector<kv_run> kv_runs(const std::vector<block_copy>& blocks) {
   return runs;
 }
 
+bool rndv_pays(const std::vector<kv_run>& runs, uint64_t min_run_bytes) {
+  if (runs.empty())
+    return false;
+  uint64_t bytes = 0;
+  for (const auto& r : runs)
+    bytes += r.size;
+  return bytes >= min_run_bytes * runs.size();
+}
+
 void encode_block_header(const kv_block_header& h, std::byte* out) {
   auto put = [&out](const auto& v) {
     std::memcpy(out, &v, sizeof(v));

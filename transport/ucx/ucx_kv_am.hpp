@@ -52,6 +52,14 @@ struct kv_run {
 /// regions. Blocks are assumed checked (non-empty, in range).
 [[nodiscard]] std::vector<kv_run> kv_runs(const std::vector<block_copy>& blocks);
 
+/// Whether rendezvous is worth it for a batch of `runs` (kv_runs) when
+/// ucx_kv_path::automatic resolved to am_rndv: every run pays one
+/// rendezvous handshake, so runs averaging fewer than `min_run_bytes` go
+/// by put instead. Measured over tcp on loopback (bench/README.md,
+/// Transport): runs of 64 KiB 2.3 GB/s by rendezvous against 3.5 by put,
+/// runs of 1 MiB 6.6-6.8 against 3.6-4.7.
+[[nodiscard]] bool rndv_pays(const std::vector<kv_run>& runs, uint64_t min_run_bytes);
+
 /// The header of one am_kv_block message: where its data goes.
 struct kv_block_header {
   uint64_t seq = 0;        // the batch (sender's counter)

@@ -6,7 +6,6 @@
 #include <sstream>
 
 #include "transport/transport_errc.hpp"
-#include "transport/ucx/ucx_kv_am.hpp"
 
 namespace tessera::transport {
 
@@ -89,15 +88,6 @@ caf::expected<ucx_kv_path> resolve_kv_path(ucx_kv_path option, const std::string
                                 : env_tls   ? std::string_view{env_tls}
                                             : std::string_view{};
   return allows_shm_rma(list) ? ucx_kv_path::put : ucx_kv_path::am_rndv;
-}
-
-bool rndv_pays(const std::vector<block_copy>& blocks, uint64_t min_run_bytes) {
-  if (blocks.empty())
-    return false;
-  uint64_t bytes = 0;
-  for (const auto& b : blocks)
-    bytes += b.size;
-  return bytes >= min_run_bytes * detail::kv_runs(blocks).size();
 }
 
 } // namespace tessera::transport

@@ -11,8 +11,6 @@
 
 #include <caf/expected.hpp>
 
-#include "transport/transport.hpp"
-
 namespace tessera::transport {
 
 /// The data path of ucx_transport::transfer (ucx_options::kv_path).
@@ -60,13 +58,5 @@ enum class ucx_kv_path {
                                                          const char* env_tls,
                                                          const char* env_override,
                                                          bool peer_error_handling);
-
-/// Whether rendezvous is worth it for `blocks` (checked, non-empty) when
-/// automatic resolved to am_rndv: every contiguous run (kv_runs) pays one
-/// rendezvous handshake, so runs averaging fewer than `min_run_bytes` go
-/// by put instead. Measured over tcp on loopback (bench/README.md,
-/// Transport): runs of 64 KiB 2.3 GB/s by rendezvous against 3.5 by put,
-/// runs of 1 MiB 6.6-6.8 against 3.6-4.7.
-[[nodiscard]] bool rndv_pays(const std::vector<block_copy>& blocks, uint64_t min_run_bytes);
 
 } // namespace tessera::transport

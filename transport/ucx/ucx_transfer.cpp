@@ -130,12 +130,12 @@ void ucx_core::start_transfer(peer_id to, const std::shared_ptr<transfer_batch>&
   }
   // An empty batch has no run to carry it: the put path's flush and
   // notice do.
-  const bool rndv = kv_path_ == ucx_kv_path::am_rndv
-                    && (!kv_path_by_batch_ || rndv_pays(b->blocks, ucx_.rndv_min_run_bytes));
-  if ((!checked || rndv) && !b->blocks.empty())
-    start_rndv_transfer(*p, b, done);
-  else
-    start_put_transfer(*p, b, done);
+  if (b->blocks.empty() || (checked && kv_path_ != ucx_kv_path::am_rndv))
+    return start_put_transfer(*p, b, done);
+  auto runs = kv_runs(b->blocks);
+  if (checked && kv_path_by_batch_ && !rndv_pays(runs, ucx_.rndv_min_run_bytes))
+    return start_put_transfer(*p, b, done);
+  start_rndv_transfer(*p, b, std::move(runs), done);
 }
 
 caf::error ucx_core::check_batch(const peer& p, const transfer_batch& b, bool destinations) {

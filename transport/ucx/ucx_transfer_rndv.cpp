@@ -25,8 +25,7 @@ struct kv_recv {
 // --- sending ---
 
 void ucx_core::start_rndv_transfer(peer& p, const std::shared_ptr<transfer_batch>& b,
-                                   const completion& done) {
-  auto runs = kv_runs(b->blocks);
+                                   std::vector<kv_run> runs, const completion& done) {
   auto* op = new_op(p.id, done);
   op->batch = b;
   op->kv_seq = next_kv_seq_++;
