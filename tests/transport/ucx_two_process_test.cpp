@@ -209,6 +209,20 @@ std::map<std::string, uint64_t> ask_report(ucx_transport& t, peer_id to, recorde
   }
 }
 
+/// Connects `t` to `peer` and proves the connection with 10 control
+/// messages the peer reports back; nullopt (a test failure recorded) when
+/// it cannot connect.
+std::optional<peer_id> connect_checked(ucx_transport& t, const peer_process& peer, recorder& events) {
+  auto to = t.connect(peer.address);
+  if (!to) {
+    ADD_FAILURE() << "connect: " << to_string(to.error());
+    return std::nullopt;
+  }
+  send_chunks(t, *to, 0, 10);
+  EXPECT_EQ(ask_report(t, *to, events)["received"], 10u);
+  return *to;
+}
+
 /// Stops the peer (SIGSTOP) and waits until it is stopped: its kernel
 /// keeps its sockets open and acknowledging, its progress thread is frozen.
 /// (The signal takes effect asynchronously; without the wait, the peer
@@ -343,10 +357,8 @@ TEST(UcxTwoProcessFailureTest, KilledReceiverFailsNextSendWithinPeerTimeout) {
   ASSERT_TRUE(t);
   auto src_region = t->register_region(src);
   ASSERT_TRUE(src_region);
-  auto to = t->connect(peer->address);
-  ASSERT_TRUE(to) << to_string(to.error());
-  send_chunks(*t, *to, 0, 10);
-  EXPECT_EQ(ask_report(*t, *to, events)["received"], 10u);
+  auto to = connect_checked(*t, *peer, events);
+  ASSERT_TRUE(to);
 
   // SIGKILL: no BYE. Keep sending, one send at a time, until one fails;
   // each must complete (succeed or fail), none may hang.
@@ -419,10 +431,8 @@ TEST_P(UcxKvFailureTest, BatchInFlightFailsWithPeerFailedWithinPeerTimeout) {
   ASSERT_EQ(t->kv_path(), GetParam().kv_path);
   auto src_region = t->register_region(src);
   ASSERT_TRUE(src_region);
-  auto to = t->connect(peer->address);
-  ASSERT_TRUE(to) << to_string(to.error());
-  send_chunks(*t, *to, 0, 10);
-  EXPECT_EQ(ask_report(*t, *to, events)["received"], 10u);
+  auto to = connect_checked(*t, *peer, events);
+  ASSERT_TRUE(to);
 
   // 256 blocks of 64 KiB scattered (every other slot of the pool's first
   // half and of the source): 256 runs on the rendezvous path.
@@ -475,10 +485,8 @@ TEST_P(UcxKvFailureTest, StoppedReceiverFailsTransferWithinPeerTimeout) {
   ASSERT_TRUE(t);
   auto src_region = t->register_region(src);
   ASSERT_TRUE(src_region);
-  auto to = t->connect(peer->address);
-  ASSERT_TRUE(to) << to_string(to.error());
-  send_chunks(*t, *to, 0, 10);
-  EXPECT_EQ(ask_report(*t, *to, events)["received"], 10u);
+  auto to = connect_checked(*t, *peer, events);
+  ASSERT_TRUE(to);
 
   stop(*peer);
   auto stopped = clk::now();
@@ -528,10 +536,8 @@ TEST(UcxTwoProcessFailureTest, DestroyingTransportWithStoppedReceiverReturnsInPe
   recorder events;
   auto t = make_sender(tcp_case, events);
   ASSERT_TRUE(t);
-  auto to = t->connect(peer->address);
-  ASSERT_TRUE(to) << to_string(to.error());
-  send_chunks(*t, *to, 0, 10);
-  EXPECT_EQ(ask_report(*t, *to, events)["received"], 10u);
+  auto to = connect_checked(*t, *peer, events);
+  ASSERT_TRUE(to);
   stop(*peer);
   auto start = clk::now();
   t.reset();
