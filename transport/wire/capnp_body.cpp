@@ -1,5 +1,6 @@
 #include "transport/wire/capnp_body.hpp"
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -8,6 +9,7 @@
 #include <capnp/message.h>
 #include <capnp/serialize.h>
 #include <kj/exception.h>
+#include <kj/io.h>
 
 #include "transport/schema/cluster.capnp.h"
 #include "transport/schema/common.capnp.h"
@@ -22,6 +24,9 @@ namespace tessera::transport::wire {
 namespace s = tessera::transport::schema;
 
 namespace {
+
+/// Words of the scratch first segment encode_body builds in.
+constexpr size_t first_segment_words = 1024;
 
 // ---------------------------------------------------------------------------
 // Encoding. The message was validated by the caller, so sizes fit capnp's
@@ -573,17 +578,23 @@ std::string describe(const kj::Exception& e) {
 caf::error encode_body(const wire_message& m, std::vector<std::byte>& out,
                        const wire_limits& limits) {
   try {
-    capnp::MallocMessageBuilder mb;
+    // The first segment is this thread's scratch: a control message fits
+    // it, and the builder zeroes only the words it used when it is
+    // destroyed, where its own first segment would be an 8 KiB calloc per
+    // message (a third of a small message's encoding time).
+    thread_local std::array<capnp::word, first_segment_words> scratch{};
+    capnp::MallocMessageBuilder mb(kj::arrayPtr(scratch.data(), scratch.size()));
     std::visit([&](const auto& x) { put(mb, x); }, m);
-    auto words = capnp::messageToFlatArray(mb);
-    auto bytes = words.asBytes();
-    if (bytes.size() > limits.max_body_bytes)
+    const size_t bytes = capnp::computeSerializedSizeInWords(mb) * sizeof(capnp::word);
+    if (bytes > limits.max_body_bytes)
       return make_transport_error(transport_errc::message_too_large,
                                   std::string(to_string(type_of(m))) + " encodes to " +
-                                    std::to_string(bytes.size()) + " bytes, more than the maximum " +
+                                    std::to_string(bytes) + " bytes, more than the maximum " +
                                     std::to_string(limits.max_body_bytes));
-    const auto* p = reinterpret_cast<const std::byte*>(bytes.begin());
-    out.insert(out.end(), p, p + bytes.size());
+    const size_t at = out.size();
+    out.resize(at + bytes);
+    kj::ArrayOutputStream os(kj::arrayPtr(reinterpret_cast<kj::byte*>(out.data() + at), bytes));
+    capnp::writeMessage(os, mb);
     return {};
   } catch (const kj::Exception& e) {
     return make_transport_error(transport_errc::message_too_large,
