@@ -60,6 +60,7 @@ caf::expected<transport_probe_result> probe_selection(const std::string& self,
                                           "--peer-error-handling",
                                           sel.peer_error_handling ? "true" : "false",
                                           "--peer-pool-bytes", std::to_string(pool),
+                                          "--peer-allocated", o.allocated_regions ? "true" : "false",
                                           "--peer-progress-spin-us",
                                           std::to_string(o.progress_spin_us)});
   if (!peer)
@@ -175,6 +176,7 @@ int run_transport_bench(const transport_bench_options& opts) {
   r.probe.block_bytes = opts.block_bytes;
   r.probe.window = opts.window;
   r.probe.scatter_blocks = opts.scatter_blocks;
+  r.probe.allocated_regions = opts.allocated_regions;
   r.probe.progress_spin_us = opts.progress_spin_us;
   r.selections = default_transport_selections();
   r.load_before = load_average();

@@ -31,6 +31,8 @@ struct transport_bench_options {
   int window = 1;
   /// transport_probe_options::scatter_blocks. Default: false.
   bool scatter_blocks = false;
+  /// transport_probe_options::allocated_regions (both processes). Default: true.
+  bool allocated_regions = true;
   /// Passes over every selection (each with its ucx_perftest runs); the
   /// figures reported are per-figure medians. 0: 3, or 1 with quick.
   int rounds = 0;

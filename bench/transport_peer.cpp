@@ -39,6 +39,10 @@ public:
   }
 
   void on_message(tt::peer_id from, tt::message msg) override {
+    if (msg.actor == echo_raw_actor) {
+      transport_->send(from, tt::message{std::string{pong_raw_actor}, std::move(msg.frame)}, {});
+      return;
+    }
     auto seq = control_sequence(msg.frame);
     if (!seq) {
       if (bad_frames_++ == 0)
@@ -163,6 +167,24 @@ caf::expected<peer_announcement> parse_peer_announcement(std::string_view line) 
   return a;
 }
 
+caf::expected<tt::allocated_region> bench_region(tt::transport& t, bool allocated, uint64_t bytes,
+                                                 std::byte fill, std::vector<std::byte>& heap) {
+  caf::expected<tt::allocated_region> r{tt::allocated_region{}};
+  if (allocated) {
+    r = t.allocate_region(bytes);
+  } else {
+    heap.resize(bytes);
+    auto id = t.register_region(heap);
+    if (!id)
+      return id.error();
+    r = tt::allocated_region{*id, heap};
+  }
+  // Fault the pages in now, not mid-transfer.
+  if (r)
+    std::memset(r->memory.data(), static_cast<int>(fill), r->memory.size());
+  return r;
+}
+
 int run_transport_peer(const transport_peer_options& o) {
   using namespace std::chrono_literals;
   tt::ucx_options uopts;
@@ -171,8 +193,7 @@ int run_transport_peer(const transport_peer_options& o) {
   if (o.progress_spin_us >= 0)
     uopts.progress_spin = std::chrono::microseconds{o.progress_spin_us};
   // Declared before the transport: registered memory must outlive it.
-  std::vector<std::byte> pool(o.pool_bytes);
-  std::memset(pool.data(), 0x5a, pool.size()); // fault the pages in now, not mid-transfer
+  std::vector<std::byte> heap;
   peer_handler handler;
   auto t = tt::ucx_transport::make({}, uopts);
   if (!t) {
@@ -181,7 +202,7 @@ int run_transport_peer(const transport_peer_options& o) {
   }
   handler.attach(t->get());
   (*t)->set_handler(&handler);
-  auto region = (*t)->register_region(pool);
+  auto region = bench_region(**t, o.allocated, o.pool_bytes, std::byte{0x5a}, heap);
   if (!region) {
     std::fprintf(stderr, "peer: %s\n", error_text(region.error()).c_str());
     return 1;
@@ -191,8 +212,8 @@ int run_transport_peer(const transport_peer_options& o) {
     std::fprintf(stderr, "peer: %s\n", error_text(address.error()).c_str());
     return 1;
   }
-  std::printf("LISTENING %s REGION %u %llu\n", address->c_str(), *region,
-              static_cast<unsigned long long>(pool.size()));
+  std::printf("LISTENING %s REGION %u %llu\n", address->c_str(), region->id,
+              static_cast<unsigned long long>(region->memory.size()));
   std::fflush(stdout);
   const pid_t parent = ::getppid();
   if (!handler.wait_for(o.idle_timeout, [](bool connected, bool) { return connected; })) {

@@ -32,6 +32,7 @@
 
 #include <caf/expected.hpp>
 
+#include "transport/transport.hpp"
 #include "transport/ucx/ucx_kv_path.hpp"
 
 namespace tessera::bench {
@@ -70,6 +71,9 @@ with_kv_paths(const std::vector<transport_selection>& selections,
 /// Actor names of the protocol above.
 inline constexpr std::string_view echo_actor = "echo";
 inline constexpr std::string_view pong_actor = "pong";
+/// The peer sends the frame back as it came (pong_raw), not decoded.
+inline constexpr std::string_view echo_raw_actor = "echo_raw";
+inline constexpr std::string_view pong_raw_actor = "pong_raw";
 inline constexpr std::string_view sink_actor = "sink";
 inline constexpr std::string_view sink_end_actor = "sink_end";
 inline constexpr std::string_view sink_ack_actor = "sink_ack";
@@ -90,12 +94,21 @@ struct transport_peer_options {
   bool peer_error_handling = true;
   /// Size of the receive region, bytes (the largest batch). Default: 16 MiB.
   uint64_t pool_bytes = uint64_t{16} << 20;
+  /// The region from transport::allocate_region (true) or heap memory
+  /// registered with register_region. Default: true.
+  bool allocated = true;
   /// ucx_options::progress_spin, microseconds; negative: the transport's
   /// default. Default: -1.
   int progress_spin_us = -1;
   /// Exit when no probe connected for this long. Default: 60 s.
   std::chrono::milliseconds idle_timeout{60000};
 };
+
+/// A region of `bytes` on `t`, filled with `fill`: from t.allocate_region
+/// if `allocated`, else `heap` (resized; it must outlive `t`) registered.
+[[nodiscard]] caf::expected<transport::allocated_region>
+bench_region(transport::transport& t, bool allocated, uint64_t bytes, std::byte fill,
+             std::vector<std::byte>& heap);
 
 /// Runs the peer until the probe disconnects; returns the exit code.
 int run_transport_peer(const transport_peer_options& opts);

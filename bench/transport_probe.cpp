@@ -130,29 +130,45 @@ caf::error check_sequence(const tt::message& m, uint64_t want, uint64_t& got) {
 }
 
 // Ping-pong: warm-up then measured round trips, driven from the callbacks.
-caf::error measure_rtt(probe_context& c, std::vector<double>& rtt_us) {
+// With `codec`, each end decodes the frame it got and encodes a new one;
+// without, the peer sends the frame back as it came and we compare bytes
+// (frames encoded before the clock starts).
+caf::error measure_rtt(probe_context& c, bool codec, std::vector<double>& rtt_us) {
   struct state {
     int warmup = 0, total = 0, i = 0;
     clock_type::time_point sent;
     std::vector<double> us;
+    std::vector<std::vector<std::byte>> frames; // without codec
   };
   auto st = std::make_shared<state>();
   st->warmup = c.opts.rtt_warmup;
   st->total = c.opts.rtt_warmup + c.opts.rtt_iterations;
   st->us.reserve(static_cast<size_t>(c.opts.rtt_iterations));
+  if (!codec)
+    for (int i = 0; i < st->total; ++i)
+      st->frames.push_back(control_frame(static_cast<uint64_t>(i)));
   auto sig = std::make_shared<phase_signal>();
-  auto ping = [&t = c.t, peer = c.peer, st] {
+  auto ping = [&t = c.t, peer = c.peer, st, codec] {
+    const auto i = static_cast<size_t>(st->i);
     st->sent = clock_type::now();
-    t.send(peer, tt::message{std::string{echo_actor}, control_frame(static_cast<uint64_t>(st->i))}, {});
+    if (codec)
+      t.send(peer, tt::message{std::string{echo_actor}, control_frame(i)}, {});
+    else
+      t.send(peer, tt::message{std::string{echo_raw_actor}, st->frames[i]}, {});
   };
   c.handler.install(
-    [st, sig, ping](tt::message& m) {
-      if (m.actor != pong_actor || sig->finished())
+    [st, sig, ping, codec](tt::message& m) {
+      if (m.actor != (codec ? pong_actor : pong_raw_actor) || sig->finished())
         return;
       const auto now = clock_type::now();
-      uint64_t got = 0;
-      if (auto err = check_sequence(m, static_cast<uint64_t>(st->i), got))
+      if (!codec) {
+        if (m.frame != st->frames[static_cast<size_t>(st->i)])
+          return sig->finish(bench_error("round trip " + std::to_string(st->i)
+                                         + ": the frame came back changed"));
+      } else if (uint64_t got = 0;
+                 auto err = check_sequence(m, static_cast<uint64_t>(st->i), got)) {
         return sig->finish(err);
+      }
       if (st->i >= st->warmup)
         st->us.push_back(us_between(st->sent, now));
       if (++st->i == st->total)
@@ -332,8 +348,7 @@ run_transport_probe(const transport_selection& sel, const peer_announcement& pee
   if (o.block_bytes == 0)
     return bench_error("block size must be positive");
   // Declared before the transport: registered memory must outlive it.
-  std::vector<std::byte> source(std::max<uint64_t>(max_batch, 1));
-  std::memset(source.data(), 0xa5, source.size());
+  std::vector<std::byte> heap;
   probe_handler handler;
   tt::ucx_options uopts;
   uopts.tls = sel.tls;
@@ -346,9 +361,11 @@ run_transport_probe(const transport_selection& sel, const peer_announcement& pee
     return made.error();
   auto& t = **made;
   t.set_handler(&handler);
-  auto src = t.register_region(source);
-  if (!src)
-    return src.error();
+  auto src_region = bench_region(t, o.allocated_regions, std::max<uint64_t>(max_batch, 1),
+                                std::byte{0xa5}, heap);
+  if (!src_region)
+    return src_region.error();
+  auto src = src_region->id;
   auto peer = t.connect(peer_info.address);
   if (!peer)
     return peer.error();
@@ -358,13 +375,19 @@ run_transport_probe(const transport_selection& sel, const peer_announcement& pee
   r.kv_path = std::string{tt::to_string(t.kv_path())};
 
   std::vector<double> rtt;
-  if (auto err = measure_rtt(c, rtt))
+  if (auto err = measure_rtt(c, false, rtt))
     return err;
   r.rtt_us_p50 = percentile(rtt, 50);
   r.rtt_us_p99 = percentile(rtt, 99);
   r.rtt_us_max = percentile(rtt, 100);
   progress(fmt("round trip p50 %.1f us, p99 %.1f us, max %.0f us", r.rtt_us_p50, r.rtt_us_p99,
                r.rtt_us_max));
+  if (auto err = measure_rtt(c, true, rtt))
+    return err;
+  r.rtt_codec_us_p50 = percentile(rtt, 50);
+  r.rtt_codec_us_p99 = percentile(rtt, 99);
+  progress(fmt("round trip with decode + encode at each end p50 %.1f us, p99 %.1f us",
+               r.rtt_codec_us_p50, r.rtt_codec_us_p99));
 
   if (auto warm = measure_stream(c, o.msgs_warmup); !warm)
     return warm.error();
@@ -378,7 +401,7 @@ run_transport_probe(const transport_selection& sel, const peer_announcement& pee
     const int count = static_cast<int>(std::clamp<uint64_t>(o.target_bytes / bytes,
                                                             static_cast<uint64_t>(o.min_batches),
                                                             static_cast<uint64_t>(o.max_batches)));
-    auto blocks = make_batch(bytes, o.block_bytes, *src, peer_info.region, o.scatter_blocks);
+    auto blocks = make_batch(bytes, o.block_bytes, src, peer_info.region, o.scatter_blocks);
     const double n_blocks = static_cast<double>(blocks.blocks.size());
     auto f = measure_batches(c, std::move(blocks), count);
     if (!f)
@@ -395,7 +418,7 @@ run_transport_probe(const transport_selection& sel, const peer_announcement& pee
     if (o.one_block_batches && bytes <= o.block_bytes)
       r.one_block_gb_s[bytes] = f->gb_s; // the batch above was one block already
     if (o.one_block_batches && bytes > o.block_bytes) {
-      auto one = measure_batches(c, make_batch(bytes, bytes, *src, peer_info.region, false), count);
+      auto one = measure_batches(c, make_batch(bytes, bytes, src, peer_info.region, false), count);
       if (!one)
         return one.error();
       r.one_block_gb_s[bytes] = one->gb_s;

@@ -53,6 +53,10 @@ struct transport_probe_options {
   /// continues the one before it in both regions (the rendezvous path
   /// merges those into one message). Default: false.
   bool scatter_blocks = false;
+  /// Source and destination regions from transport::allocate_region (UCX
+  /// shared-memory segments, as ucx_perftest's buffers) rather than heap
+  /// memory registered with register_region. Default: true.
+  bool allocated_regions = true;
   /// Also measure batches that are one block of the whole batch size.
   /// Default: true.
   bool one_block_batches = true;
@@ -78,10 +82,16 @@ struct transport_probe_options {
 
 /// One probe's figures.
 struct transport_probe_result {
+  /// Round trips of a control frame the peer sends back as it came: the
+  /// transport's own latency (what ucx_perftest's tag_lat measures).
   double rtt_us_p50 = 0;
   double rtt_us_p99 = 0;
   /// Slowest measured round trip.
   double rtt_us_max = 0;
+  /// Round trips where each end decodes the frame (full wire checks) and
+  /// encodes a new one, as an actor's request and reply do.
+  double rtt_codec_us_p50 = 0;
+  double rtt_codec_us_p99 = 0;
   double msgs_per_s = 0;
   /// Batch bytes -> GB/s (10^9 B/s), batches of block_bytes blocks.
   std::map<uint64_t, double> block_gb_s;

@@ -104,10 +104,12 @@ std::string transport_table(const transport_bench_results& r) {
     frame_bytes = v.control_frame_bytes;
   std::string s = "Medians of " + std::to_string(r.rounds.size()) + " round(s).\n";
   s += "Control messages (wire heartbeat frames of " + std::to_string(frame_bytes)
-       + " bytes); perftest = ucx_perftest tag_lat x 2 (a round trip) and tag_bw msg rate\n";
+       + " bytes); rtt = the frame sent back as it came; +codec = decoded and a new one "
+         "encoded at each end; perftest = ucx_perftest tag_lat x 2 (a round trip) and tag_bw "
+         "msg rate\n";
   s += pad("transport", 24, true) + pad("rtt p50 us", 11) + pad("rtt p99 us", 11)
-       + pad("perftest rtt", 13) + pad("ratio", 7) + pad("msgs/s", 10) + pad("perftest msgs/s", 16)
-       + pad("idle CPU % us/peer", 19) + "\n";
+       + pad("perftest rtt", 13) + pad("ratio", 7) + pad("+codec p50", 11) + pad("msgs/s", 10)
+       + pad("perftest msgs/s", 16) + pad("idle CPU % us/peer", 19) + "\n";
   for (const auto& sel : r.selections) {
     auto it = r.tessera.find(sel.key);
     const auto* p = perftest_of(r, sel);
@@ -116,6 +118,7 @@ std::string transport_table(const transport_bench_results& r) {
     s += pad(sel.label, 24, true) + pad(cell(ours, 1), 11)
          + pad(cell(it == r.tessera.end() ? missing : it->second.rtt_us_p99, 1), 11)
          + pad(cell(theirs, 1), 13) + pad(cell(ours / theirs, 2), 7)
+         + pad(cell(it == r.tessera.end() ? missing : it->second.rtt_codec_us_p50, 1), 11)
          + pad(cell(it == r.tessera.end() ? missing : it->second.msgs_per_s, 0), 10)
          + pad(cell(p && p->tag_rate ? p->tag_rate->msgs_per_s : missing, 0), 16)
          + pad(cell(it == r.tessera.end() ? missing : it->second.idle_cpu_pct_self, 0) + "/"
@@ -126,6 +129,8 @@ std::string transport_table(const transport_bench_results& r) {
   s += "\nKV block batches, GB/s (1e9 B/s): tessera = batches of "
        + size_label(r.probe.block_bytes) + " blocks"
        + (r.probe.scatter_blocks ? " (scattered: reverse order in the peer's pool)" : "")
+       + (r.probe.allocated_regions ? ", regions allocated by the transport"
+                                    : ", regions of heap memory registered")
        + ", timed transfer() -> peer's ack, "
        + std::to_string(r.window) + " in flight; range = tessera's lowest-highest round\n";
   s += pad("transport [KV path]", 34, true) + pad("batch", 8) + pad("tessera", 9) + pad("range", 13)
@@ -173,7 +178,8 @@ json figures_json(const std::vector<transport_selection>& selections,
                   const std::vector<uint64_t>& sizes, const tessera_map& tessera,
                   const perftest_map& perftest) {
   json j;
-  for (const char* k : {"rtt_us_p50", "rtt_us_p99", "rtt_us_max", "msgs_per_s", "rtt_vs_perftest",
+  for (const char* k : {"rtt_us_p50", "rtt_us_p99", "rtt_us_max", "rtt_codec_us_p50",
+                        "rtt_codec_us_p99", "msgs_per_s", "rtt_vs_perftest",
                         "block_gb_s", "block_gb_s_one_block", "batch_us_p50", "batch_us_p99",
                         "batch_us_max", "block_vs_put_bw", "block_vs_tag_bw", "idle_cpu_pct",
                         "kv_path"})
@@ -186,6 +192,8 @@ json figures_json(const std::vector<transport_selection>& selections,
     j["rtt_us_p50"][sel.key] = number_or_null(have ? t.rtt_us_p50 : missing);
     j["rtt_us_p99"][sel.key] = number_or_null(have ? t.rtt_us_p99 : missing);
     j["rtt_us_max"][sel.key] = number_or_null(have ? t.rtt_us_max : missing);
+    j["rtt_codec_us_p50"][sel.key] = number_or_null(have ? t.rtt_codec_us_p50 : missing);
+    j["rtt_codec_us_p99"][sel.key] = number_or_null(have ? t.rtt_codec_us_p99 : missing);
     j["msgs_per_s"][sel.key] = number_or_null(have ? t.msgs_per_s : missing);
     j["kv_path"][sel.key] = have ? json(t.kv_path) : json(nullptr);
     j["idle_cpu_pct"][sel.key] = {{"self", number_or_null(have ? t.idle_cpu_pct_self : missing)},
@@ -263,6 +271,7 @@ std::string transport_json(const transport_bench_results& r) {
                  {"block_bytes", o.block_bytes},
                  {"window", r.window},
                  {"scatter_blocks", o.scatter_blocks},
+                 {"region_memory", o.allocated_regions ? "allocated" : "registered"},
                  {"progress_spin_us", o.progress_spin_us},
                  {"rtt_warmup", o.rtt_warmup},
                  {"rtt_iterations", o.rtt_iterations},

@@ -5,7 +5,8 @@
 ///
 /// JSON shape (numbers are null where a measurement is missing):
 ///
-///   rtt_us_p50, rtt_us_p99, rtt_us_max,
+///   rtt_us_p50, rtt_us_p99, rtt_us_max (the frame sent back as it came),
+///   rtt_codec_us_p50, rtt_codec_us_p99 (decoded and re-encoded at each end),
 ///   msgs_per_s:                           {selection: number}
 ///   block_gb_s, block_gb_s_one_block,
 ///   batch_us_p50, batch_us_p99,

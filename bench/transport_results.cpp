@@ -137,6 +137,8 @@ void summarize_rounds(transport_bench_results& r) {
     m.rtt_us_p50 = scalar(&transport_probe_result::rtt_us_p50);
     m.rtt_us_p99 = scalar(&transport_probe_result::rtt_us_p99);
     m.rtt_us_max = scalar(&transport_probe_result::rtt_us_max);
+    m.rtt_codec_us_p50 = scalar(&transport_probe_result::rtt_codec_us_p50);
+    m.rtt_codec_us_p99 = scalar(&transport_probe_result::rtt_codec_us_p99);
     m.msgs_per_s = scalar(&transport_probe_result::msgs_per_s);
     m.idle_cpu_pct_self = scalar(&transport_probe_result::idle_cpu_pct_self);
     m.idle_cpu_pct_peer = scalar(&transport_probe_result::idle_cpu_pct_peer);

@@ -268,6 +268,12 @@ void add_transport(CLI::App* bench,
     ->delimiter(',');
   tr->add_flag("--scatter", t->scatter_blocks,
                "Place a batch's blocks in the peer's pool in reverse order (no two contiguous)");
+  tr->add_option("--region-memory", t->allocated_regions,
+                 "Where the KV regions of both processes live: allocated (by the transport; "
+                 "UCX shared-memory segments, as ucx_perftest's) or registered (heap memory)")
+    ->transform(CLI::CheckedTransformer(std::map<std::string, bool>{{"allocated", true},
+                                                                    {"registered", false}}))
+    ->capture_default_str();
   tr->add_option("--kv-path", t->kv_paths,
                  "KV batch paths to measure each selection with, one after the other: auto, "
                  "put, am_rndv (e.g. put,am_rndv)")
@@ -279,6 +285,7 @@ void add_transport(CLI::App* bench,
   tr->add_option("--peer-tls", p->tls)->group("");
   tr->add_option("--peer-error-handling", p->peer_error_handling)->group("");
   tr->add_option("--peer-pool-bytes", p->pool_bytes)->group("");
+  tr->add_option("--peer-allocated", p->allocated)->group("");
   tr->add_option("--peer-progress-spin-us", p->progress_spin_us)->group("");
 
   subs.emplace_back(tr, [t, p, peer] {

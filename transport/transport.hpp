@@ -39,6 +39,12 @@ using peer_id = uint64_t;
 /// A memory region registered with a transport, local or announced by a peer.
 using region_id = uint32_t;
 
+/// Memory a transport allocated and registered (transport::allocate_region).
+struct allocated_region {
+  region_id id = 0;
+  std::span<std::byte> memory;
+};
+
 /// What a backend can do.
 struct capabilities {
   /// "loopback", "ucx", "faults(loopback)", ...
@@ -123,6 +129,15 @@ public:
   /// The memory must outlive the transport. Regions are announced to every
   /// current and future peer.
   [[nodiscard]] virtual caf::expected<region_id> register_region(std::span<std::byte> memory) = 0;
+
+  /// Allocates `bytes` of zeroed memory and registers it (announced as
+  /// register_region's). The transport owns it: it stays valid until the
+  /// transport is destroyed. A backend may place it where peers on the
+  /// same host reach it without a kernel copy (ucx: a shared-memory
+  /// segment its sm transports map, so that a put into it is a memcpy),
+  /// which registered user memory cannot offer. Errors: invalid_message
+  /// (0 bytes), closed, or the allocation's failure.
+  [[nodiscard]] virtual caf::expected<allocated_region> allocate_region(uint64_t bytes) = 0;
 
   /// Sends `msg` to `to`; `done` runs when it left (or failed: not_connected,
   /// peer_failed, message_too_large).

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <set>
 #include <thread>
@@ -266,6 +267,29 @@ TEST(FaultTransportTest, PeerFilterLimitsARuleToOnePeer) {
   drain(c);
   EXPECT_EQ(rc.message_count(), 0u);
   EXPECT_EQ(f.a->counters().of(fault_kind::drop), 10u);
+}
+
+TEST(FaultTransportTest, AllocatedRegionsAreForwardedAndCorruptibleLikeRegisteredOnes) {
+  fault_fixture f{"corrupt,op=transfer,every=2"};
+  constexpr size_t block = 1024;
+  auto s = f.a->allocate_region(block);
+  auto d = f.b->allocate_region(2 * block);
+  ASSERT_TRUE(s) << to_string(s.error());
+  ASSERT_TRUE(d) << to_string(d.error());
+  ASSERT_EQ(s->memory.size(), block);
+  for (size_t i = 0; i < block; ++i)
+    s->memory[i] = static_cast<std::byte>(i * 13 + 1);
+  const std::vector<std::byte> want(s->memory.begin(), s->memory.end());
+  completion_log done;
+  // Transfer 1 goes through untouched; transfer 2 is corrupted in flight.
+  f.a->transfer(f.a_to_b, transfer_batch{1, {{s->id, 0, d->id, 0, block}}}, done.make(1));
+  f.a->transfer(f.a_to_b, transfer_batch{2, {{s->id, 0, d->id, block, block}}}, done.make(2));
+  ASSERT_TRUE(done.wait_for_count(2));
+  drain(*f.b);
+  EXPECT_TRUE(std::equal(want.begin(), want.end(), d->memory.begin()));
+  EXPECT_FALSE(std::equal(want.begin(), want.end(), d->memory.begin() + block));
+  EXPECT_TRUE(std::equal(want.begin(), want.end(), s->memory.begin()))
+    << "the source region was modified";
 }
 
 TEST(FaultTransportTest, TransferFaultsDropFailAndCorruptAtTheDestinationOnly) {

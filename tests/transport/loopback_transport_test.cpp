@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <random>
@@ -221,6 +222,28 @@ TEST(LoopbackTransportTest, ThousandBlocksOfVaryingSizesArriveBitExact) {
   }
   for (size_t b = 0; b < seen.size(); ++b)
     EXPECT_EQ(seen[b], 1) << "batch " << 100 + b;
+}
+
+TEST(LoopbackTransportTest, AllocatedRegionsAreZeroedRegisteredAndReceiveBlocks) {
+  pair_fixture f;
+  auto empty = f.b->allocate_region(0);
+  ASSERT_FALSE(empty);
+  EXPECT_EQ(code_of(empty.error()), code(transport_errc::invalid_message));
+  std::vector<std::byte> src(4096, std::byte{0x5a});
+  auto s = f.a->register_region(src);
+  auto d = f.b->allocate_region(8192);
+  ASSERT_TRUE(s && d);
+  ASSERT_EQ(d->memory.size(), 8192u);
+  EXPECT_TRUE(std::all_of(d->memory.begin(), d->memory.end(),
+                          [](std::byte b) { return b == std::byte{0}; }));
+  completion_log done;
+  f.a->transfer(f.a_to_b, transfer_batch{7, {{*s, 0, d->id, 4096, 4096}}}, done.make(0));
+  ASSERT_TRUE(done.wait_for_count(1));
+  ASSERT_FALSE(done.of(0).at(0)) << to_string(done.of(0).at(0));
+  ASSERT_TRUE(f.rb.wait([&] { return !f.rb.batches.empty(); }));
+  EXPECT_TRUE(std::equal(src.begin(), src.end(), d->memory.begin() + 4096));
+  EXPECT_TRUE(std::all_of(d->memory.begin(), d->memory.begin() + 4096,
+                          [](std::byte b) { return b == std::byte{0}; }));
 }
 
 TEST(LoopbackTransportTest, OutOfRangeBlockFailsTheBatchWithAClearErrorAndWritesNothing) {

@@ -8,10 +8,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <memory>
 #include <random>
+#include <thread>
 #include <sys/socket.h>
 #include <netinet/in.h>
 #include <unistd.h>
@@ -153,6 +156,72 @@ TEST(ucx_transport, ten_thousand_messages_in_order) {
   EXPECT_EQ(f.rb.overlaps.load(), 0);
 }
 
+/// Answers each message from its callback (on the progress thread, where
+/// a send starts at once) with two: actor "a", then "b", the same frame.
+struct double_echo : recorder {
+  ucx_transport* self = nullptr;
+  std::atomic<int> sent_ok{0};
+  void on_message(peer_id from, message msg) override {
+    auto count = [this](const caf::error& e) {
+      if (!e)
+        ++sent_ok;
+    };
+    self->send(from, message{"a", msg.frame}, count);
+    self->send(from, message{"b", std::move(msg.frame)}, count);
+  }
+};
+
+TEST(ucx_transport, sends_from_callbacks_keep_their_order) {
+  for (const bool shm : {false, true}) {
+    SCOPED_TRACE(shm ? "shm" : "tcp");
+    ucx_options u;
+    if (shm) {
+      u.tls = "sm,self,tcp";
+      u.peer_error_handling = false;
+    }
+    recorder ra;
+    double_echo rb;
+    auto a = make_ucx(u);
+    auto b = make_ucx(u);
+    ASSERT_TRUE(a && b);
+    a->set_handler(&ra);
+    rb.self = b.get();
+    b->set_handler(&rb);
+    auto addr = b->listen("127.0.0.1:0");
+    ASSERT_TRUE(addr) << to_string(addr.error());
+    auto p = a->connect(*addr);
+    ASSERT_TRUE(p) << to_string(p.error());
+    constexpr uint64_t n = 2000;
+    for (uint64_t i = 0; i < n; ++i)
+      a->send(*p, message{"ping", chunk_frame(i)}, {});
+    ASSERT_TRUE(ra.wait([&] { return ra.messages.size() >= 2 * n; }));
+    // The sends' completions may run after a saw the messages.
+    const auto deadline = clk::now() + std::chrono::seconds{10};
+    while (rb.sent_ok.load() < static_cast<int>(2 * n) && clk::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds{1});
+    EXPECT_EQ(rb.sent_ok.load(), static_cast<int>(2 * n));
+    {
+      std::lock_guard lock{ra.mu};
+      ASSERT_EQ(ra.messages.size(), 2 * n);
+      for (uint64_t i = 0; i < 2 * n; ++i) {
+        ASSERT_EQ(ra.messages[i].second.actor, i % 2 == 0 ? "a" : "b") << i;
+        ASSERT_EQ(chunk_id(ra.messages[i].second.frame), static_cast<int64_t>(i / 2)) << i;
+      }
+    }
+    // Before the recorders: their handlers must outlive the transports.
+    b.reset();
+    a.reset();
+  }
+}
+
+TEST(ucx_transport, allocate_region_refuses_zero_bytes) {
+  auto t = make_ucx();
+  ASSERT_TRUE(t);
+  auto r = t->allocate_region(0);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(code_of(r.error()), code(transport_errc::invalid_message));
+}
+
 TEST(ucx_transport, default_kv_path_is_rendezvous_over_tcp_lanes) {
   // The default options: automatic, UCX's own transport list, peer error
   // handling on, under which UCX 1.13 uses tcp only.
@@ -165,31 +234,60 @@ TEST(ucx_transport, default_kv_path_is_rendezvous_over_tcp_lanes) {
   EXPECT_EQ(t->kv_path(), ucx_kv_path::put);
 }
 
-class ucx_kv_paths : public ::testing::TestWithParam<ucx_kv_path> {};
+/// A KV path, where both regions come from, and the lanes.
+struct kv_case {
+  ucx_kv_path path;
+  bool allocated; // allocate_region, else heap memory registered
+  bool shm;       // "sm,self,tcp" without peer error handling: shared memory
+};
+
+class ucx_kv_paths : public ::testing::TestWithParam<kv_case> {};
 
 TEST_P(ucx_kv_paths, blocks_arrive_bit_exact) {
+  const auto param = GetParam();
   // Registered memory outlives the transports (declared first, dies last).
   constexpr size_t region_bytes = size_t{64} << 20;
-  std::vector<std::byte> src(region_bytes), dst(region_bytes);
+  std::vector<std::byte> src_heap, dst_heap;
   ucx_options u;
-  u.kv_path = GetParam();
+  u.kv_path = param.path;
+  if (param.shm) {
+    u.tls = "sm,self,tcp";
+    u.peer_error_handling = false;
+  }
   pair_fixture f{u};
-  ASSERT_EQ(f.a->kv_path(), GetParam());
+  ASSERT_EQ(f.a->kv_path(), param.path);
+  // Each side's region: allocated by its transport (zeroed), or heap.
+  auto region = [&](ucx_transport& t, std::vector<std::byte>& heap)
+    -> caf::expected<allocated_region> {
+    if (param.allocated)
+      return t.allocate_region(region_bytes);
+    heap.resize(region_bytes);
+    auto id = t.register_region(heap);
+    if (!id)
+      return id.error();
+    return allocated_region{*id, heap};
+  };
+  auto rs = region(*f.a, src_heap);
+  ASSERT_TRUE(rs) << to_string(rs.error());
+  // B registers after the connection: announced to A.
+  auto rd = region(*f.b, dst_heap);
+  ASSERT_TRUE(rd) << to_string(rd.error());
+  ASSERT_EQ(rs->memory.size(), region_bytes);
+  ASSERT_EQ(rd->memory.size(), region_bytes);
+  EXPECT_TRUE(std::all_of(rd->memory.begin(), rd->memory.end(),
+                          [](std::byte b) { return b == std::byte{0}; }));
+  auto src = rs->memory;
+  auto dst = rd->memory;
   std::mt19937_64 rng{42};
   for (auto& x : src)
     x = static_cast<std::byte>(rng());
-  auto rs = f.a->register_region(src);
-  ASSERT_TRUE(rs) << to_string(rs.error());
-  // B registers after the connection: announced to A.
-  auto rd = f.b->register_region(dst);
-  ASSERT_TRUE(rd) << to_string(rd.error());
 
   // 1,000 blocks, sizes 1 B .. 256 KiB, non-overlapping destinations.
   std::vector<block_copy> blocks;
   uint64_t dst_off = 0;
   for (int i = 0; i < 1000; ++i) {
     uint64_t size = i == 0 ? 1 : i == 1 ? (256u << 10) : 1 + rng() % (32u << 10);
-    block_copy c{*rs, rng() % (region_bytes - size), *rd, dst_off, size};
+    block_copy c{rs->id, rng() % (region_bytes - size), rd->id, dst_off, size};
     dst_off += size;
     blocks.push_back(c);
   }
@@ -231,8 +329,8 @@ TEST_P(ucx_kv_paths, blocks_arrive_bit_exact) {
   std::vector<std::byte> before(dst.begin(), dst.begin() + 4096);
   transfer_batch bad;
   bad.batch_id = 9;
-  bad.blocks.push_back(block_copy{*rs, 0, *rd, 0, 4096});
-  bad.blocks.push_back(block_copy{*rs, 0, *rd, region_bytes - 10, 100});
+  bad.blocks.push_back(block_copy{rs->id, 0, rd->id, 0, 4096});
+  bad.blocks.push_back(block_copy{rs->id, 0, rd->id, region_bytes - 10, 100});
   std::fill(src.begin(), src.begin() + 4096, std::byte{0x5a});
   completion_log bad_log;
   f.a->transfer(f.a_to_b, bad, bad_log.make(0));
@@ -252,9 +350,16 @@ TEST_P(ucx_kv_paths, blocks_arrive_bit_exact) {
 }
 
 INSTANTIATE_TEST_SUITE_P(paths, ucx_kv_paths,
-                         ::testing::Values(ucx_kv_path::put, ucx_kv_path::am_rndv),
-                         [](const ::testing::TestParamInfo<ucx_kv_path>& info) {
-                           return std::string{to_string(info.param)};
+                         ::testing::Values(kv_case{ucx_kv_path::put, false, false},
+                                           kv_case{ucx_kv_path::am_rndv, false, false},
+                                           kv_case{ucx_kv_path::put, true, false},
+                                           kv_case{ucx_kv_path::am_rndv, true, false},
+                                           kv_case{ucx_kv_path::put, true, true},
+                                           kv_case{ucx_kv_path::put, false, true}),
+                         [](const ::testing::TestParamInfo<kv_case>& info) {
+                           return std::string{to_string(info.param.path)}
+                                  + (info.param.allocated ? "_allocated" : "_registered")
+                                  + (info.param.shm ? "_shm" : "_tcp");
                          });
 
 // A sender that skips its own checks (as a faulty or hostile one would):

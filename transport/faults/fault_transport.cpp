@@ -121,6 +121,15 @@ caf::expected<region_id> fault_transport::register_region(std::span<std::byte> m
   return id;
 }
 
+caf::expected<allocated_region> fault_transport::allocate_region(uint64_t bytes) {
+  auto r = inner_->allocate_region(bytes);
+  if (r) {
+    std::lock_guard lock{mu_};
+    regions_[r->id] = r->memory;
+  }
+  return r;
+}
+
 void fault_transport::send(peer_id to, message msg, completion done) {
   operation op;
   op.op = fault_op::send;

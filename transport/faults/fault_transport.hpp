@@ -90,6 +90,9 @@ public:
   /// bytes it flips. The memory must outlive the decorator.
   [[nodiscard]] caf::expected<region_id> register_region(std::span<std::byte> memory) override;
 
+  /// Forwards, remembering the region as register_region does.
+  [[nodiscard]] caf::expected<allocated_region> allocate_region(uint64_t bytes) override;
+
   /// One operation of the plan; see fault_kind for what each fault does.
   void send(peer_id to, message msg, completion done) override;
 

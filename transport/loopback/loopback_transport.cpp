@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <charconv>
+#include <memory>
 #include <optional>
 #include <cstring>
 #include <utility>
@@ -85,6 +86,8 @@ public:
   std::mutex mu_;
   std::map<peer_id, link> links_;               // guarded by mu_
   std::vector<std::span<std::byte>> regions_;   // guarded by mu_; id = index + 1
+  /// allocate_region's memory (guarded by mu_).
+  std::vector<std::unique_ptr<std::byte[]>> owned_;
   peer_id next_peer_ = 1;                       // guarded by mu_
   std::string address_;                         // guarded by mu_; first bound or client name
   bool dead_ = false;                           // guarded by mu_
@@ -367,6 +370,18 @@ caf::expected<region_id> loopback_transport::register_region(std::span<std::byte
     return closed_error();
   core_->regions_.push_back(memory);
   return static_cast<region_id>(core_->regions_.size());
+}
+
+caf::expected<allocated_region> loopback_transport::allocate_region(uint64_t bytes) {
+  if (bytes == 0)
+    return make_transport_error(transport_errc::invalid_message, "loopback: empty region");
+  std::lock_guard lock{core_->mu_};
+  if (core_->dead_)
+    return closed_error();
+  auto& mem = core_->owned_.emplace_back(std::make_unique<std::byte[]>(bytes)); // zeroed
+  std::span<std::byte> memory{mem.get(), bytes};
+  core_->regions_.push_back(memory);
+  return allocated_region{static_cast<region_id>(core_->regions_.size()), memory};
 }
 
 void loopback_transport::send(peer_id to, message msg, completion done) {

@@ -101,6 +101,9 @@ public:
   [[nodiscard]] caf::expected<std::string> listen(const std::string& address) override;
   [[nodiscard]] caf::expected<peer_id> connect(const std::string& address) override;
   [[nodiscard]] caf::expected<region_id> register_region(std::span<std::byte> memory) override;
+  /// Heap memory, registered; freed with the last reference to this
+  /// transport's state (after every copy into it ended).
+  [[nodiscard]] caf::expected<allocated_region> allocate_region(uint64_t bytes) override;
 
   /// Queues `msg` on the peer's progress thread. Errors (in `done`):
   /// not_connected (unknown id), peer_failed (link failed, peer gone),

@@ -77,6 +77,9 @@ ucs_status_t configure_tcp_segments(ucp_config_t* config, const ucx_options& ucx
   return UCS_OK;
 }
 
+/// The core whose progress thread this is (set by ucx_core::run()).
+thread_local const ucx_core* progress_core = nullptr;
+
 } // namespace
 
 caf::error ucx_error(transport_errc code, const std::string& what, ucs_status_t st) {
@@ -135,6 +138,10 @@ bool ucx_core::post(std::function<void()> fn) {
     [[maybe_unused]] auto n = ::write(wake_fd_, &one, sizeof(one));
   }
   return true;
+}
+
+bool ucx_core::may_run_inline() const {
+  return progress_core == this && !in_commands_ && !has_commands_.load(std::memory_order_acquire);
 }
 
 caf::error ucx_core::init_ucx() {
@@ -232,12 +239,15 @@ bool ucx_core::run_commands() {
     batch.swap(commands_);
     has_commands_.store(false, std::memory_order_relaxed);
   }
+  in_commands_ = true;
   for (auto& fn : batch)
     fn();
+  in_commands_ = false;
   return !batch.empty();
 }
 
 void ucx_core::run() {
+  progress_core = this;
   // Work was done at `last_busy`; the loop keeps polling until
   // progress_spin passed since then, and sleeps after.
   auto last_busy = clock::now();
@@ -248,6 +258,7 @@ void ucx_core::run() {
   // off for contended_backoff (one slow yield per backoff at most).
   constexpr auto contended_yield = std::chrono::microseconds{50};
   constexpr auto contended_backoff = std::chrono::milliseconds{100};
+  constexpr auto hot_spin = std::chrono::microseconds{20};
   while (!done_) {
     bool did = run_commands();
     while (ucp_worker_progress(worker_) != 0)
@@ -263,6 +274,11 @@ void ucx_core::run() {
       last_busy = now;
       continue;
     }
+    // Right after work, poll without yielding: a reply to what was just
+    // sent comes within microseconds (a shared-memory round trip is under
+    // one), and a yield is a system call that may hand the core away.
+    if (now - last_busy < std::min<clock::duration>(hot_spin, ucx_.progress_spin))
+      continue;
     if (now - last_busy < ucx_.progress_spin && now >= no_spin_until) {
       // Let a runnable thread have this core while we wait: on a busy
       // machine (an engine beside us) a spin that holds the core delays

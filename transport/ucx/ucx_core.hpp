@@ -114,6 +114,9 @@ public:
   [[nodiscard]] caf::expected<peer_id> connect(const std::string& address);
   void disconnect(peer_id peer);
   [[nodiscard]] caf::expected<region_id> register_region(std::span<std::byte> memory);
+  [[nodiscard]] caf::expected<allocated_region> allocate_region(uint64_t bytes);
+  /// On the progress thread (may_run_inline) the message starts at once,
+  /// and `done` may run before send returns.
   void send(peer_id to, message msg, completion done);
   void transfer(peer_id to, transfer_batch batch, completion done);
   /// transfer() over the rendezvous path without the sender's checks of
@@ -192,6 +195,12 @@ private:
   /// Queues `fn` for the progress thread; false once shutdown began.
   bool post(std::function<void()> fn);
 
+  /// True on this core's progress thread (in a callback) when no command
+  /// is queued or running: an operation may then start at once instead of
+  /// through the queue (a round trip's two queue hand-offs were most of
+  /// its time over shared memory) without passing one posted before it.
+  bool may_run_inline() const;
+
   /// Runs `fn` on the progress thread and waits for its result.
   template <class T>
   caf::expected<T> call(std::function<caf::expected<T>()> fn) {
@@ -253,6 +262,8 @@ private:
   void release_op(pending_op* op);
   caf::error status_error(const pending_op* op, ucs_status_t st);
   static void on_send_done(void* request, ucs_status_t status, void* user_data);
+  /// send() on the progress thread.
+  void send_now(peer_id to, message msg, completion done);
 
   /// Sends an active message on `p`; `done` (may be empty) gets the result.
   void am_send(peer& p, unsigned id, std::vector<std::byte> header, std::vector<std::byte> data,
@@ -273,6 +284,9 @@ private:
 
   // --- regions and transfers (ucx_transfer.cpp) ---
 
+  /// Packs `memh`'s rkey, records the region and announces it to every
+  /// peer; unmaps `memh` on failure.
+  caf::expected<region_id> add_region(ucp_mem_h memh, std::span<std::byte> memory);
   static void encode_region(writer& w, const local_region& r);
   void encode_regions(writer& w);
   bool decode_region(peer& p, reader& rd);
@@ -335,6 +349,8 @@ private:
   int wake_fd_ = -1;
   std::thread thread_;
   bool started_ = false;
+  /// run_commands() is running queued commands (progress thread only).
+  bool in_commands_ = false;
 
   // --- progress-thread state ---
   ucp_context_h context_ = nullptr;

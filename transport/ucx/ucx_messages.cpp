@@ -19,17 +19,21 @@ void ucx_core::send(peer_id to, message msg, completion done) {
       done(closed_error());
     return;
   }
+  if (may_run_inline())
+    return send_now(to, std::move(msg), std::move(done));
   auto m = std::make_shared<message>(std::move(msg));
-  if (!post([this, to, m, done] {
-        auto* p = usable_peer(to, done);
-        if (!p)
-          return;
-        std::vector<std::byte> header(m->actor.size());
-        std::memcpy(header.data(), m->actor.data(), m->actor.size());
-        am_send(*p, am_message, std::move(header), std::move(m->frame), done);
-      }))
+  if (!post([this, to, m, done] { send_now(to, std::move(*m), done); }))
     if (done)
       done(closed_error());
+}
+
+void ucx_core::send_now(peer_id to, message msg, completion done) {
+  auto* p = usable_peer(to, done);
+  if (!p)
+    return;
+  std::vector<std::byte> header(msg.actor.size());
+  std::memcpy(header.data(), msg.actor.data(), msg.actor.size());
+  am_send(*p, am_message, std::move(header), std::move(msg.frame), std::move(done));
 }
 
 ucx_core::pending_op* ucx_core::new_op(peer_id peer, completion done) {

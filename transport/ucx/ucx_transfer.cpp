@@ -20,28 +20,67 @@ caf::expected<region_id> ucx_core::register_region(std::span<std::byte> memory) 
     auto st = ucp_mem_map(context_, &mp, &memh);
     if (st != UCS_OK)
       return ucx_error(transport_errc::invalid_message, "ucp_mem_map", st);
-    void* rkey_buf = nullptr;
-    size_t rkey_len = 0;
-    st = ucp_rkey_pack(context_, memh, &rkey_buf, &rkey_len);
+    return add_region(memh, memory);
+  });
+}
+
+caf::expected<allocated_region> ucx_core::allocate_region(uint64_t bytes) {
+  if (bytes == 0)
+    return make_transport_error(transport_errc::invalid_message, "ucx: empty region");
+  return call<allocated_region>([this, bytes]() -> caf::expected<allocated_region> {
+    // UCX allocates with the first of its allocation methods that works
+    // (UCX_MEM_ALLOC_METHODS; by default a sysv or posix shared-memory
+    // segment, then huge pages, then mmap): memory its sm transports
+    // attach at the peer, so that a put into it is a memcpy.
+    ucp_mem_map_params_t mp{};
+    mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH
+                    | UCP_MEM_MAP_PARAM_FIELD_FLAGS;
+    mp.address = nullptr;
+    mp.length = bytes;
+    mp.flags = UCP_MEM_MAP_ALLOCATE;
+    ucp_mem_h memh = nullptr;
+    auto st = ucp_mem_map(context_, &mp, &memh);
+    if (st != UCS_OK)
+      return ucx_error(transport_errc::unavailable,
+                       "ucp_mem_map (allocate " + std::to_string(bytes) + " bytes)", st);
+    ucp_mem_attr_t attr{};
+    attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH;
+    st = ucp_mem_query(memh, &attr);
     if (st != UCS_OK) {
       ucp_mem_unmap(context_, memh);
-      return ucx_error(transport_errc::invalid_message, "ucp_rkey_pack", st);
+      return ucx_error(transport_errc::unavailable, "ucp_mem_query", st);
     }
-    local_region r;
-    r.id = next_region_++;
-    r.memory = memory;
-    r.memh = memh;
-    auto* rb = static_cast<const std::byte*>(rkey_buf);
-    r.rkey.assign(rb, rb + rkey_len);
-    ucp_rkey_buffer_release(rkey_buf);
-    regions_.emplace(r.id, r);
-    writer w;
-    encode_region(w, regions_.at(r.id));
-    for (auto& [pid, p] : peers_)
-      if (p.state != peer_state::failed)
-        am_send(p, am_region, {}, w.out, {});
-    return r.id;
+    // UCX may round the length up; the region is what was asked for.
+    std::span<std::byte> memory{static_cast<std::byte*>(attr.address), bytes};
+    auto id = add_region(memh, memory);
+    if (!id)
+      return id.error();
+    return allocated_region{*id, memory};
   });
+}
+
+caf::expected<region_id> ucx_core::add_region(ucp_mem_h memh, std::span<std::byte> memory) {
+  void* rkey_buf = nullptr;
+  size_t rkey_len = 0;
+  auto st = ucp_rkey_pack(context_, memh, &rkey_buf, &rkey_len);
+  if (st != UCS_OK) {
+    ucp_mem_unmap(context_, memh);
+    return ucx_error(transport_errc::invalid_message, "ucp_rkey_pack", st);
+  }
+  local_region r;
+  r.id = next_region_++;
+  r.memory = memory;
+  r.memh = memh;
+  auto* rb = static_cast<const std::byte*>(rkey_buf);
+  r.rkey.assign(rb, rb + rkey_len);
+  ucp_rkey_buffer_release(rkey_buf);
+  regions_.emplace(r.id, r);
+  writer w;
+  encode_region(w, regions_.at(r.id));
+  for (auto& [pid, p] : peers_)
+    if (p.state != peer_state::failed)
+      am_send(p, am_region, {}, w.out, {});
+  return r.id;
 }
 
 void ucx_core::encode_region(writer& w, const local_region& r) {
@@ -84,6 +123,8 @@ void ucx_core::decode_regions(peer& p, reader& rd) {
 
 void ucx_core::transfer(peer_id to, transfer_batch batch, completion done) {
   auto b = std::make_shared<transfer_batch>(std::move(batch));
+  if (may_run_inline())
+    return start_transfer(to, b, done, true);
   if (!post([this, to, b, done] { start_transfer(to, b, done, true); }))
     if (done)
       done(closed_error());

@@ -40,6 +40,10 @@ caf::expected<region_id> ucx_transport::register_region(std::span<std::byte> mem
   return core_->register_region(memory);
 }
 
+caf::expected<allocated_region> ucx_transport::allocate_region(uint64_t bytes) {
+  return core_->allocate_region(bytes);
+}
+
 void ucx_transport::send(peer_id to, message msg, completion done) {
   core_->send(to, std::move(msg), std::move(done));
 }

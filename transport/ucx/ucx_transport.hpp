@@ -144,7 +144,8 @@ struct ucx_test_access;
 } // namespace detail
 
 /// A transport over UCX. Thread-safe, except that the destructor, connect,
-/// listen and register_region must not run on its own progress thread.
+/// listen, register_region and allocate_region must not run on its own
+/// progress thread.
 ///
 /// capabilities: backend "ucx", rma true, device_memory false,
 /// max_message_bytes from the options.
@@ -180,9 +181,19 @@ public:
   /// closed, or the UCX failure.
   [[nodiscard]] caf::expected<region_id> register_region(std::span<std::byte> memory) override;
 
+  /// ucp_mem_map with UCP_MEM_MAP_ALLOCATE: UCX's first working allocation
+  /// method (UCX_MEM_ALLOC_METHODS; by default a sysv, then posix,
+  /// shared-memory segment), so that a same-host peer's sm transports put
+  /// into it with a memcpy (perftest's buffers are allocated the same
+  /// way). Unmapped when the transport is destroyed.
+  [[nodiscard]] caf::expected<allocated_region> allocate_region(uint64_t bytes) override;
+
   /// `done` runs when UCX completed the send (the frame left). Errors:
   /// not_connected, peer_failed/closed, message_too_large (frame over
-  /// max_message_bytes or actor name over 64 bytes).
+  /// max_message_bytes or actor name over 64 bytes). Called from this
+  /// transport's own callbacks (its progress thread) with nothing queued
+  /// before it, the send starts at once, and `done` may run before send
+  /// returns (so may transfer's).
   void send(peer_id to, message msg, completion done) override;
 
   /// Checks every block against the local and the peer's regions (an
