@@ -27,8 +27,8 @@ struct transport_bench_options {
   bool perftest = true;
   /// KV block size inside a batch, bytes. Default: 64 KiB.
   uint64_t block_bytes = uint64_t{64} << 10;
-  /// Batches in flight. Default: 1.
-  int window = 1;
+  /// Batches in flight. Default: 4.
+  int window = 4;
   /// transport_probe_options::scatter_blocks. Default: false.
   bool scatter_blocks = false;
   /// transport_probe_options::allocated_regions (both processes). Default: true.

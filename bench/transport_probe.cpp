@@ -238,6 +238,7 @@ caf::expected<batch_figures> measure_batches(probe_context& c, tt::transfer_batc
     tt::transfer_batch batch;
     int warmup = 0, total = 0, issued = 0, acked = 0;
     std::vector<clock_type::time_point> issued_at;
+    std::vector<bool> was_acked;
     std::vector<double> us;
     clock_type::time_point start, end;
   };
@@ -246,6 +247,7 @@ caf::expected<batch_figures> measure_batches(probe_context& c, tt::transfer_batc
   st->warmup = c.opts.warmup_batches;
   st->total = st->warmup + count;
   st->issued_at.resize(static_cast<size_t>(st->total));
+  st->was_acked.resize(static_cast<size_t>(st->total));
   auto sig = std::make_shared<phase_signal>();
   auto issue = [&t = c.t, peer = c.peer, st, sig] {
     const auto k = st->issued++;
@@ -262,9 +264,19 @@ caf::expected<batch_figures> measure_batches(probe_context& c, tt::transfer_batc
       if (m.actor != blocks_ack_actor || sig->finished())
         return;
       const auto now = clock_type::now();
-      uint64_t got = 0;
-      if (auto err = check_sequence(m, static_cast<uint64_t>(st->acked), got))
-        return sig->finish(err);
+      // With more than one in flight, batches may land out of order (a
+      // rendezvous run of one can overtake another's): each ack must name
+      // a batch issued and not acknowledged yet.
+      auto seq = control_sequence(m.frame);
+      if (!seq)
+        return sig->finish(seq.error());
+      const uint64_t got = *seq;
+      if (got >= static_cast<uint64_t>(st->issued) || st->was_acked[got])
+        return sig->finish(bench_error("ack for batch " + std::to_string(got) + ", which "
+                                       + (got >= static_cast<uint64_t>(st->issued)
+                                            ? "was not sent"
+                                            : "was acknowledged already")));
+      st->was_acked[got] = true;
       if (st->acked >= st->warmup)
         st->us.push_back(us_between(st->issued_at[got], now));
       if (++st->acked == st->warmup)

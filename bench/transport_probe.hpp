@@ -6,17 +6,22 @@
 /// transport_peer.hpp).
 ///
 /// What each figure times (steady_clock, in this process):
-///  - round trip: from just before encoding "echo"(n) to the "pong"(n)
-///    frame decoded in our on_message. The next ping is sent from that
-///    callback (on the transport's progress thread), as a reply from an
-///    actor would be; frames are encoded and decoded on both sides.
+///  - round trip: "echo_raw"(n), a frame encoded beforehand, which the
+///    peer sends back as it came ("pong_raw"), timed from just before the
+///    send to its arrival in our on_message (bytes compared): the
+///    transport's own latency, as ucx_perftest's tag_lat. Then the same
+///    with the codec: from just before encoding "echo"(n) to the
+///    "pong"(n) frame decoded here, the peer decoding and encoding too.
+///    The next ping is sent from that callback (on the transport's
+///    progress thread), as a reply from an actor would be.
 ///  - messages/s: M "sink" frames sent from the calling thread (at most
 ///    `stream_window` not yet completed), then "sink_end"; M over the time
 ///    from the first send to the "sink_ack" decoded here.
 ///  - block GB/s: `window` batches in flight; each batch is timed from
 ///    transfer() to the peer's "blocks_ack" (so it includes the puts, the
 ///    flush, the "blocks arrived" notification, the peer's handler and the
-///    ack back). The next batch is issued from the ack's callback. GB/s is
+///    ack back). The next batch is issued from the ack's callback; with
+///    more than one in flight, acks may come in any order. GB/s is
 ///    bytes of the measured batches over the time from the last warm-up
 ///    ack to the last ack.
 
@@ -68,8 +73,9 @@ struct transport_probe_options {
   int max_batches = 20000;
   /// Warm-up batches per measurement. Default: 10.
   int warmup_batches = 10;
-  /// Batches in flight. Default: 1 (each batch waits for the previous ack).
-  int window = 1;
+  /// Batches in flight. Default: 4 (ucx_perftest's bandwidth tests keep
+  /// their sends outstanding too; 1: each batch waits for the previous ack).
+  int window = 4;
   /// ucx_options::progress_spin of both processes, microseconds; negative:
   /// the transport's default. Default: -1.
   int progress_spin_us = -1;

@@ -95,6 +95,99 @@ std::map<uint64_t, double> ratio_map(const std::map<uint64_t, double>& num,
   return out;
 }
 
+// The figures of one set of results (the medians, or one round): every
+// key of the documented shape but the run's settings.
+json figures_json(const std::vector<transport_selection>& selections,
+                  const std::vector<uint64_t>& sizes, const tessera_map& tessera,
+                  const perftest_map& perftest) {
+  json j;
+  for (const char* k : {"rtt_us_p50", "rtt_us_p99", "rtt_us_max", "rtt_codec_us_p50",
+                        "rtt_codec_us_p99", "msgs_per_s", "rtt_vs_perftest",
+                        "block_gb_s", "block_gb_s_one_block", "batch_us_p50", "batch_us_p99",
+                        "batch_us_max", "block_vs_put_bw", "block_vs_tag_bw", "idle_cpu_pct",
+                        "kv_path"})
+    j[k] = json::object();
+  for (const auto& sel : selections) {
+    auto it = tessera.find(sel.key);
+    const transport_probe_result empty;
+    const auto& t = it == tessera.end() ? empty : it->second;
+    const bool have = it != tessera.end();
+    j["rtt_us_p50"][sel.key] = number_or_null(have ? t.rtt_us_p50 : missing);
+    j["rtt_us_p99"][sel.key] = number_or_null(have ? t.rtt_us_p99 : missing);
+    j["rtt_us_max"][sel.key] = number_or_null(have ? t.rtt_us_max : missing);
+    j["rtt_codec_us_p50"][sel.key] = number_or_null(have ? t.rtt_codec_us_p50 : missing);
+    j["rtt_codec_us_p99"][sel.key] = number_or_null(have ? t.rtt_codec_us_p99 : missing);
+    j["msgs_per_s"][sel.key] = number_or_null(have ? t.msgs_per_s : missing);
+    j["kv_path"][sel.key] = have ? json(t.kv_path) : json(nullptr);
+    j["idle_cpu_pct"][sel.key] = {{"self", number_or_null(have ? t.idle_cpu_pct_self : missing)},
+                                  {"peer", number_or_null(have ? t.idle_cpu_pct_peer : missing)}};
+    j["block_gb_s"][sel.key] = by_size(t.block_gb_s, sizes);
+    j["block_gb_s_one_block"][sel.key] = by_size(t.one_block_gb_s, sizes);
+    j["batch_us_p50"][sel.key] = by_size(t.batch_us_p50, sizes);
+    j["batch_us_p99"][sel.key] = by_size(t.batch_us_p99, sizes);
+    j["batch_us_max"][sel.key] = by_size(t.batch_us_max, sizes);
+    const auto* p = perftest_of(perftest, sel);
+    const std::map<uint64_t, double> none;
+    j["rtt_vs_perftest"][sel.key] =
+      number_or_null(have ? t.rtt_us_p50 / perftest_rtt_us(p) : missing);
+    j["block_vs_put_bw"][sel.key] = by_size(p ? ratio_map(t.block_gb_s, gb_s_map(p->put_bw)) : none, sizes);
+    j["block_vs_tag_bw"][sel.key] = by_size(p ? ratio_map(t.block_gb_s, gb_s_map(p->tag_bw)) : none, sizes);
+  }
+  json pt;
+  for (const char* k : {"rtt_us_p50", "tag_lat_us", "msgs_per_s", "tag_bw_gb_s", "ucp_put_bw_gb_s", "ucx_tls"})
+    pt[k] = json::object();
+  pt["commands"] = json::array();
+  pt["errors"] = json::array();
+  for (const auto& [key, p] : perftest) {
+    pt["ucx_tls"][key] = p.tls;
+    pt["rtt_us_p50"][key] = number_or_null(perftest_rtt_us(&p));
+    pt["tag_lat_us"][key] = number_or_null(p.tag_lat ? p.tag_lat->latency_us_p50 : missing);
+    pt["msgs_per_s"][key] = number_or_null(p.tag_rate ? p.tag_rate->msgs_per_s : missing);
+    pt["tag_bw_gb_s"][key] = by_size(gb_s_map(p.tag_bw), sizes);
+    pt["ucp_put_bw_gb_s"][key] = by_size(gb_s_map(p.put_bw), sizes);
+    for (const auto& c : p.commands)
+      pt["commands"].push_back(c);
+    for (const auto& e : p.errors)
+      pt["errors"].push_back(key + ": " + e);
+  }
+  j["ucx_perftest"] = pt;
+  return j;
+}
+
+// Each figure with ucx_perftest's of the same round, as the median over
+// the rounds of the per-round ratios.
+json paired_ratios(const transport_bench_results& r) {
+  const auto& sizes = r.probe.batch_bytes;
+  std::vector<json> rounds;
+  for (const auto& round : r.rounds)
+    rounds.push_back(figures_json(r.selections, sizes, round.tessera, round.perftest));
+  // The median over rounds of j[key][sel] (or j[key][sel][size]); null
+  // where no round has it.
+  auto median_at = [&](const char* key, const std::string& sel, const std::string* size) {
+    std::vector<double> v;
+    for (const auto& f : rounds) {
+      const auto& x = size ? f[key][sel][*size] : f[key][sel];
+      if (x.is_number())
+        v.push_back(x.get<double>());
+    }
+    return number_or_null(v.empty() ? missing : median_of(std::move(v)));
+  };
+  json j;
+  for (const char* k : {"rtt_vs_perftest", "block_vs_put_bw", "block_vs_tag_bw"})
+    j[k] = json::object();
+  for (const auto& sel : r.selections) {
+    j["rtt_vs_perftest"][sel.key] = median_at("rtt_vs_perftest", sel.key, nullptr);
+    for (const char* k : {"block_vs_put_bw", "block_vs_tag_bw"}) {
+      j[k][sel.key] = json::object();
+      for (auto b : sizes) {
+        const auto size = std::to_string(b);
+        j[k][sel.key][size] = median_at(k, sel.key, &size);
+      }
+    }
+  }
+  return j;
+}
+
 } // namespace
 
 std::string transport_table(const transport_bench_results& r) {
@@ -160,6 +253,23 @@ std::string transport_table(const transport_bench_results& r) {
            + "\n";
     }
   }
+  if (r.rounds.size() > 1) {
+    // Each round's ratio pairs our figure with ucx_perftest's from the same
+    // minutes; the machine's state can change between rounds.
+    const auto paired = paired_ratios(r);
+    auto num = [](const json& x) { return x.is_number() ? x.get<double>() : missing; };
+    s += "\nPaired (median over rounds of each round's ratio): round trip / perftest's; per batch "
+         "size /put_bw and /tag_bw\n";
+    for (const auto& sel : r.selections) {
+      s += pad(sel.label, 24, true) + pad(cell(num(paired["rtt_vs_perftest"][sel.key]), 2), 7);
+      for (auto b : sizes) {
+        const auto size = std::to_string(b);
+        s += "  " + size_label(b) + " " + cell(num(paired["block_vs_put_bw"][sel.key][size]), 2)
+             + " / " + cell(num(paired["block_vs_tag_bw"][sel.key][size]), 2);
+      }
+      s += "\n";
+    }
+  }
   for (const auto& [key, err] : r.errors)
     s += "\n" + key + " failed: " + err + "\n";
   if (!r.perftest_note.empty())
@@ -170,68 +280,6 @@ std::string transport_table(const transport_bench_results& r) {
   return s;
 }
 
-namespace {
-
-// The figures of one set of results (the medians, or one round): every
-// key of the documented shape but the run's settings.
-json figures_json(const std::vector<transport_selection>& selections,
-                  const std::vector<uint64_t>& sizes, const tessera_map& tessera,
-                  const perftest_map& perftest) {
-  json j;
-  for (const char* k : {"rtt_us_p50", "rtt_us_p99", "rtt_us_max", "rtt_codec_us_p50",
-                        "rtt_codec_us_p99", "msgs_per_s", "rtt_vs_perftest",
-                        "block_gb_s", "block_gb_s_one_block", "batch_us_p50", "batch_us_p99",
-                        "batch_us_max", "block_vs_put_bw", "block_vs_tag_bw", "idle_cpu_pct",
-                        "kv_path"})
-    j[k] = json::object();
-  for (const auto& sel : selections) {
-    auto it = tessera.find(sel.key);
-    const transport_probe_result empty;
-    const auto& t = it == tessera.end() ? empty : it->second;
-    const bool have = it != tessera.end();
-    j["rtt_us_p50"][sel.key] = number_or_null(have ? t.rtt_us_p50 : missing);
-    j["rtt_us_p99"][sel.key] = number_or_null(have ? t.rtt_us_p99 : missing);
-    j["rtt_us_max"][sel.key] = number_or_null(have ? t.rtt_us_max : missing);
-    j["rtt_codec_us_p50"][sel.key] = number_or_null(have ? t.rtt_codec_us_p50 : missing);
-    j["rtt_codec_us_p99"][sel.key] = number_or_null(have ? t.rtt_codec_us_p99 : missing);
-    j["msgs_per_s"][sel.key] = number_or_null(have ? t.msgs_per_s : missing);
-    j["kv_path"][sel.key] = have ? json(t.kv_path) : json(nullptr);
-    j["idle_cpu_pct"][sel.key] = {{"self", number_or_null(have ? t.idle_cpu_pct_self : missing)},
-                                  {"peer", number_or_null(have ? t.idle_cpu_pct_peer : missing)}};
-    j["block_gb_s"][sel.key] = by_size(t.block_gb_s, sizes);
-    j["block_gb_s_one_block"][sel.key] = by_size(t.one_block_gb_s, sizes);
-    j["batch_us_p50"][sel.key] = by_size(t.batch_us_p50, sizes);
-    j["batch_us_p99"][sel.key] = by_size(t.batch_us_p99, sizes);
-    j["batch_us_max"][sel.key] = by_size(t.batch_us_max, sizes);
-    const auto* p = perftest_of(perftest, sel);
-    const std::map<uint64_t, double> none;
-    j["rtt_vs_perftest"][sel.key] =
-      number_or_null(have ? t.rtt_us_p50 / perftest_rtt_us(p) : missing);
-    j["block_vs_put_bw"][sel.key] = by_size(p ? ratio_map(t.block_gb_s, gb_s_map(p->put_bw)) : none, sizes);
-    j["block_vs_tag_bw"][sel.key] = by_size(p ? ratio_map(t.block_gb_s, gb_s_map(p->tag_bw)) : none, sizes);
-  }
-  json pt;
-  for (const char* k : {"rtt_us_p50", "tag_lat_us", "msgs_per_s", "tag_bw_gb_s", "ucp_put_bw_gb_s", "ucx_tls"})
-    pt[k] = json::object();
-  pt["commands"] = json::array();
-  pt["errors"] = json::array();
-  for (const auto& [key, p] : perftest) {
-    pt["ucx_tls"][key] = p.tls;
-    pt["rtt_us_p50"][key] = number_or_null(perftest_rtt_us(&p));
-    pt["tag_lat_us"][key] = number_or_null(p.tag_lat ? p.tag_lat->latency_us_p50 : missing);
-    pt["msgs_per_s"][key] = number_or_null(p.tag_rate ? p.tag_rate->msgs_per_s : missing);
-    pt["tag_bw_gb_s"][key] = by_size(gb_s_map(p.tag_bw), sizes);
-    pt["ucp_put_bw_gb_s"][key] = by_size(gb_s_map(p.put_bw), sizes);
-    for (const auto& c : p.commands)
-      pt["commands"].push_back(c);
-    for (const auto& e : p.errors)
-      pt["errors"].push_back(key + ": " + e);
-  }
-  j["ucx_perftest"] = pt;
-  return j;
-}
-
-} // namespace
 
 std::string transport_json(const transport_bench_results& r) {
   const auto& sizes = r.probe.batch_bytes;
@@ -241,6 +289,7 @@ std::string transport_json(const transport_bench_results& r) {
   j["rounds"] = r.rounds.size();
   j["statistic"] = "median over rounds of each figure";
   j.update(figures_json(r.selections, sizes, r.tessera, r.perftest));
+  j["paired"] = paired_ratios(r);
   j["ucx_perftest"]["available"] = r.perftest_note.empty();
   j["ucx_perftest"]["note"] = r.perftest_note;
   j["transports"] = json::object();

@@ -18,6 +18,9 @@
 ///     commands: [..], errors: [..], note: ".." }
 ///   block_vs_put_bw, block_vs_tag_bw:     {selection: {"<bytes>": ratio}}
 ///   rtt_vs_perftest:                      {selection: ratio of round trips}
+///   paired: {rtt_vs_perftest, block_vs_put_bw, block_vs_tag_bw}: the same
+///     ratios, each the median over rounds of that round's ratio (ours
+///     against ucx_perftest's of the same minutes)
 ///   idle_cpu_pct:                         {selection: {self, peer}}
 ///   transports: {selection: {label, ucx_tls, peer_error_handling, perftest}}
 ///   rounds, per_round: [{the figures above for one round, idle_before_pct,

@@ -145,6 +145,7 @@ public:
 
   /// Copies `batch` into `to`'s regions; `done` runs when every block has
   /// landed (the peer then sees on_blocks_arrived), or with the error.
+  /// Batches in flight together may land, and complete, in any order.
   virtual void transfer(peer_id to, transfer_batch batch, completion done) = 0;
 
   /// Closes the connection to `peer` (both sides see on_peer_failed with

@@ -88,6 +88,41 @@ TEST(TransportReportTest, EachRoundIsKeptBesideTheMedians) {
   EXPECT_EQ(j["per_round"][1]["errors"]["shm"], "bench: peer exited");
 }
 
+TEST(TransportReportTest, PairedRatiosAreMediansOfEachRoundsOwnRatio) {
+  // Round trips (ours / perftest's): 10/10, 20/5, 30/30 us. The ratio of
+  // the medians is 20/10 = 2; each round's own ratios are 1, 4, 1.
+  transport_bench_results r;
+  r.probe = transport_probe_defaults(true);
+  r.selections = default_transport_selections();
+  const double ours[] = {10, 20, 30}, theirs[] = {10, 5, 30};
+  for (int i = 0; i < 3; ++i) {
+    transport_round round;
+    transport_probe_result t;
+    t.rtt_us_p50 = ours[i];
+    t.block_gb_s = {{1048576, ours[i]}};
+    round.tessera["tcp"] = t;
+    perftest_figures p;
+    p.tls = "tcp";
+    perftest_result lat;
+    lat.latency_us_p50 = theirs[i] / 2; // one-way
+    p.tag_lat = lat;
+    perftest_result bw;
+    bw.bandwidth_mib_s = theirs[i] * 1e9 / (1 << 20);
+    p.tag_bw[1048576] = bw;
+    round.perftest["tcp"] = p;
+    r.rounds.push_back(round);
+  }
+  summarize_rounds(r);
+  auto j = nlohmann::json::parse(transport_json(r));
+  EXPECT_DOUBLE_EQ(j["rtt_vs_perftest"]["tcp"].get<double>(), 2);
+  EXPECT_DOUBLE_EQ(j["paired"]["rtt_vs_perftest"]["tcp"].get<double>(), 1);
+  EXPECT_NEAR(j["paired"]["block_vs_tag_bw"]["tcp"]["1048576"].get<double>(), 1, 1e-9);
+  EXPECT_TRUE(j["paired"]["block_vs_put_bw"]["tcp"]["1048576"].is_null());
+  EXPECT_TRUE(j["paired"]["rtt_vs_perftest"]["shm"].is_null());
+  auto t = transport_table(r);
+  EXPECT_NE(t.find("Paired"), std::string::npos) << t;
+}
+
 TEST(TransportReportTest, TableHasARowPerTransportAndSize) {
   auto t = transport_table(sample_results());
   EXPECT_NE(t.find("shm (err peer)"), std::string::npos);
