@@ -154,13 +154,18 @@ json figures_json(const std::vector<transport_selection>& selections,
   return j;
 }
 
+// figures_json of each round, in order.
+std::vector<json> round_figures(const transport_bench_results& r) {
+  std::vector<json> out;
+  for (const auto& round : r.rounds)
+    out.push_back(figures_json(r.selections, r.probe.batch_bytes, round.tessera, round.perftest));
+  return out;
+}
+
 // Each figure with ucx_perftest's of the same round, as the median over
 // the rounds of the per-round ratios.
-json paired_ratios(const transport_bench_results& r) {
+json paired_ratios(const transport_bench_results& r, const std::vector<json>& rounds) {
   const auto& sizes = r.probe.batch_bytes;
-  std::vector<json> rounds;
-  for (const auto& round : r.rounds)
-    rounds.push_back(figures_json(r.selections, sizes, round.tessera, round.perftest));
   // The median over rounds of j[key][sel] (or j[key][sel][size]); null
   // where no round has it.
   auto median_at = [&](const char* key, const std::string& sel, const std::string* size) {
@@ -256,7 +261,7 @@ std::string transport_table(const transport_bench_results& r) {
   if (r.rounds.size() > 1) {
     // Each round's ratio pairs our figure with ucx_perftest's from the same
     // minutes; the machine's state can change between rounds.
-    const auto paired = paired_ratios(r);
+    const auto paired = paired_ratios(r, round_figures(r));
     auto num = [](const json& x) { return x.is_number() ? x.get<double>() : missing; };
     s += "\nPaired (median over rounds of each round's ratio): round trip / perftest's; per batch "
          "size /put_bw and /tag_bw\n";
@@ -289,7 +294,8 @@ std::string transport_json(const transport_bench_results& r) {
   j["rounds"] = r.rounds.size();
   j["statistic"] = "median over rounds of each figure";
   j.update(figures_json(r.selections, sizes, r.tessera, r.perftest));
-  j["paired"] = paired_ratios(r);
+  auto rounds = round_figures(r);
+  j["paired"] = paired_ratios(r, rounds);
   j["ucx_perftest"]["available"] = r.perftest_note.empty();
   j["ucx_perftest"]["note"] = r.perftest_note;
   j["transports"] = json::object();
@@ -300,8 +306,9 @@ std::string transport_json(const transport_bench_results& r) {
                                 {"kv_path_option", std::string{transport::to_string(sel.kv_path)}},
                                 {"perftest", sel.perftest_key}};
   j["per_round"] = json::array();
-  for (const auto& round : r.rounds) {
-    auto f = figures_json(r.selections, sizes, round.tessera, round.perftest);
+  for (size_t i = 0; i < r.rounds.size(); ++i) {
+    const auto& round = r.rounds[i];
+    auto& f = rounds[i];
     f["ucx_perftest"].erase("commands");
     f["idle_before_pct"] = round.idle_before_pct;
     f["load_avg_1min_before"] = round.load_before;

@@ -223,6 +223,18 @@ std::optional<peer_id> connect_checked(ucx_transport& t, const peer_process& pee
   return *to;
 }
 
+/// Waits up to `within` for `events` to report a failed peer, then checks
+/// that exactly one was reported: `to`, with peer_failed.
+void expect_one_peer_failure(recorder& events, peer_id to, milliseconds within) {
+  ASSERT_TRUE(events.wait([&] { return !events.failed.empty(); }, within))
+    << "on_peer_failed did not fire within " << within.count() << " ms";
+  std::lock_guard lock{events.mu};
+  ASSERT_EQ(events.failed.size(), 1u);
+  EXPECT_EQ(events.failed[0].first, to);
+  EXPECT_EQ(code_of(events.failed[0].second), code(transport_errc::peer_failed))
+    << to_string(events.failed[0].second);
+}
+
 /// Stops the peer (SIGSTOP) and waits until it is stopped: its kernel
 /// keeps its sockets open and acknowledging, its progress thread is frozen.
 /// (The signal takes effect asynchronously; without the wait, the peer
@@ -386,17 +398,9 @@ TEST(UcxTwoProcessFailureTest, KilledReceiverFailsNextSendWithinPeerTimeout) {
               static_cast<long long>(detected_after.count()));
 
   // on_peer_failed fired once, by the same deadline.
-  ASSERT_TRUE(events.wait([&] { return !events.failed.empty(); },
-                          std::chrono::duration_cast<milliseconds>(
-                            std::max(deadline - clk::now(), clk::duration::zero()))))
-    << "on_peer_failed did not fire within peer_timeout + slack";
-  {
-    std::lock_guard lock{events.mu};
-    ASSERT_EQ(events.failed.size(), 1u);
-    EXPECT_EQ(events.failed[0].first, *to);
-    EXPECT_EQ(code_of(events.failed[0].second), code(transport_errc::peer_failed))
-      << to_string(events.failed[0].second);
-  }
+  ASSERT_NO_FATAL_FAILURE(expect_one_peer_failure(
+    events, *to,
+    std::chrono::duration_cast<milliseconds>(std::max(deadline - clk::now(), clk::duration::zero()))));
 
   // Posted after the failure: a send and a transfer complete with
   // peer_failed at once.
@@ -456,12 +460,7 @@ TEST_P(UcxKvFailureTest, BatchInFlightFailsWithPeerFailedWithinPeerTimeout) {
   std::printf("killed mid-batch (%s): batch failed %lld ms after SIGKILL\n",
               std::string{to_string(t->kv_path())}.c_str(),
               static_cast<long long>(failed_after.count()));
-  ASSERT_TRUE(events.wait([&] { return !events.failed.empty(); }, detection_slack));
-  {
-    std::lock_guard lock{events.mu};
-    ASSERT_EQ(events.failed.size(), 1u);
-    EXPECT_EQ(code_of(events.failed[0].second), code(transport_errc::peer_failed));
-  }
+  ASSERT_NO_FATAL_FAILURE(expect_one_peer_failure(events, *to, detection_slack));
   // Later batches fail at once, never hang.
   auto after = std::make_shared<completion_log>();
   t->transfer(*to, batch, record_in(after, 0));
@@ -505,12 +504,7 @@ TEST_P(UcxKvFailureTest, StoppedReceiverFailsTransferWithinPeerTimeout) {
   RecordProperty("detected_after_ms", static_cast<int>(failed_after.count()));
   std::printf("stopped peer: transfer failed %lld ms after SIGSTOP\n",
               static_cast<long long>(failed_after.count()));
-  ASSERT_TRUE(events.wait([&] { return !events.failed.empty(); }, detection_slack));
-  {
-    std::lock_guard lock{events.mu};
-    ASSERT_EQ(events.failed.size(), 1u);
-    EXPECT_EQ(code_of(events.failed[0].second), code(transport_errc::peer_failed));
-  }
+  ASSERT_NO_FATAL_FAILURE(expect_one_peer_failure(events, *to, detection_slack));
   auto after = std::make_shared<completion_log>();
   t->send(*to, message{"chunks", chunk_frame(10)}, record_in(after, 0));
   ASSERT_TRUE(after->wait_for_count(1, peer_timeout));

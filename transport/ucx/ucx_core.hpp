@@ -154,6 +154,19 @@ private:
     /// Rendezvous KV path: the batch's sequence number; while in
     /// kv_waiting_, one of `outstanding` is the peer's ack.
     uint64_t kv_seq = 0;
+
+    /// Takes the result of one of this op's UCX calls: a request UCX
+    /// still holds counts in `outstanding`; a failure sets `status` and
+    /// returns false.
+    bool hold(ucs_status_ptr_t req) {
+      if (UCS_PTR_IS_ERR(req)) {
+        status = UCS_PTR_STATUS(req);
+        return false;
+      }
+      if (req != nullptr)
+        ++outstanding;
+      return true;
+    }
   };
 
   /// Rendezvous KV path, receiving side: a batch whose runs are landing.

@@ -238,12 +238,8 @@ void ucx_core::start_put_transfer(peer& pr, const std::shared_ptr<transfer_batch
     rp.memh = src.memh;
     auto* req = ucp_put_nbx(p->ep, src.memory.data() + blk.src_offset, blk.size,
                             dst.base + blk.dst_offset, dst.rkey, &rp);
-    if (UCS_PTR_IS_ERR(req)) {
-      op->status = UCS_PTR_STATUS(req);
+    if (!op->hold(req))
       break;
-    }
-    if (req != nullptr)
-      ++op->outstanding;
   }
   --op->outstanding;
   if (op->status != UCS_OK) {

@@ -58,12 +58,8 @@ void ucx_core::start_rndv_transfer(peer& p, const std::shared_ptr<transfer_batch
     rp.memh = src.memh;
     auto* req = ucp_am_send_nbx(p.ep, am_kv_block, hdr, kv_block_header_bytes,
                                 src.memory.data() + r.src_offset, r.size, &rp);
-    if (UCS_PTR_IS_ERR(req)) {
-      op->status = UCS_PTR_STATUS(req);
+    if (!op->hold(req))
       break;
-    }
-    if (req != nullptr)
-      ++op->outstanding;
   }
   --op->outstanding;
   if (op->status != UCS_OK) {
