@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "common/assert.hpp"
+#include "common/error.hpp"
 #include "engine/detokenizer.hpp"
 #include "engine/engine_errc.hpp"
 #include "engine/tokenizer.hpp"
@@ -174,6 +175,21 @@ void engine::finish(request_state& rs, finish_reason why, request_output& out) {
     scheduler_->remove(&rs.seq);
 }
 
+void engine::fail(request_state& rs, const caf::error& why, request_output& out) {
+  // The logits are those of the sequence's last token, at position length - 1.
+  out.error = make_engine_error(
+    engine_errc::bad_logits,
+    "request " + std::to_string(rs.seq.id) + ": " + error_message(why) + " at position " +
+      std::to_string(rs.seq.length() - 1) + " (corrupt KV cache or weights)");
+  // Whichever block is corrupt may be cached under a prefix hash, and
+  // nothing tells which: forget them all rather than fail every later
+  // request sharing that prefix. The blocks of running requests stay theirs.
+  cache_->reset_prefix_cache();
+  // Nothing worth holding for export: its KV is suspect.
+  rs.keep_kv = false;
+  finish(rs, finish_reason::abort, out);
+}
+
 void engine::prime_text(request_state& rs) {
   // Output generated elsewhere (a fork's parent, an exporting engine) was
   // streamed there up to the text that could still start a stop string:
@@ -304,7 +320,10 @@ std::vector<request_output> engine::step() {
     ++row;
     request_output out;
     out.id = seq->id;
-    append_token(rs, t, out);
+    if (t)
+      append_token(rs, *t, out);
+    else
+      fail(rs, t.error(), out);
     out.prompt_tokens = seq->prompt_len;
     out.cached_prompt_tokens = rs.cached_prompt_tokens;
     out.output_tokens = rs.output_len();

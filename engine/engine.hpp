@@ -17,6 +17,8 @@
 ///        |                  ^          \--abort--> finished   (keep_kv: held
 ///        +------admit-------+                                   until release)
 ///
+/// A running request whose logits come out NaN or infinite finishes as
+/// abort, with request_output::error set, and is never held (see step()).
 /// A reserved request waits for its KV to be written into its blocks by
 /// someone else (kv_export.hpp has the zero-copy hand-off).
 
@@ -29,6 +31,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include <caf/error.hpp>
 #include <caf/expected.hpp>
 
 #include "engine/backend.hpp"
@@ -103,6 +106,11 @@ struct request_output {
   int32_t cached_prompt_tokens = 0;
   /// Tokens generated so far, this step's included.
   int32_t output_tokens = 0;
+  /// Set when the engine failed the request (finish is then abort), naming
+  /// why: engine_errc::bad_logits when the model computed NaN or infinite
+  /// logits for it (a corrupt KV cache or weights). Only that request ends;
+  /// the others go on. Empty otherwise, and for an abort() by the caller.
+  caf::error error;
 };
 
 /// Counters of the whole engine.
@@ -141,7 +149,12 @@ public:
   [[nodiscard]] caf::error add_request(request r);
 
   /// Runs one scheduling step and forward pass; returns an output for each
-  /// request that produced a token or finished. Empty when idle.
+  /// request that produced a token or finished. Empty when idle. A request
+  /// whose logits are NaN or infinite ends in this step with
+  /// request_output::error set (bad_logits), finish abort and no token; as
+  /// its KV may be what is corrupt, the prefix cache then forgets every
+  /// cached prefix (blocks in use keep their data), so later requests
+  /// recompute rather than reuse it.
   std::vector<request_output> step();
 
   /// Aborts an unfinished, held or reserved request, freeing its blocks;
@@ -277,6 +290,7 @@ private:
   [[nodiscard]] caf::expected<kv_import_plan> reserve_checked(request r, const kv_export& meta);
   request_state& insert(request&& r);
   void finish(request_state& rs, finish_reason why, request_output& out);
+  void fail(request_state& rs, const caf::error& why, request_output& out);
   void append_token(request_state& rs, const sampled_token& t, request_output& out);
   void prime_text(request_state& rs);
   void mask_early_stops(const request_state& rs, std::span<float> logits) const;

@@ -19,6 +19,7 @@ const char* to_string(engine_errc x) {
     case engine_errc::kv_mismatch: return "kv_mismatch";
     case engine_errc::device_error: return "device_error";
     case engine_errc::overloaded: return "overloaded";
+    case engine_errc::bad_logits: return "bad_logits";
   }
   return "unknown";
 }

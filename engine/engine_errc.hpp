@@ -43,6 +43,10 @@ enum class engine_errc : uint8_t {
   /// The KV cache would hold the request, but too few blocks are free now
   /// (others hold them); retry when requests finish.
   no_free_blocks,
+  /// The model computed logits for a request that hold NaN or +inf or no
+  /// finite value: its KV cache or the weights are corrupt. That request
+  /// fails; the engine goes on serving the others.
+  bad_logits,
 };
 
 /// Returns the name of `x`, e.g. "bad_config".

@@ -5,8 +5,10 @@
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <string>
 
 #include "common/assert.hpp"
+#include "engine/engine_errc.hpp"
 
 namespace tessera::engine {
 
@@ -23,8 +25,9 @@ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// A uint32 whose unsigned order is the float's order (NaN excluded by the
-// precondition). -0 is folded into +0 first so that equal values tie.
+// A uint32 whose unsigned order is the float's order (sample() refuses NaN
+// before any key is made). -0 is folded into +0 first so that equal values
+// tie.
 uint32_t orderable_bits(float x) {
   const uint32_t b = std::bit_cast<uint32_t>(x + 0.0f);
   return (b & 0x80000000u) != 0 ? ~b : (b | 0x80000000u);
@@ -249,6 +252,25 @@ void top_logits(std::span<const float> logits, size_t n, std::vector<token_logpr
   }
 }
 
+// Why `x` (scan: its scan_max) cannot be sampled from, naming the first
+// offending token id. Only called once the scan found a fault.
+caf::error bad_logits(const float* x, size_t n, const max_scan& scan) {
+  const std::string of = " of " + std::to_string(n);
+  if (scan.has_nan) {
+    size_t i = 0;
+    while (i < n && x[i] == x[i])
+      ++i;
+    return make_engine_error(engine_errc::bad_logits,
+                             "logits contain NaN (first at token id " + std::to_string(i) + of + ")");
+  }
+  if (scan.max > 0.0f)
+    return make_engine_error(engine_errc::bad_logits,
+                             "logits contain +inf (first at token id " +
+                               std::to_string(first_index_of(x, n, scan.max)) + of + ")");
+  return make_engine_error(engine_errc::bad_logits,
+                           "logits have no finite value (all" + of + " are -inf)");
+}
+
 } // namespace
 
 float sampler_exp(float x) {
@@ -259,9 +281,9 @@ double sampler_uniform(uint64_t seed, uint64_t step) {
   return static_cast<double>(splitmix64(seed ^ splitmix64(step)) >> 11) * 0x1.0p-53;
 }
 
-sampled_token sample(std::span<const float> logits, const sampling_params& params,
-                     uint64_t seed, uint64_t step, std::span<const int32_t> prompt,
-                     std::span<const int32_t> output, sampler_scratch& scratch) {
+caf::expected<sampled_token> sample(std::span<const float> logits, const sampling_params& params,
+                                    uint64_t seed, uint64_t step, std::span<const int32_t> prompt,
+                                    std::span<const int32_t> output, sampler_scratch& scratch) {
   const size_t vocab = logits.size();
   TESSERA_ASSERT(vocab > 0 && vocab <= static_cast<size_t>(std::numeric_limits<int32_t>::max()),
                  "logits must have between 1 and 2^31-1 entries");
@@ -271,8 +293,10 @@ sampled_token sample(std::span<const float> logits, const sampling_params& param
   // 1. The raw distribution: log_softmax(logits) = logit - (max + log sum exp(logit - max)).
   const max_scan raw_scan = scan_max(raw, vocab);
   const float raw_max = raw_scan.max;
-  TESSERA_ASSERT(!raw_scan.has_nan, "logits must not contain NaN");
-  TESSERA_ASSERT(std::isfinite(raw_max), "logits need a finite maximum");
+  // NaN or infinite logits mean a corrupt KV cache or weights: this
+  // sequence cannot go on, but the others in the batch can.
+  if (raw_scan.has_nan || !std::isfinite(raw_max)) [[unlikely]]
+    return bad_logits(raw, vocab, raw_scan);
   // Only requests that asked for logprobs pay for the exp pass over the
   // vocabulary (a greedy step without them is one max scan).
   double log_norm = 0.0;

@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include <caf/expected.hpp>
+
 #include "engine/sampling_params.hpp"
 
 namespace tessera::engine {
@@ -56,15 +58,20 @@ struct sampler_scratch {
 /// candidates by penalised logit (that is, probability) descending, lower id
 /// first among equals, and walks them in that order, so the same inputs give
 /// the same token on any machine.
-/// Preconditions (checked, abort if broken): logits is non-empty, has a
-/// finite maximum and no NaN; every id in prompt and output is < vocab.
+/// Errors (engine_errc::bad_logits, the message naming the first bad token
+/// id): logits containing NaN or +inf, or with no finite value. Such logits
+/// come from a corrupt KV cache or weights, never from a request, so the
+/// caller fails that one sequence and goes on.
+/// Preconditions (checked, abort if broken): logits is non-empty; every id
+/// in prompt and output is >= 0.
 /// Cost: greedy two passes over the vocab; sampling O(vocab) (a radix sort
-/// of the candidates, or a selection when top_k is set).
-[[nodiscard]] sampled_token sample(std::span<const float> logits,
-                                   const sampling_params& params, uint64_t seed,
-                                   uint64_t step, std::span<const int32_t> prompt,
-                                   std::span<const int32_t> output,
-                                   sampler_scratch& scratch);
+/// of the candidates, or a selection when top_k is set). The NaN check is
+/// part of the first pass.
+[[nodiscard]] caf::expected<sampled_token> sample(std::span<const float> logits,
+                                                  const sampling_params& params, uint64_t seed,
+                                                  uint64_t step, std::span<const int32_t> prompt,
+                                                  std::span<const int32_t> output,
+                                                  sampler_scratch& scratch);
 
 /// exp(x) as the sampler computes probabilities, for x <= 0 (larger x give
 /// 1): Cephes' polynomial from basic IEEE operations, within about 2 ulp,

@@ -9,6 +9,7 @@
 
 #include "engine/engine_errc.hpp"
 #include "engine/weight_layout.hpp"
+#include "engine/weights_check.hpp"
 
 namespace tessera::engine {
 
@@ -222,6 +223,23 @@ caf::expected<std::unique_ptr<model_weights>> load_model_weights(const fs::path&
   }
   if (auto err = bind.error())
     return err;
+  // NaN or inf in a weight would make every request through it fail at its
+  // first token: refuse the model now, naming the value. Only the tensors
+  // the forward pass reads (the embedding too) are checked, each once.
+  std::vector<const tensor_view*> used{&w->embed, &w->final_norm};
+  if (!c.tie_word_embeddings)
+    used.push_back(&w->lm_head);
+  for (const auto& l : w->layers) {
+    for (const auto* t : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.mlp_norm, &l.w_gate,
+                          &l.w_up, &l.w_down})
+      used.push_back(t);
+    for (const auto* b : {&l.bq, &l.bk, &l.bv})
+      if (b->has_value())
+        used.push_back(&**b);
+  }
+  for (const auto* t : used)
+    if (auto err = check_finite(*t, src.file_of(t->name)))
+      return err;
   w->files = src.take_files();
   return w;
 }

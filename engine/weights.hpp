@@ -49,8 +49,11 @@ struct model_weights {
 /// Loads `dir`: config.json, then model.safetensors or the shards named in
 /// model.safetensors.index.json. Checks every tensor the architecture needs
 /// is present with the right shape and a supported dtype; errors name the
-/// file, the tensor and the expected vs found shape. Extra tensors (e.g.
-/// rotary inv_freq buffers) are ignored.
+/// file, the tensor and the expected vs found shape. Every value of those
+/// tensors must be finite: a NaN or inf is refused (bad_weights) naming the
+/// file, the tensor and the element (weights_check.hpp); this reads every
+/// weight once at load. Extra tensors (e.g. rotary inv_freq buffers) are
+/// ignored.
 [[nodiscard]] caf::expected<std::unique_ptr<model_weights>>
 load_model_weights(const std::filesystem::path& dir);
 

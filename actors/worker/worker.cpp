@@ -371,6 +371,13 @@ void on_step(worker_pointer self) {
       if (finished && out.finish != engine::finish_reason::abort)
         offer(self, t.tokens, t.cache_salt);
     }
+    if (out.error) {
+      // A bad number (NaN logits: corrupt KV or weights) ends this one
+      // request with an error naming this worker; the worker goes on.
+      fail(self, t.reply_to, id, "worker " + st.cfg.name + ": " + error_message(out.error));
+      st.requests.erase(it);
+      continue;
+    }
     tell(self, t.reply_to, caf::make_message(token_atom_v, std::move(out)));
     if (prefill_done) {
       start_handoff(self, id);

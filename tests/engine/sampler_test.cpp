@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <numeric>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,18 @@ using tessera::engine::sampler_scratch;
 using tessera::engine::sampler_uniform;
 using tessera::engine::sampling_params;
 
+// sample() on logits that are fine: the token drawn (an error fails the test).
+sampled_token draw(std::span<const float> logits, const sampling_params& params, uint64_t seed,
+                   uint64_t step, std::span<const int32_t> prompt,
+                   std::span<const int32_t> output, sampler_scratch& scratch) {
+  auto t = sample(logits, params, seed, step, prompt, output, scratch);
+  if (!t) {
+    ADD_FAILURE() << tessera::error_text(t.error());
+    return {};
+  }
+  return std::move(*t);
+}
+
 sampling_params greedy_params() {
   sampling_params p;
   p.temperature = 0.0f;
@@ -34,7 +47,7 @@ int32_t pick(const std::vector<float>& logits, const sampling_params& params,
              uint64_t step = 0, std::vector<int32_t> prompt = {},
              std::vector<int32_t> output = {}, uint64_t seed = 42) {
   sampler_scratch scratch;
-  return sample(logits, params, seed, step, prompt, output, scratch).token;
+  return draw(logits, params, seed, step, prompt, output, scratch).token;
 }
 
 // Token counts over `draws` consecutive steps with one scratch, as the engine
@@ -44,7 +57,7 @@ std::vector<int> histogram(const std::vector<float>& logits, const sampling_para
   std::vector<int> counts(logits.size(), 0);
   sampler_scratch scratch;
   for (int step = 0; step < draws; ++step)
-    ++counts[sample(logits, params, seed, static_cast<uint64_t>(step), {}, {}, scratch).token];
+    ++counts[draw(logits, params, seed, static_cast<uint64_t>(step), {}, {}, scratch).token];
   return counts;
 }
 
@@ -149,7 +162,7 @@ TEST(SamplerTest, LogprobEqualsDoublePrecisionLogSoftmax) {
     params.logprobs = 20;
     sampler_scratch scratch;
     for (uint64_t step = 0; step < 5; ++step) {
-      const sampled_token t = sample(logits, params, 9, step, {}, {}, scratch);
+      const sampled_token t = draw(logits, params, 9, step, {}, {}, scratch);
       EXPECT_NEAR(t.logprob, std::log(p[t.token]), 1e-4);
       for (const auto& top : t.top_logprobs)
         EXPECT_NEAR(top.logprob, std::log(p[top.token]), 1e-4) << "token " << top.token;
@@ -164,7 +177,7 @@ TEST(SamplerTest, LogprobComesFromTheRawDistributionEvenWhenPenalised) {
   params.logprobs = 0;
   sampler_scratch scratch;
   const std::vector<int32_t> output{0};
-  const sampled_token t = sample(logits, params, 1, 0, {}, output, scratch);
+  const sampled_token t = draw(logits, params, 1, 0, {}, output, scratch);
   ASSERT_EQ(t.token, 1);
   EXPECT_NEAR(t.logprob, std::log(softmax(logits)[1]), 1e-6);
 }
@@ -172,7 +185,7 @@ TEST(SamplerTest, LogprobComesFromTheRawDistributionEvenWhenPenalised) {
 TEST(SamplerTest, LogprobIsOnlyComputedWhenAskedFor) {
   const std::vector<float> logits{2.0f, 1.5f, 0.0f};
   sampler_scratch scratch;
-  const sampled_token t = sample(logits, greedy_params(), 1, 0, {}, {}, scratch);
+  const sampled_token t = draw(logits, greedy_params(), 1, 0, {}, {}, scratch);
   EXPECT_EQ(t.token, 0);
   EXPECT_EQ(t.logprob, 0.0f);
   EXPECT_TRUE(t.top_logprobs.empty());
@@ -183,7 +196,7 @@ TEST(SamplerTest, TopLogprobsAreTheMostLikelyFirstWithTiesByLowerId) {
   sampling_params params = greedy_params();
   params.logprobs = 5;
   sampler_scratch scratch;
-  const sampled_token t = sample(logits, params, 1, 0, {}, {}, scratch);
+  const sampled_token t = draw(logits, params, 1, 0, {}, {}, scratch);
   std::vector<int32_t> ids;
   for (const auto& top : t.top_logprobs)
     ids.push_back(top.token);
@@ -196,11 +209,11 @@ TEST(SamplerTest, TopLogprobsCountFollowsTheRequest) {
   const auto logits = random_logits(1000, 11);
   sampler_scratch scratch;
   sampling_params params;
-  EXPECT_TRUE(sample(logits, params, 1, 0, {}, {}, scratch).top_logprobs.empty());
+  EXPECT_TRUE(draw(logits, params, 1, 0, {}, {}, scratch).top_logprobs.empty());
   params.logprobs = 0;
-  EXPECT_TRUE(sample(logits, params, 1, 0, {}, {}, scratch).top_logprobs.empty());
+  EXPECT_TRUE(draw(logits, params, 1, 0, {}, {}, scratch).top_logprobs.empty());
   params.logprobs = 20;
-  const auto t = sample(logits, params, 1, 0, {}, {}, scratch);
+  const auto t = draw(logits, params, 1, 0, {}, {}, scratch);
   ASSERT_EQ(t.top_logprobs.size(), 20u);
   std::vector<int32_t> order(logits.size());
   std::iota(order.begin(), order.end(), 0);
@@ -209,7 +222,7 @@ TEST(SamplerTest, TopLogprobsCountFollowsTheRequest) {
   for (size_t i = 0; i < 20; ++i)
     EXPECT_EQ(t.top_logprobs[i].token, order[i]) << "rank " << i;
   // A vocabulary smaller than the request gives every token.
-  EXPECT_EQ(sample(std::vector<float>{1.0f, 2.0f, 3.0f}, params, 1, 0, {}, {}, scratch)
+  EXPECT_EQ(draw(std::vector<float>{1.0f, 2.0f, 3.0f}, params, 1, 0, {}, {}, scratch)
               .top_logprobs.size(),
             3u);
 }
@@ -224,17 +237,17 @@ TEST(SamplerTest, SameSeedAndStepGiveTheSameToken) {
   sampler_scratch b;
   std::vector<int32_t> first;
   for (uint64_t step = 0; step < 100; ++step)
-    first.push_back(sample(logits, params, 1234, step, {}, {}, a).token);
+    first.push_back(draw(logits, params, 1234, step, {}, {}, a).token);
   // Again in reverse order with another scratch: nothing carries over.
   for (uint64_t step = 100; step-- > 0;)
-    EXPECT_EQ(sample(logits, params, 1234, step, {}, {}, b).token, first[step]);
+    EXPECT_EQ(draw(logits, params, 1234, step, {}, {}, b).token, first[step]);
   // And the draws do vary with the step and the seed.
   std::vector<int32_t> distinct = first;
   std::sort(distinct.begin(), distinct.end());
   EXPECT_GT(std::unique(distinct.begin(), distinct.end()) - distinct.begin(), 10);
   int differ = 0;
   for (uint64_t step = 0; step < 100; ++step)
-    differ += sample(logits, params, 4321, step, {}, {}, a).token != first[step];
+    differ += draw(logits, params, 4321, step, {}, {}, a).token != first[step];
   EXPECT_GT(differ, 50);
 }
 
@@ -287,7 +300,7 @@ TEST(SamplerTest, TopKOnALargeVocabularyKeepsOnlyTheKLargest) {
   sampler_scratch scratch;
   std::vector<int> seen(logits.size(), 0);
   for (uint64_t step = 0; step < 4000; ++step)
-    ++seen[sample(logits, params, 3, step, {}, {}, scratch).token];
+    ++seen[draw(logits, params, 3, step, {}, {}, scratch).token];
   for (size_t id = 0; id < logits.size(); ++id) {
     const bool in_top = std::find(top.begin(), top.end(), id) != top.end();
     if (in_top)
@@ -407,7 +420,7 @@ TEST(SamplerTest, LargeVocabularyMatchesAPlainReferenceExactly) {
       params.top_p = f.top_p;
       params.min_p = f.min_p;
       for (uint64_t step = 0; step < 30; ++step)
-        ASSERT_EQ(sample(*values, params, 77, step, {}, {}, scratch).token,
+        ASSERT_EQ(draw(*values, params, 77, step, {}, {}, scratch).token,
                   reference_sample(*values, params, 77, step))
           << "T " << f.temperature << " top_k " << f.top_k << " top_p " << f.top_p
           << " min_p " << f.min_p << " step " << step;
@@ -422,6 +435,60 @@ TEST(SamplerTest, NegativeInfinityLogitsAreNeverPicked) {
   EXPECT_EQ(histogram({-inf, 0.0f, -inf, -inf}, params, 300), (std::vector<int>{0, 300, 0, 0}));
   params.top_k = 0;
   EXPECT_EQ(histogram({-inf, 0.0f, -inf, -inf}, params, 300), (std::vector<int>{0, 300, 0, 0}));
+}
+
+// --- logits the model should never produce ----------------------------------
+
+// Every kind of request: greedy, sampled, top-k, with logprobs, penalised.
+std::vector<sampling_params> every_kind_of_request() {
+  std::vector<sampling_params> kinds(5);
+  kinds[0] = greedy_params();
+  kinds[1].temperature = 0.8f;
+  kinds[2].top_k = 2;
+  kinds[3].logprobs = 2;
+  kinds[4].repetition_penalty = 1.3f;
+  return kinds;
+}
+
+// The sampler's error for `logits` under each kind of request, as text; a
+// token drawn instead fails the test.
+void expect_bad_logits(const std::vector<float>& logits, const std::string& message) {
+  for (const sampling_params& params : every_kind_of_request()) {
+    sampler_scratch scratch;
+    const std::vector<int32_t> output{1};
+    auto t = sample(logits, params, 1, 0, {}, output, scratch);
+    ASSERT_FALSE(t) << "drew token " << t->token << " from bad logits (temperature "
+                    << params.temperature << ")";
+    EXPECT_TRUE(t.error() == engine_errc::bad_logits) << tessera::error_text(t.error());
+    EXPECT_EQ(tessera::error_message(t.error()), message);
+  }
+}
+
+TEST(SamplerTest, NaNLogitsAreAnErrorNamingTheFirstNaN) {
+  std::vector<float> logits{0.5f, 1.0f, 2.0f, NAN, 3.0f, NAN, 0.0f, 1.0f};
+  expect_bad_logits(logits, "logits contain NaN (first at token id 3 of 8)");
+  // Past the scan's eight lanes, and in its tail.
+  std::vector<float> large(1003, 0.25f);
+  large[1001] = NAN;
+  expect_bad_logits(large, "logits contain NaN (first at token id 1001 of 1003)");
+  large[517] = -NAN;
+  expect_bad_logits(large, "logits contain NaN (first at token id 517 of 1003)");
+}
+
+TEST(SamplerTest, PositiveInfinityIsAnError) {
+  expect_bad_logits({0.5f, 1.0f, INFINITY, 3.0f, INFINITY},
+                    "logits contain +inf (first at token id 2 of 5)");
+}
+
+TEST(SamplerTest, LogitsWithNoFiniteValueAreAnError) {
+  expect_bad_logits({-INFINITY, -INFINITY, -INFINITY},
+                    "logits have no finite value (all of 3 are -inf)");
+}
+
+TEST(SamplerTest, SamplesAgainOnGoodLogitsAfterAnError) {
+  sampler_scratch scratch;
+  EXPECT_FALSE(sample(std::vector<float>{NAN, 1.0f}, greedy_params(), 1, 0, {}, {}, scratch));
+  EXPECT_EQ(draw(std::vector<float>{0.0f, 1.0f}, greedy_params(), 1, 0, {}, {}, scratch).token, 1);
 }
 
 // --- penalties ----------------------------------------------------------------
@@ -487,10 +554,10 @@ TEST(SamplerTest, PenaltiesCombineAndLeaveTheScratchClean) {
   // Once: 4.0 / 2 - 0.05 = 1.95 > 1.9. Three times: 4.0 / 2 - 0.15 = 1.85 < 1.9.
   const std::vector<int32_t> one{0};
   const std::vector<int32_t> three{0, 0, 0};
-  EXPECT_EQ(sample(logits, params, 1, 0, {}, one, scratch).token, 0);
-  EXPECT_EQ(sample(logits, params, 1, 0, {}, three, scratch).token, 1);
+  EXPECT_EQ(draw(logits, params, 1, 0, {}, one, scratch).token, 0);
+  EXPECT_EQ(draw(logits, params, 1, 0, {}, three, scratch).token, 1);
   // Counters left behind would penalise token 0 here.
-  EXPECT_EQ(sample(logits, params, 1, 0, {}, one, scratch).token, 0);
+  EXPECT_EQ(draw(logits, params, 1, 0, {}, one, scratch).token, 0);
   EXPECT_TRUE(std::all_of(scratch.token_counts.begin(), scratch.token_counts.end(),
                           [](int32_t c) { return c == 0; }));
 }

@@ -4,8 +4,10 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <span>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -13,6 +15,7 @@
 
 #include "common/error.hpp"
 #include "engine/engine_errc.hpp"
+#include "engine/weights_check.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace {
@@ -60,10 +63,9 @@ struct owned_tensor {
   std::vector<std::byte> bytes;
 };
 
-/// Reads `dir`/model.safetensors, lets `edit` change the tensor list, and
-/// writes it back.
-void rewrite_model(const fs::path& dir, const std::function<void(std::vector<owned_tensor>&)>& edit) {
-  auto path = dir / "model.safetensors";
+/// Reads the safetensors file `path`, lets `edit` change the tensor list,
+/// and writes it back.
+void rewrite_file(const fs::path& path, const std::function<void(std::vector<owned_tensor>&)>& edit) {
   std::vector<owned_tensor> ts;
   {
     auto f = safetensors_file::open(path);
@@ -76,6 +78,11 @@ void rewrite_model(const fs::path& dir, const std::function<void(std::vector<own
   for (const auto& t : ts)
     out.push_back({t.name, t.type, t.shape, t.bytes});
   ASSERT_FALSE(write_safetensors(path, out, {{"format", "pt"}}));
+}
+
+/// rewrite_file of `dir`/model.safetensors.
+void rewrite_model(const fs::path& dir, const std::function<void(std::vector<owned_tensor>&)>& edit) {
+  rewrite_file(dir / "model.safetensors", edit);
 }
 
 owned_tensor* find(std::vector<owned_tensor>& ts, const std::string& name) {
@@ -397,6 +404,133 @@ TEST(WeightsTest, UnknownArchitectureIsUnsupportedNamingConfig) {
   auto msg = load_error(dir.path(), engine_errc::unsupported);
   EXPECT_EQ(msg, (dir.path() / "config.json").string() +
                    ": unsupported model_type 'gpt_neox' (supported: llama, mistral, qwen2)");
+}
+
+// --- non-finite values ----------------------------------------------------------
+
+/// Sets element `i` of tensor `name` in the safetensors file `file` to `v`.
+void poison(const fs::path& file, const std::string& name, size_t i, float v) {
+  rewrite_file(file, [&](std::vector<owned_tensor>& ts) {
+    auto* t = find(ts, name);
+    ASSERT_NE(t, nullptr);
+    ASSERT_LT(i * dtype_size(t->type), t->bytes.size());
+    store_from_f32(t->bytes.data(), t->type, i, v);
+  });
+}
+
+TEST(WeightsTest, NonFiniteWeightIsRefusedNamingFileTensorAndElement) {
+  struct value {
+    float v;
+    const char* text;
+  };
+  for (dtype type : {dtype::f32, dtype::f16, dtype::bf16}) {
+    for (value bad : {value{NAN, "NaN"}, value{INFINITY, "+inf"}, value{-INFINITY, "-inf"}}) {
+      SCOPED_TRACE(std::string{to_safetensors_name(type)} + " " + bad.text);
+      tessera::test::temp_dir dir;
+      write_model(dir.path(), "nano", {.weight_dtype = type});
+      ASSERT_TRUE(load_model_weights(dir.path()));
+      // [128, 64]: element 1234 is row 19, column 18.
+      poison(dir.path() / "model.safetensors", "model.layers.0.mlp.up_proj.weight", 1234, bad.v);
+      EXPECT_EQ(load_error(dir.path(), engine_errc::bad_weights),
+                (dir.path() / "model.safetensors").string() +
+                  ": tensor 'model.layers.0.mlp.up_proj.weight' contains " + bad.text +
+                  " at element 1234 (index [19, 18])");
+    }
+  }
+}
+
+TEST(WeightsTest, NonFiniteValuesAreFoundAtEitherEndOfATensor) {
+  tessera::test::temp_dir dir;
+  write_model(dir.path(), "nano-qwen2", {.weight_dtype = dtype::bf16});
+  const auto file = dir.path() / "model.safetensors";
+  poison(file, "model.layers.1.self_attn.v_proj.bias", 31, NAN);
+  EXPECT_EQ(load_error(dir.path(), engine_errc::bad_weights),
+            file.string() + ": tensor 'model.layers.1.self_attn.v_proj.bias' contains NaN at element 31");
+  // The embedding is checked first, and its very first element counts.
+  poison(file, "model.embed_tokens.weight", 0, -INFINITY);
+  EXPECT_EQ(load_error(dir.path(), engine_errc::bad_weights),
+            file.string() + ": tensor 'model.embed_tokens.weight' contains -inf at element 0 "
+                            "(index [0, 0])");
+}
+
+TEST(WeightsTest, NonFiniteWeightInAShardNamesTheShard) {
+  tessera::test::temp_dir dir;
+  write_model(dir.path(), "nano", {.shards = 3});
+  auto index = nlohmann::json::parse(read_all(dir.path() / "model.safetensors.index.json"));
+  const std::string name = "model.layers.1.mlp.down_proj.weight";
+  const auto shard = dir.path() / index["weight_map"][name].get<std::string>();
+  poison(shard, name, 64 * 128 - 1, NAN);
+  EXPECT_EQ(load_error(dir.path(), engine_errc::bad_weights),
+            shard.string() + ": tensor '" + name + "' contains NaN at element 8191 (index [63, 127])");
+}
+
+TEST(WeightsTest, NonFiniteValuesInTensorsTheModelDoesNotUseAreIgnored) {
+  tessera::test::temp_dir dir;
+  write_model(dir.path(), "nano");
+  rewrite_model(dir.path(), [](std::vector<owned_tensor>& ts) {
+    std::vector<float> inv_freq(8, NAN);
+    auto b = std::as_bytes(std::span{inv_freq});
+    ts.push_back({"model.layers.0.self_attn.rotary_emb.inv_freq", dtype::f32, {8},
+                  {b.begin(), b.end()}});
+  });
+  auto w = load_model_weights(dir.path());
+  EXPECT_TRUE(w) << tessera::error_text(w.error());
+}
+
+// Elements of `type` holding `v`, with `bad` at the given indices.
+std::vector<std::byte> elements(dtype type, size_t n, float v,
+                                const std::vector<std::pair<size_t, float>>& bad = {}) {
+  std::vector<std::byte> out(n * dtype_size(type) + 1); // +1: room to misalign
+  for (size_t i = 0; i < n; ++i)
+    store_from_f32(out.data(), type, i, v);
+  for (auto [i, x] : bad)
+    store_from_f32(out.data(), type, i, x);
+  return out;
+}
+
+TEST(WeightsCheckTest, FiniteExtremesAreFinite) {
+  for (dtype type : {dtype::f32, dtype::f16, dtype::bf16}) {
+    SCOPED_TRACE(to_safetensors_name(type));
+    // The largest finite value, the smallest subnormal, both zeros.
+    const float largest = type == dtype::f16 ? 65504.0f
+                          : type == dtype::bf16 ? 3.3895314e38f
+                                                : 3.4028235e38f;
+    for (float v : {largest, -largest, 1e-45f, 0.0f, -0.0f}) {
+      auto data = elements(type, 100'003, v);
+      EXPECT_FALSE(find_non_finite(data.data(), 100'003, type)) << v;
+    }
+  }
+}
+
+TEST(WeightsCheckTest, FindsTheFirstNonFiniteElementAnywhereAndAtAnyAlignment) {
+  // More than one 64 KiB chunk of every type; positions at the chunk seams.
+  const size_t n = 70'001;
+  for (dtype type : {dtype::f32, dtype::f16, dtype::bf16}) {
+    const size_t seam = (size_t{64} << 10) / dtype_size(type);
+    for (size_t at : {size_t{0}, size_t{7}, seam - 1, seam, n - 1}) {
+      SCOPED_TRACE(std::string{to_safetensors_name(type)} + " at " + std::to_string(at));
+      std::vector<std::pair<size_t, float>> bad{{at, INFINITY}};
+      if (at + 1 < n)
+        bad.emplace_back(at + 1, NAN); // only the first counts
+      auto data = elements(type, n, 0.5f, bad);
+      auto hit = find_non_finite(data.data(), n, type);
+      ASSERT_TRUE(hit);
+      EXPECT_EQ(hit->index, at);
+      EXPECT_FALSE(hit->nan);
+      EXPECT_FALSE(hit->negative);
+      // The same bytes one byte off any alignment.
+      std::memmove(data.data() + 1, data.data(), n * dtype_size(type));
+      hit = find_non_finite(data.data() + 1, n, type);
+      ASSERT_TRUE(hit);
+      EXPECT_EQ(hit->index, at);
+    }
+    auto data = elements(type, n, 1.0f, {{n - 1, -NAN}});
+    auto hit = find_non_finite(data.data(), n, type);
+    ASSERT_TRUE(hit);
+    EXPECT_EQ(hit->index, n - 1);
+    EXPECT_TRUE(hit->nan);
+    EXPECT_FALSE(find_non_finite(data.data(), n - 1, type)) << "reads past numel";
+  }
 }
 
 TEST(WeightsTest, RewritingAsSingleFileRemovesStaleIndex) {

@@ -1,9 +1,11 @@
 #include "transport/wire/codec.hpp"
 
 #include <string>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 
+#include "common/assert.hpp"
 #include "common/error.hpp"
 #include "transport/wire/capnp_body.hpp"
 #include "transport/wire/frame.hpp"
@@ -68,6 +70,19 @@ caf::expected<wire_message> decode(std::span<const std::byte> frame, const wire_
   return m;
 }
 
+std::shared_ptr<log_limiter> shared_reject_log_limiter() {
+  static const auto limiter = std::make_shared<log_limiter>();
+  return limiter;
+}
+
+frame_decoder::frame_decoder(wire_limits limits)
+  : frame_decoder(limits, shared_reject_log_limiter()) {}
+
+frame_decoder::frame_decoder(wire_limits limits, std::shared_ptr<log_limiter> log)
+  : limits_(limits), log_(std::move(log)) {
+  TESSERA_ASSERT(log_ != nullptr, "a frame_decoder needs a log limiter");
+}
+
 caf::expected<wire_message> frame_decoder::decode(std::span<const std::byte> frame,
                                                   std::string_view peer) {
   auto m = wire::decode(frame, limits_);
@@ -84,8 +99,16 @@ void frame_decoder::reject(const caf::error& err, std::string_view peer) {
   ++counters_.frames_rejected;
   if (err.category() == caf::atom("transport") && err.code() < transport_errc_count)
     ++counters_.rejected_by_reason[err.code()];
-  spdlog::warn("transport: rejected frame{}{}: {}", peer.empty() ? "" : " from ", peer,
-               error_text(err));
+  const auto permit = log_->admit();
+  if (!permit)
+    return;
+  if (permit.suppressed == 0)
+    spdlog::warn("transport: rejected frame{}{}: {}", peer.empty() ? "" : " from ", peer,
+                 error_text(err));
+  else
+    spdlog::warn("transport: rejected frame{}{}: {} ({} more rejected frames not logged since "
+                 "the last such line)",
+                 peer.empty() ? "" : " from ", peer, error_text(err), permit.suppressed);
 }
 
 } // namespace tessera::transport::wire

@@ -13,12 +13,15 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
 
+#include "common/log_limiter.hpp"
 #include "transport/transport_errc.hpp"
 #include "transport/wire/limits.hpp"
 #include "transport/wire/messages.hpp"
@@ -57,14 +60,26 @@ struct decode_counters {
   }
 };
 
-/// decode() plus counters and a warn-level log line per rejected frame.
-/// Not thread-safe: one per connection (or per reading thread).
+/// The log limiter frame_decoders share unless given their own: the first
+/// 10 rejection lines of the process, then one per 10 s (log_limiter.hpp).
+/// Shared because a peer that reconnects gets a new frame_reader, and so a
+/// new decoder, each time.
+[[nodiscard]] std::shared_ptr<log_limiter> shared_reject_log_limiter();
+
+/// decode() plus counters and a warn-level log line per rejected frame, as
+/// far as its log_limiter allows: a flood of bad frames is counted exactly
+/// but logged in a few lines, each later one saying how many it left out.
+/// Not thread-safe: one per connection (or per reading thread); the
+/// limiter may be shared.
 class frame_decoder {
 public:
-  explicit frame_decoder(wire_limits limits = {}) : limits_(limits) {}
+  /// Logs rejections through shared_reject_log_limiter().
+  explicit frame_decoder(wire_limits limits = {});
+  /// Logs rejections through `log` (not null).
+  frame_decoder(wire_limits limits, std::shared_ptr<log_limiter> log);
 
   /// As decode(), counting the outcome; a rejection is logged (spdlog,
-  /// warn) with `peer` (may be empty) and the error text.
+  /// warn, rate-limited) with `peer` (may be empty) and the error text.
   [[nodiscard]] caf::expected<wire_message> decode(std::span<const std::byte> frame,
                                                    std::string_view peer = {});
 
@@ -78,6 +93,7 @@ public:
 private:
   wire_limits limits_;
   decode_counters counters_;
+  std::shared_ptr<log_limiter> log_;
 };
 
 } // namespace tessera::transport::wire
