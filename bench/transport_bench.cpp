@@ -61,6 +61,7 @@ caf::expected<transport_probe_result> probe_selection(const std::string& self,
                                           sel.peer_error_handling ? "true" : "false",
                                           "--peer-pool-bytes", std::to_string(pool),
                                           "--peer-allocated", o.allocated_regions ? "true" : "false",
+                                          "--peer-grants", o.grants ? "true" : "false",
                                           "--peer-progress-spin-us",
                                           std::to_string(o.progress_spin_us)});
   if (!peer)
@@ -177,6 +178,7 @@ int run_transport_bench(const transport_bench_options& opts) {
   r.probe.window = opts.window;
   r.probe.scatter_blocks = opts.scatter_blocks;
   r.probe.allocated_regions = opts.allocated_regions;
+  r.probe.grants = opts.grants;
   r.probe.progress_spin_us = opts.progress_spin_us;
   r.selections = default_transport_selections();
   r.load_before = load_average();

@@ -33,6 +33,8 @@ struct transport_bench_options {
   bool scatter_blocks = false;
   /// transport_probe_options::allocated_regions (both processes). Default: true.
   bool allocated_regions = true;
+  /// transport_probe_options::grants (both processes). Default: false.
+  bool grants = false;
   /// Passes over every selection (each with its ucx_perftest runs); the
   /// figures reported are per-figure medians. 0: 3, or 1 with quick.
   int rounds = 0;

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <thread>
 #include <sstream>
 
 #include <caf/sec.hpp>
@@ -32,11 +33,33 @@ class peer_handler final : public tt::transport_handler {
 public:
   void attach(tt::transport* t) { transport_ = t; }
 
-  void on_peer_connected(tt::peer_id, const std::string&) override {
-    std::lock_guard lock{mu_};
-    connected_ = true;
-    cv_.notify_all();
+  /// With grants, the probe that connects may write the whole region.
+  void grant_on_connect(tt::memory_range whole) { grant_ = whole; }
+
+  void on_peer_connected(tt::peer_id peer, const std::string&) override {
+    if (grant_.size > 0)
+      granted_ = std::thread{[this, peer] {
+        // grant() waits for the progress thread: not from its callback.
+        if (auto g = transport_->grant(peer, {grant_}); !g)
+          std::fprintf(stderr, "peer: grant failed: %s\n", error_text(g.error()).c_str());
+        std::lock_guard lock{mu_};
+        connected_ = true;
+        cv_.notify_all();
+      }};
+    else {
+      std::lock_guard lock{mu_};
+      connected_ = true;
+      cv_.notify_all();
+    }
   }
+
+  /// Waits for the grant made on connect (before the transport goes).
+  void join() {
+    if (granted_.joinable())
+      granted_.join();
+  }
+
+  ~peer_handler() override { join(); }
 
   void on_message(tt::peer_id from, tt::message msg) override {
     if (msg.actor == echo_raw_actor) {
@@ -85,6 +108,8 @@ private:
   }
 
   tt::transport* transport_ = nullptr;
+  tt::memory_range grant_;
+  std::thread granted_;
   uint64_t sunk_ = 0; // progress thread only
   std::atomic<uint64_t> bad_frames_{0};
   std::mutex mu_;
@@ -167,6 +192,15 @@ caf::expected<peer_announcement> parse_peer_announcement(std::string_view line) 
   return a;
 }
 
+tt::transport_options bench_transport_options(bool grants) {
+  tt::transport_options o;
+  if (grants) {
+    o.cluster_secret = "tessera-bench-transport-secret";
+    o.grants_only = true;
+  }
+  return o;
+}
+
 caf::expected<tt::allocated_region> bench_region(tt::transport& t, bool allocated, uint64_t bytes,
                                                  std::byte fill, std::vector<std::byte>& heap) {
   caf::expected<tt::allocated_region> r{tt::allocated_region{}};
@@ -195,7 +229,7 @@ int run_transport_peer(const transport_peer_options& o) {
   // Declared before the transport: registered memory must outlive it.
   std::vector<std::byte> heap;
   peer_handler handler;
-  auto t = tt::ucx_transport::make({}, uopts);
+  auto t = tt::ucx_transport::make(bench_transport_options(o.grants), uopts);
   if (!t) {
     std::fprintf(stderr, "peer: %s\n", error_text(t.error()).c_str());
     return 1;
@@ -207,6 +241,8 @@ int run_transport_peer(const transport_peer_options& o) {
     std::fprintf(stderr, "peer: %s\n", error_text(region.error()).c_str());
     return 1;
   }
+  if (o.grants)
+    handler.grant_on_connect({region->id, 0, region->memory.size()});
   auto address = (*t)->listen("127.0.0.1:0");
   if (!address) {
     std::fprintf(stderr, "peer: %s\n", error_text(address.error()).c_str());
@@ -228,6 +264,7 @@ int run_transport_peer(const transport_peer_options& o) {
       std::fprintf(stderr, "peer: parent process exited\n");
       return 1;
     }
+  handler.join();
   return handler.bad_frames() == 0 ? 0 : 1;
 }
 

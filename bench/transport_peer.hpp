@@ -68,6 +68,10 @@ with_kv_paths(const std::vector<transport_selection>& selections,
 /// shm with it on (same tls, but UCX 1.13 then uses tcp lanes only).
 [[nodiscard]] std::vector<transport_selection> default_transport_selections();
 
+/// The transport options of both processes of the benchmark: with
+/// `grants`, a fixed secret (the benchmark's, on loopback) and grants_only.
+[[nodiscard]] transport::transport_options bench_transport_options(bool grants);
+
 /// Actor names of the protocol above.
 inline constexpr std::string_view echo_actor = "echo";
 inline constexpr std::string_view pong_actor = "pong";
@@ -97,6 +101,9 @@ struct transport_peer_options {
   /// The region from transport::allocate_region (true) or heap memory
   /// registered with register_region. Default: true.
   bool allocated = true;
+  /// transport_probe_options::grants: a secret and grants_only; the probe
+  /// is granted the whole region when it connects. Default: false.
+  bool grants = false;
   /// ucx_options::progress_spin, microseconds; negative: the transport's
   /// default. Default: -1.
   int progress_spin_us = -1;

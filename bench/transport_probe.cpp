@@ -368,7 +368,7 @@ run_transport_probe(const transport_selection& sel, const peer_announcement& pee
   uopts.kv_path = sel.kv_path;
   if (o.progress_spin_us >= 0)
     uopts.progress_spin = std::chrono::microseconds{o.progress_spin_us};
-  auto made = tt::ucx_transport::make({}, uopts);
+  auto made = tt::ucx_transport::make(bench_transport_options(o.grants), uopts);
   if (!made)
     return made.error();
   auto& t = **made;

@@ -62,6 +62,12 @@ struct transport_probe_options {
   /// shared-memory segments, as ucx_perftest's buffers) rather than heap
   /// memory registered with register_region. Default: true.
   bool allocated_regions = true;
+  /// Both processes run with a cluster secret and
+  /// transport_options::grants_only: the handshake authenticates, no rkey
+  /// is exchanged, every block goes by rendezvous and is checked against
+  /// the peer's grant (the whole region, granted when the probe
+  /// connects). Default: false.
+  bool grants = false;
   /// Also measure batches that are one block of the whole batch size.
   /// Default: true.
   bool one_block_batches = true;

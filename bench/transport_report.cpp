@@ -229,6 +229,7 @@ std::string transport_table(const transport_bench_results& r) {
        + (r.probe.scatter_blocks ? " (scattered: reverse order in the peer's pool)" : "")
        + (r.probe.allocated_regions ? ", regions allocated by the transport"
                                     : ", regions of heap memory registered")
+       + (r.probe.grants ? ", secret + grants (no rkeys: rendezvous into granted ranges)" : "")
        + ", timed transfer() -> peer's ack, "
        + std::to_string(r.window) + " in flight; range = tessera's lowest-highest round\n";
   s += pad("transport [KV path]", 34, true) + pad("batch", 8) + pad("tessera", 9) + pad("range", 13)
@@ -328,6 +329,7 @@ std::string transport_json(const transport_bench_results& r) {
                  {"window", r.window},
                  {"scatter_blocks", o.scatter_blocks},
                  {"region_memory", o.allocated_regions ? "allocated" : "registered"},
+                 {"grants", o.grants},
                  {"progress_spin_us", o.progress_spin_us},
                  {"rtt_warmup", o.rtt_warmup},
                  {"rtt_iterations", o.rtt_iterations},

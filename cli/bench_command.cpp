@@ -274,6 +274,9 @@ void add_transport(CLI::App* bench,
     ->transform(CLI::CheckedTransformer(std::map<std::string, bool>{{"allocated", true},
                                                                     {"registered", false}}))
     ->capture_default_str();
+  tr->add_flag("--grants", t->grants,
+               "Both processes with a cluster secret and memory by grant only (no rkeys; every "
+               "block by rendezvous into a granted range), as tessera node runs with a secret");
   tr->add_option("--kv-path", t->kv_paths,
                  "KV batch paths to measure each selection with, one after the other: auto, "
                  "put, am_rndv (e.g. put,am_rndv)")
@@ -286,6 +289,7 @@ void add_transport(CLI::App* bench,
   tr->add_option("--peer-error-handling", p->peer_error_handling)->group("");
   tr->add_option("--peer-pool-bytes", p->pool_bytes)->group("");
   tr->add_option("--peer-allocated", p->allocated)->group("");
+  tr->add_option("--peer-grants", p->grants)->group("");
   tr->add_option("--peer-progress-spin-us", p->progress_spin_us)->group("");
 
   subs.emplace_back(tr, [t, p, peer] {

@@ -23,6 +23,8 @@ struct node_args {
   std::string config;
   std::string node;
   std::string role;
+  std::string secret_file;
+  bool insecure = false;
 };
 
 int fail(const std::string& what) {
@@ -37,13 +39,11 @@ int run_node(const node_args& a) {
   sigaddset(&stop, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
-  // A node binds a fixed port; like any server, it must be able to bind it
-  // again right after a restart (UCX's listener otherwise fails while the
-  // old connections sit in TIME_WAIT).
-  setenv("UCX_TCP_CM_REUSEADDR", "y", 0);
   auto cfg = cluster::load_cluster_config(a.config);
   if (!cfg)
     return fail(error_text(cfg.error()));
+  if (!a.secret_file.empty())
+    cfg->cluster_secret_file = a.secret_file;
   std::string id = a.node;
   if (id.empty()) {
     for (const auto& n : cfg->nodes)
@@ -66,9 +66,10 @@ int run_node(const node_args& a) {
   caf::actor_system_config caf_cfg;
   actors::tune_actor_system(caf_cfg);
   caf::actor_system sys{caf_cfg};
-  auto node = actors::cluster_node::start(sys, *cfg, id, model, [&](const std::string& line) {
-    std::fprintf(stderr, "tessera node %s: %s\n", id.c_str(), line.c_str());
-  });
+  auto node = actors::cluster_node::start(
+    sys, *cfg, id, model,
+    [&](const std::string& line) { std::fprintf(stderr, "tessera node %s: %s\n", id.c_str(), line.c_str()); },
+    a.insecure);
   if (!node)
     return fail(error_text(node.error()));
   std::printf("tessera node %s: ready\n", id.c_str());
@@ -91,6 +92,11 @@ command add_node_command(CLI::App& app) {
   sub->add_option("--role", a->role, "Or: run the first node with this role "
                                      "(frontend, router, prefill, decode, worker)")
     ->excludes(node);
+  sub->add_option("--cluster-secret-file", a->secret_file,
+                  "The cluster secret (overrides cluster_secret_file in the config; chmod 600)");
+  sub->add_flag("--insecure", a->insecure,
+                "Run a multi-node cluster without a cluster secret: any process that reaches a "
+                "node can join (logged as a warning)");
   return {sub, [a] {
             if (a->node.empty() && a->role.empty())
               return fail("give --node ID or --role ROLE");

@@ -132,6 +132,7 @@ caf::expected<cluster_config> parse_cluster_config(std::string_view text, const 
   num(t["max_local_prefill_tokens"], "max_local_prefill_tokens", 0, 1 << 24, c.max_local_prefill_tokens);
   str(t["transport"], "transport", c.transport);
   str(t["ucx_tls"], "ucx_tls", c.ucx_tls);
+  str(t["cluster_secret_file"], "cluster_secret_file", c.cluster_secret_file);
   num(t["threads_per_worker"], "threads_per_worker", 0, 1024, c.threads_per_worker);
   num(t["kv_cache_mb"], "kv_cache_mb", 0, 1 << 20, c.kv_cache_mb);
   num(t["max_model_len"], "max_model_len", 0, 1 << 24, c.max_model_len);
@@ -250,7 +251,10 @@ caf::expected<cluster_config> load_cluster_config(const std::filesystem::path& f
     return bad(file.string(), "cannot read the file");
   std::stringstream buf;
   buf << in.rdbuf();
-  return parse_cluster_config(buf.str(), file.string());
+  auto c = parse_cluster_config(buf.str(), file.string());
+  if (c && !c->cluster_secret_file.empty() && std::filesystem::path{c->cluster_secret_file}.is_relative())
+    c->cluster_secret_file = (file.parent_path() / c->cluster_secret_file).string();
+  return c;
 }
 
 } // namespace tessera::cluster

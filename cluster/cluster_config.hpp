@@ -10,6 +10,10 @@
 ///   router_policy = "kv"            # kv, round-robin, random, least-loaded
 ///   transport = "ucx"               # ucx (tls below) or loopback (one process)
 ///   ucx_tls = "tcp"
+///   cluster_secret_file = "x.secret" # the cluster secret (cluster_secret.hpp),
+///                                   # relative to this file's folder; a
+///                                   # multi-node cluster needs one (or
+///                                   # tessera node --insecure)
 ///   kvstore_host_mb = 1024          # per node with workers; 0: no kv store
 ///   kvstore_disk_dir = ""           # RocksDB tier under <dir>/<node id>
 ///   kvstore_int8 = false            # keep the store's blocks as int8
@@ -100,6 +104,10 @@ struct cluster_config {
   std::string transport = "ucx";
   /// UCX_TLS for this cluster's transports. Default: "tcp".
   std::string ucx_tls = "tcp";
+  /// The file holding the cluster secret (cluster_secret.hpp), as written
+  /// in the TOML but resolved against the TOML's folder when relative
+  /// (load_cluster_config). Empty: none. Default: empty.
+  std::string cluster_secret_file;
   /// Per worker. Defaults: 0 (cores shared out), 256 MiB, 0 (the model's).
   /// kv_cache_mb is, with the sim, the modelled GPU's KV capacity; 0 is the
   /// backend's default (cpu 256 MiB; sim: the GPU's memory left by the

@@ -13,6 +13,8 @@ find_package(ucx REQUIRED)
 # RocksDB 7.8 (librocksdb-dev) ships a config: RocksDB::rocksdb (static) and
 # RocksDB::rocksdb-shared; the kv store links the shared one.
 find_package(RocksDB REQUIRED)
+# HMAC-SHA256 and random numbers for the cluster handshake (libssl-dev).
+find_package(OpenSSL REQUIRED COMPONENTS Crypto)
 
 # CAF 0.17.6 ships no CMake config and no .pc file.
 find_path(CAF_INCLUDE_DIR caf/all.hpp REQUIRED)

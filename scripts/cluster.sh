@@ -34,10 +34,28 @@ run() {
   if $dry; then echo "+ $*"; else "$@"; fi
 }
 
+# The config's cluster_secret_file (relative to the config's folder), if any.
+secret_file() {
+  python3 - "$config" <<'PY'
+import os, sys, tomllib
+with open(sys.argv[1], "rb") as f:
+    c = tomllib.load(f)
+s = c.get("cluster_secret_file", "")
+if s:
+    print(s if os.path.isabs(s) else os.path.join(os.path.dirname(sys.argv[1]), s))
+PY
+}
+
 case "$action" in
   start)
-    [ -x "$bin" ] || { echo "no $bin: build first (scripts/build.sh)" >&2; exit 1; }
+    [ -x "$bin" ] || $dry || { echo "no $bin: build first (scripts/build.sh)" >&2; exit 1; }
     run mkdir -p "$run_dir"
+    secret="$(secret_file)"
+    if [ -n "$secret" ] && [ ! -f "$secret" ]; then
+      # One secret per cluster, readable by this user only.
+      run sh -c "umask 077; head -c 32 /dev/urandom | base64 > '$secret'"
+      $dry || echo "made the cluster secret $secret (mode 600; copy it to every host of the cluster)"
+    fi
     url=""
     # Start in reverse order: earlier nodes are dialled by later ones, and
     # every node retries until its peers are up, so any order works.

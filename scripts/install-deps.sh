@@ -17,6 +17,7 @@ packages=(
   libsentencepiece-dev
   libpcre2-dev
   libboost-dev
+  libssl-dev
 )
 
 missing=()

@@ -18,12 +18,14 @@
 ///                                      on_peer_failed(p, why) once; every
 ///                                      pending completion gets `why`
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <caf/error.hpp>
@@ -82,6 +84,16 @@ struct transfer_batch {
   std::vector<block_copy> blocks;
 };
 
+/// Bytes [offset, offset + size) of local region `region`.
+struct memory_range {
+  region_id region = 0;
+  uint64_t offset = 0;
+  uint64_t size = 0;
+};
+
+/// A grant of local memory to one peer (transport::grant), never reused.
+using grant_id = uint64_t;
+
 /// Called when a send or transfer finished: no error, or why it failed.
 using completion = std::function<void(const caf::error&)>;
 
@@ -106,6 +118,18 @@ struct transport_options {
   std::chrono::milliseconds peer_timeout{5000};
   /// Largest control message frame. Default: 64 MiB.
   size_t max_message_bytes = size_t{64} << 20;
+  /// The cluster secret: a peer joins only after proving it knows it
+  /// (backends that cross processes: a mutual challenge-response before
+  /// anything else, ucx_handshake.hpp). Empty: no authentication (the
+  /// cluster's explicit --insecure mode). Default: empty.
+  std::string cluster_secret;
+  /// This process's node id, carried (authenticated) in the handshake and
+  /// reported by peer_identity() on the other side. Default: empty.
+  std::string identity;
+  /// Peers may write only into memory granted to them (grant()): no key
+  /// to a whole region leaves this process, and a KV block outside every
+  /// grant of its sender is refused and counted. Default: false.
+  bool grants_only = false;
 };
 
 /// A transport. Thread-safe.
@@ -151,6 +175,30 @@ public:
   /// Closes the connection to `peer` (both sides see on_peer_failed with
   /// transport_errc::closed).
   virtual void disconnect(peer_id peer) = 0;
+
+  /// Lets `peer` transfer blocks into `ranges` (of regions registered or
+  /// allocated here) until revoke(); with transport_options::grants_only
+  /// a block from `peer` outside all of its grants is refused. Grants of
+  /// a peer end when it fails. The default (backends that enforce no
+  /// grants: loopback, in one process) only hands out ids.
+  [[nodiscard]] virtual caf::expected<grant_id> grant(peer_id peer,
+                                                      std::vector<memory_range> ranges);
+
+  /// Ends grant `id` (unknown ids are ignored). Blocks already landing
+  /// under it still land; later ones are refused.
+  virtual void revoke(grant_id id);
+
+  /// The node id `peer` proved in the handshake; empty where the backend
+  /// authenticates nothing or the peer is unknown. Thread-safe.
+  [[nodiscard]] virtual std::string peer_identity(peer_id peer) const;
+
+  /// Peers and messages refused so far, by reason ("bad_proof",
+  /// "no_session", "not_granted", ...): the counter
+  /// tessera_wire_rejected_peers_total{reason}. Thread-safe.
+  [[nodiscard]] virtual std::vector<std::pair<std::string, uint64_t>> rejections() const;
+
+private:
+  std::atomic<grant_id> next_grant_{1};
 };
 
 } // namespace tessera::transport

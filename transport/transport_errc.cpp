@@ -22,6 +22,8 @@ const char* to_string(transport_errc x) {
     case transport_errc::injected_fault: return "injected_fault";
     case transport_errc::unavailable: return "unavailable";
     case transport_errc::no_such_actor: return "no_such_actor";
+    case transport_errc::unauthenticated: return "unauthenticated";
+    case transport_errc::not_granted: return "not_granted";
   }
   return "unknown";
 }

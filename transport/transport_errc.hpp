@@ -52,11 +52,18 @@ enum class transport_errc : uint8_t {
   /// The peer has no actor of the name a message is addressed to, or the
   /// actor does not accept the message's operation.
   no_such_actor,
+  /// A peer did not prove it holds the cluster secret (or broke the
+  /// handshake); it was disconnected before anything else crossed.
+  unauthenticated,
+  /// A message or memory access the receiver did not grant: a UCX message
+  /// without a known session, a KV run outside every grant, a declared
+  /// length over the limits. The peer is disconnected and counted.
+  not_granted,
 };
 
 /// Number of codes (for counters indexed by code); codes are 1..count-1.
 inline constexpr size_t transport_errc_count =
-  static_cast<size_t>(transport_errc::no_such_actor) + 1;
+  static_cast<size_t>(transport_errc::not_granted) + 1;
 
 /// Returns the name of `x`, e.g. "bad_frame".
 const char* to_string(transport_errc x);

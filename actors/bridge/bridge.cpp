@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <thread>
 #include <unordered_map>
 
@@ -50,6 +51,16 @@ struct bridge_state {
   };
   std::unordered_map<uint64_t, pending_connect> connects;
   std::vector<caf::actor> watchers;
+  /// Live hand-off grants: the node and the request each is for.
+  struct live_grant {
+    peer_id peer = 0;
+    uint64_t request_id = 0;
+  };
+  std::unordered_map<transport::grant_id, live_grant> grants;
+  /// The bridge's own refusals, by reason, and what was exported so far
+  /// (transport's and own, by reason).
+  std::map<std::string, uint64_t> refusals;
+  std::map<std::string, uint64_t> exported;
   /// Connect attempts in flight (transport::connect blocks), by id; each
   /// is joined when its result arrives (its last act is sending it).
   std::unordered_map<uint64_t, std::thread> connect_threads;
@@ -156,6 +167,68 @@ void answer(bridge_pointer self, peer_id peer, const wire::envelope& req, wire_r
   send_envelope(self, peer, bridge_name, env, 0);
 }
 
+/// Refuses `peer`: counted under `reason`, logged, disconnected.
+void refuse(bridge_pointer self, peer_id peer, const std::string& reason, const std::string& why) {
+  auto& st = self->state;
+  ++st.refusals[reason];
+  spdlog::warn("bridge {}: refused {} ({}): {}", st.cfg.node_id, st.node_of(peer), reason, why);
+  st.tr->disconnect(peer);
+}
+
+/// Exports the transport's refusals and the bridge's own as
+/// tessera_wire_rejected_peers_total{reason}.
+void export_refusals(bridge_pointer self) {
+  auto& st = self->state;
+  if (!st.cfg.metrics)
+    return;
+  auto counts = st.tr->rejections();
+  for (const auto& [reason, n] : st.refusals)
+    counts.emplace_back(reason, n);
+  for (const auto& [reason, n] : counts) {
+    auto& seen = st.exported[reason];
+    if (n > seen)
+      st.cfg.metrics
+        ->counter("tessera_wire_rejected_peers_total",
+                  "Peers and messages refused at the cluster wire (failed handshakes, messages "
+                  "without a session, oversized or ungranted data, impersonation), by reason.",
+                  {{"reason", reason}})
+        .inc(static_cast<double>(n - seen));
+    seen = n;
+  }
+}
+
+/// Grants `peer` the blocks of `g` that need data (block_bytes each) for
+/// the life of the hand-off. Errors: the transport's.
+caf::error grant_blocks(bridge_pointer self, peer_id peer, const wire::kv_grant& g,
+                        uint64_t block_bytes) {
+  auto& st = self->state;
+  std::vector<transport::memory_range> ranges;
+  for (const auto& b : g.blocks)
+    if (b.needs_data)
+      ranges.push_back({g.dst_region, b.dst_offset, block_bytes});
+  if (ranges.empty())
+    return {};
+  auto id = st.tr->grant(peer, std::move(ranges));
+  if (!id)
+    return id.error();
+  st.grants[*id] = {peer, g.request_id};
+  self->delayed_send(self, 2 * st.cfg.call_timeout, revoke_atom_v, *id);
+  return {};
+}
+
+/// Revokes the grants `peer` holds for `request_id` (its hand-off ended).
+void revoke_request(bridge_pointer self, peer_id peer, uint64_t request_id) {
+  auto& st = self->state;
+  for (auto it = st.grants.begin(); it != st.grants.end();) {
+    if (it->second.peer == peer && it->second.request_id == request_id) {
+      st.tr->revoke(it->first);
+      it = st.grants.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
 void map_node(bridge_pointer self, const std::string& node, peer_id peer) {
   auto& st = self->state;
   if (auto old = st.node_peer.find(node); old != st.node_peer.end() && old->second != peer)
@@ -199,9 +272,37 @@ void serve(bridge_pointer self, peer_id peer, const std::string& to, const wire:
                     make_transport_error(transport_errc::no_such_actor,
                                          "bridge: the bridge only accepts hello(membership), got '" +
                                            env.operation + "'"));
+    // The node id must be the one the transport's handshake proved, and
+    // a node is mapped once: a second peer claiming it is refused while
+    // the first lives.
+    const auto proven = st.tr->peer_identity(peer);
+    std::string refusal, reason;
+    if (!proven.empty() && proven != hello->node_id) {
+      reason = "impersonation";
+      refusal = "its hello names node '" + hello->node_id + "' but it proved '" + proven + "'";
+    } else if (auto np = st.node_peer.find(hello->node_id);
+               np != st.node_peer.end() && np->second != peer) {
+      reason = "duplicate_node";
+      refusal = "node '" + hello->node_id + "' is connected already";
+    } else if (auto pn = st.peer_node.find(peer); pn != st.peer_node.end() && pn->second != hello->node_id) {
+      reason = "impersonation";
+      refusal = "it joined as '" + pn->second + "' and now says '" + hello->node_id + "'";
+    }
+    if (!reason.empty()) {
+      answer(self, peer, env,
+             make_transport_error(transport_errc::unauthenticated, "bridge: refused: " + refusal));
+      return refuse(self, peer, reason, refusal);
+    }
     map_node(self, hello->node_id, peer);
     spdlog::info("bridge {}: node '{}' joined", st.cfg.node_id, hello->node_id);
     return answer(self, peer, env, std::optional<wire::wire_message>{my_membership(self)});
+  }
+  if (!st.peer_node.contains(peer)) {
+    answer(self, peer, env,
+           make_transport_error(transport_errc::unauthenticated,
+                                "bridge: node '" + st.cfg.node_id + "' takes no call before hello"));
+    return refuse(self, peer, "before_hello",
+                  "it called '" + env.operation + "' on '" + to + "' before its hello");
   }
   auto dest = st.published.find(to);
   if (dest == st.published.end())
@@ -218,8 +319,23 @@ void serve(bridge_pointer self, peer_id peer, const std::string& to, const wire:
                                          (arg_type ? " with a " + std::string(wire::to_string(*arg_type))
                                                    : std::string(" without an argument"))));
   const bool want_reply = env.kind == wire::envelope_kind::request;
+  // A hand-off with KV: its grant opens exactly the granted blocks to
+  // this peer; its commit or cancel closes them.
+  uint64_t block_bytes = 0;
+  if (auto* h = arg ? std::get_if<wire::request_handoff>(&*arg) : nullptr; h && h->kv)
+    block_bytes = h->kv->layout.block_bytes();
+  if (auto* c = arg ? std::get_if<wire::kv_transfer_batch>(&*arg) : nullptr)
+    revoke_request(self, peer, c->request_id);
+  if (auto* c = arg ? std::get_if<wire::request_cancel>(&*arg) : nullptr)
+    revoke_request(self, peer, c->request_id);
   op->invoke(self, dest->second, std::move(arg), want_reply, st.cfg.call_timeout,
-             [self, peer, env](wire_reply r) { answer(self, peer, env, std::move(r)); });
+             [self, peer, env, block_bytes](wire_reply r) {
+               auto* g = r && *r ? std::get_if<wire::kv_grant>(&**r) : nullptr;
+               if (g != nullptr && block_bytes > 0)
+                 if (auto err = grant_blocks(self, peer, *g, block_bytes))
+                   r = std::move(err);
+               answer(self, peer, env, std::move(r));
+             });
 }
 
 /// A response or failure from `peer` for one of our calls.
@@ -279,6 +395,7 @@ void on_peer_down(bridge_pointer self, peer_id peer, const caf::error& why) {
     }
     st.peer_node.erase(it);
   }
+  std::erase_if(st.grants, [peer](const auto& g) { return g.second.peer == peer; });
   std::vector<uint64_t> failed;
   for (const auto& [id, call] : st.calls)
     if (call.peer == peer)
@@ -298,6 +415,8 @@ caf::behavior bridge_fn(bridge_pointer self, transport::transport* tr,
   self->state.decoder = wire::frame_decoder{self->state.cfg.limits};
   // A one-way call's target may still return a value: it comes back here.
   self->set_default_handler(caf::drop);
+  if (self->state.cfg.metrics)
+    self->send(self, step_atom_v);
   return {
     [self](connect_atom, std::string node, std::string address) -> caf::result<void> {
       auto& st = self->state;
@@ -337,6 +456,14 @@ caf::behavior bridge_fn(bridge_pointer self, transport::transport* tr,
                        transport_errc::invalid_message,
                        "bridge: the node at that address is '" + (m ? m->node_id : std::string{"?"}) +
                          "', not '" + pc.node + "'"));
+                   if (auto proven = self->state.tr->peer_identity(peer);
+                       !proven.empty() && proven != pc.node) {
+                     refuse(self, peer, "impersonation",
+                            "it answered as '" + pc.node + "' but proved '" + proven + "'");
+                     return pc.rp.deliver(make_transport_error(
+                       transport_errc::unauthenticated,
+                       "bridge: the node at that address proved '" + proven + "', not '" + pc.node + "'"));
+                   }
                    map_node(self, pc.node, peer);
                    pc.rp.deliver(caf::unit);
                  });
@@ -440,6 +567,14 @@ caf::behavior bridge_fn(bridge_pointer self, transport::transport* tr,
       }
       if (err)
         finish_call(self, id, std::move(err));
+    },
+    [self](revoke_atom, uint64_t id) {
+      if (self->state.grants.erase(id) > 0)
+        self->state.tr->revoke(id);
+    },
+    [self](step_atom) {
+      export_refusals(self);
+      self->delayed_send(self, std::chrono::seconds{1}, step_atom_v);
     },
     [self](expire_atom, uint64_t id) {
       auto it = self->state.calls.find(id);

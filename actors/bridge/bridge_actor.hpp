@@ -14,7 +14,19 @@
 ///
 /// Connecting: connect(node, address) opens a transport connection and
 /// exchanges a hello (each side's node id) so both bridges know the other
-/// by name. A call to a node that is not connected, or whose peer fails
+/// by name. A peer is refused (counted in
+/// tessera_wire_rejected_peers_total{reason} and disconnected) when its
+/// hello names another node than the one it proved in the transport's
+/// handshake (reason "impersonation"), names a node that is connected
+/// already ("duplicate_node": a node is re-mapped only once its old
+/// connection failed), or when it calls any actor before its hello
+/// ("before_hello").
+///
+/// Memory by grant: when a local worker answers another node's KV
+/// hand-off with a kv_grant, the bridge grants that node exactly the
+/// granted blocks (transport::grant) before the answer leaves, and
+/// revokes them when the hand-off's commit or cancel arrives, the node
+/// fails, or 2 x call_timeout passed. A call to a node that is not connected, or whose peer fails
 /// before the reply, fails with a transport error naming the node; a call
 /// the remote side does not answer within bridge_config::call_timeout fails
 /// with transport_errc::timeout. Nothing fails silently.
@@ -30,6 +42,7 @@
 
 #include "actors/actor_types.hpp"
 #include "actors/bridge/bridge_protocol.hpp"
+#include "cluster/metrics.hpp"
 #include "transport/transport.hpp"
 #include "transport/wire/limits.hpp"
 
@@ -71,6 +84,10 @@ using bridge_actor = caf::typed_actor<
   caf::reacts_to<completed_atom, uint64_t, caf::error>,
   /// A transport connect attempt for `id` finished.
   caf::reacts_to<connected_atom, uint64_t, transport::peer_id, caf::error>,
+  /// Grant `id` is due: revoke it if the hand-off has not ended.
+  caf::reacts_to<revoke_atom, uint64_t>,
+  /// Once a second: exports the refusal counters.
+  caf::reacts_to<step_atom>,
   /// Call `id` is due: fail it with a timeout if it is still waiting.
   caf::reacts_to<expire_atom, uint64_t>>;
 
@@ -84,6 +101,10 @@ struct bridge_config {
   std::chrono::milliseconds call_timeout{30000};
   /// Bounds on the frames it decodes. Default: wire_limits{}.
   transport::wire::wire_limits limits;
+  /// Where tessera_wire_rejected_peers_total{reason} is exported (the
+  /// transport's refusals and the bridge's own), once a second; null:
+  /// nowhere. Default: null.
+  std::shared_ptr<cluster::metrics_registry> metrics;
 };
 
 namespace detail {

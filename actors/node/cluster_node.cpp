@@ -9,6 +9,7 @@
 #include "actors/node/engine_choice.hpp"
 #include "actors/node/node_parts.hpp"
 #include "actors/node/worker_supervisor.hpp"
+#include "cluster/cluster_secret.hpp"
 #include "common/error.hpp"
 #include "engine/engine_errc.hpp"
 #include "transport/ucx/ucx_transport.hpp"
@@ -61,7 +62,7 @@ void connect_all(caf::actor_system& sys, const bridge_actor& br,
 caf::expected<std::unique_ptr<cluster_node>>
 cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
                     const std::string& node_id, const std::filesystem::path& model_dir,
-                    std::function<void(const std::string&)> progress) {
+                    std::function<void(const std::string&)> progress, bool insecure) {
   auto say = [&](const std::string& line) {
     if (progress)
       progress(line);
@@ -72,6 +73,22 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
   if (cfg.transport != "ucx")
     return detail::bad_option("a multi-process cluster needs transport = \"ucx\" (loopback is in-process: "
                       "use tessera serve)");
+  std::string secret;
+  if (!cfg.cluster_secret_file.empty()) {
+    auto s = cluster::load_cluster_secret(cfg.cluster_secret_file);
+    if (!s)
+      return s.error();
+    secret = std::move(*s);
+  } else if (cfg.nodes.size() > 1 && !insecure) {
+    return detail::bad_option(
+      "a cluster of several nodes needs a cluster secret: set cluster_secret_file in the config "
+      "(or --cluster-secret-file; make one with: umask 077; head -c 32 /dev/urandom | base64 > "
+      "cluster.secret, and copy it to every host), or pass --insecure to run without one");
+  } else if (cfg.nodes.size() > 1) {
+    spdlog::warn("node '{}': --insecure: no cluster secret, so any process that reaches {} (or "
+                 "UCX's ports) can join this cluster, call its actors and write into its memory",
+                 node_id, me->address);
+  }
   say("loading " + model_dir.string());
   const auto engine = detail::backend_choice_of(cfg);
   auto model = detail::load_model(model_dir, engine.kind);
@@ -79,8 +96,13 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
     return model.error();
 
   transport::transport_options to;
+  to.cluster_secret = secret;
+  to.identity = node_id;
+  to.grants_only = !secret.empty();
   transport::ucx_options uo;
   uo.tls = cfg.ucx_tls;
+  // UCX listens only on the configured address's interface.
+  uo.net_address = me->address.substr(0, me->address.rfind(':'));
   // UCX 1.13 keeps peer error handling to tcp lanes only (FACTS.md): with
   // shared memory selected it is off, so a dead peer is noticed later.
   uo.peer_error_handling = cfg.ucx_tls.find("sm") == std::string::npos;
@@ -88,9 +110,10 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
   if (!tr)
     return tr.error();
   auto p = std::make_unique<impl>(sys);
+  auto metrics = std::make_shared<cluster::metrics_registry>();
   p->br = std::make_unique<bridge>(sys, std::move(*tr),
                                    bridge_config{node_id, detail::node_protocol(),
-                                                 std::chrono::seconds{30}, {}});
+                                                 std::chrono::seconds{30}, {}, metrics});
   auto bound = p->br->transport().listen(me->address);
   if (!bound)
     return bound.error();
@@ -98,7 +121,6 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
 
   const auto& router_node = cfg.router_node();
   const wire::actor_address router_at{router_node.id, "router"};
-  auto metrics = std::make_shared<cluster::metrics_registry>();
   if (me->has("router")) {
     router_config rc;
     rc.policy = cfg.router_policy;

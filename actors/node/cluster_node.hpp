@@ -24,10 +24,17 @@ public:
   /// Starts node `node_id` of `cfg` with the model in `model_dir` (the
   /// config's model, or the demo model the caller resolved). `progress`
   /// gets one line per step (may be empty). Errors: unknown node id, the
-  /// model, the transport (address in use), the HTTP port.
+  /// model, the transport (address in use), the HTTP port; a cluster of
+  /// several nodes without a cluster secret (cfg.cluster_secret_file)
+  /// unless `insecure`, or a secret file that cannot be used
+  /// (load_cluster_secret), checked before the model loads. With a secret,
+  /// peers join only through the handshake and write only into memory
+  /// granted to them (transport_options::grants_only); `insecure` with
+  /// several nodes logs a warning.
   [[nodiscard]] static caf::expected<std::unique_ptr<cluster_node>>
   start(caf::actor_system& sys, const cluster::cluster_config& cfg, const std::string& node_id,
-        const std::filesystem::path& model_dir, std::function<void(const std::string&)> progress);
+        const std::filesystem::path& model_dir, std::function<void(const std::string&)> progress,
+        bool insecure = false);
 
   /// Stops connecting, the frontend, the actors, the bridge and transport.
   ~cluster_node();

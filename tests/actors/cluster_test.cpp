@@ -24,6 +24,7 @@
 #include "tests/support/served_output.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/test_model.hpp"
+#include "transport/ucx/ucx_transport.hpp"
 
 namespace {
 
@@ -42,6 +43,66 @@ uint16_t free_port() {
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
   ::close(fd);
   return ntohs(a.sin_port);
+}
+
+/// Writes a cluster secret (mode 600) into `dir` and returns the config
+/// line naming it: every multi-node cluster here runs with the secret on.
+std::string secret_line(const std::filesystem::path& dir) {
+  const auto file = dir / "cluster.secret";
+  std::ofstream(file) << "test-cluster-secret-0123456789abcdef\n";
+  std::filesystem::permissions(file, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write,
+                               std::filesystem::perm_options::replace);
+  return "cluster_secret_file = \"cluster.secret\"\n";
+}
+
+/// Opens a TCP connection to `port` on loopback, sends `bytes`, and waits
+/// up to `linger` for the node to hang up.
+void raw_send(uint16_t port, const std::vector<uint8_t>& bytes, std::chrono::milliseconds linger) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  if (!bytes.empty()) {
+    ASSERT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
+  }
+  timeval tv{0, static_cast<suseconds_t>(linger.count() * 1000)};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  char buf[64];
+  while (::recv(fd, buf, sizeof(buf), 0) > 0) {
+  }
+  ::close(fd);
+}
+
+/// What a stray or hostile process on the network can try against a
+/// node's cluster port (its front door): 17 zero bytes (which aborted
+/// UCX 1.13's sockaddr listener), garbage, a truncated handshake, a
+/// declared 1 GiB handshake message, and joins without and with a wrong
+/// secret.
+void attack_node(uint16_t port) {
+  raw_send(port, std::vector<uint8_t>(17, 0), 500ms);
+  std::vector<uint8_t> garbage(4096);
+  for (size_t i = 0; i < garbage.size(); ++i)
+    garbage[i] = static_cast<uint8_t>(i * 131 + 7);
+  raw_send(port, garbage, 500ms);
+  std::vector<uint8_t> truncated(14, 'T');
+  truncated[0] = 100;
+  truncated[1] = truncated[2] = truncated[3] = 0;
+  raw_send(port, truncated, 50ms);
+  raw_send(port, {0, 0, 0, 0x40}, 500ms);
+  const std::string address = "127.0.0.1:" + std::to_string(port);
+  for (const std::string key : {"", "not-the-cluster-secret-0123456789"}) {
+    transport::transport_options o;
+    o.cluster_secret = key;
+    o.identity = "decode"; // claims a real node's id, too
+    o.peer_timeout = 2s;
+    auto rogue = transport::ucx_transport::make(o, {});
+    ASSERT_TRUE(rogue) << error_text(rogue.error());
+    auto p = (*rogue)->connect(address);
+    EXPECT_FALSE(p) << "a rogue joined node at " << address;
+  }
 }
 
 /// Starts `tessera node --config config --node id` for each id, in order,
@@ -93,20 +154,25 @@ TEST(ClusterTest, ThreeProcessesOverUcxEqualOneEngine) {
   tessera::test::temp_dir dir;
   const auto http = free_port();
   const auto prefill_metrics = free_port();
+  const uint16_t node_ports[3] = {free_port(), free_port(), free_port()};
   std::ofstream(dir.path() / "c.toml")
     << "model = \"" << tessera::test::test_model_dir("nano").string() << "\"\n"
     << "served_model_name = \"nano\"\nmax_local_prefill_tokens = 0\nthreads_per_worker = 1\n"
-    << "kv_cache_mb = 8\nucx_tls = \"tcp\"\n"
-    << "[[node]]\nid = \"front\"\naddress = \"127.0.0.1:" << free_port()
+    << "kv_cache_mb = 8\nucx_tls = \"tcp\"\n" << secret_line(dir.path())
+    << "[[node]]\nid = \"front\"\naddress = \"127.0.0.1:" << node_ports[0]
     << "\"\nroles = [\"frontend\", \"router\"]\nhttp = \"127.0.0.1:" << http << "\"\n"
-    << "[[node]]\nid = \"prefill\"\naddress = \"127.0.0.1:" << free_port()
+    << "[[node]]\nid = \"prefill\"\naddress = \"127.0.0.1:" << node_ports[1]
     << "\"\nroles = [\"prefill\"]\nmetrics = \"127.0.0.1:" << prefill_metrics << "\"\n"
-    << "[[node]]\nid = \"decode\"\naddress = \"127.0.0.1:" << free_port()
+    << "[[node]]\nid = \"decode\"\naddress = \"127.0.0.1:" << node_ports[2]
     << "\"\nroles = [\"decode\"]\n";
   auto nodes = start_nodes(dir.path() / "c.toml", {"decode", "prefill", "front"});
   ASSERT_EQ(nodes.size(), 3u);
   const std::string url = "http://127.0.0.1:" + std::to_string(http);
   ASSERT_TRUE(wait_healthy(url, 2)) << "the cluster did not come up";
+  // A rogue on loopback tries every node's cluster port first: none of it
+  // may crash a node, join, or change an answer below.
+  for (auto port : node_ports)
+    attack_node(port);
   for (float temperature : {0.0f, 0.8f})
     for (int len : {7, 33}) {
       std::mt19937_64 rng{static_cast<uint64_t>(len)};
@@ -133,6 +199,19 @@ TEST(ClusterTest, ThreeProcessesOverUcxEqualOneEngine) {
     << prefill.body;
   EXPECT_EQ(prefill.body.find("tessera_kv_transfer_bytes_total{worker=\"prefill-0\"} 0\n"), std::string::npos)
     << prefill.body;
+  // ... and it counted the rogue's attempts on its cluster port (the
+  // bridge exports its counts once a second).
+  for (const char* reason : {"malformed", "oversize", "closed"}) {
+    const std::string series = std::string{"tessera_wire_rejected_peers_total{reason=\""} + reason + "\"}";
+    std::string body;
+    for (int i = 0; i < 50; ++i) {
+      body = tessera::test::http_get("http://127.0.0.1:" + std::to_string(prefill_metrics) + "/metrics").body;
+      if (body.find(series) != std::string::npos)
+        break;
+      std::this_thread::sleep_for(100ms);
+    }
+    EXPECT_NE(body.find(series), std::string::npos) << reason << "\n" << body;
+  }
   // The decode node dies without a word: the frontend's node notices (its
   // bridge's peer fails), the router stops sending there, and a new
   // request gets a clear 503 instead of hanging.
@@ -166,7 +245,7 @@ TEST(ClusterTest, ANextTurnOnAnotherNodeFetchesItsPrefixFromThatNodesStore) {
   std::ofstream(dir.path() / "c.toml")
     << "model = \"" << tessera::test::test_model_dir("nano").string() << "\"\n"
     << "served_model_name = \"nano\"\nrouter_policy = \"round-robin\"\nthreads_per_worker = 1\n"
-    << "kv_cache_mb = 8\nkvstore_host_mb = 16\nucx_tls = \"tcp\"\n"
+    << "kv_cache_mb = 8\nkvstore_host_mb = 16\nucx_tls = \"tcp\"\n" << secret_line(dir.path())
     << "[[node]]\nid = \"front\"\naddress = \"127.0.0.1:" << free_port()
     << "\"\nroles = [\"frontend\", \"router\"]\nhttp = \"127.0.0.1:" << http << "\"\n"
     << "[[node]]\nid = \"a\"\naddress = \"127.0.0.1:" << free_port()

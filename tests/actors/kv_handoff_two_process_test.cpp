@@ -69,9 +69,17 @@ protected:
   KvHandoffTwoProcessTest() : sys(cfg), self(sys) {}
 
   void SetUp() override {
-    const std::string tls = GetParam();
-    auto child = child_process::spawn(peer_path(), {tessera::test::test_model_dir("nano").string(), tls},
-                                      {.env = {"UCX_TCP_CM_REUSEADDR=y"}});
+    // "<tls>" or "<tls>+secret": with a cluster secret, both sides
+    // authenticate and every block lands only in the ranges decode's
+    // bridge granted for the hand-off (rendezvous, no rkeys).
+    const std::string param = GetParam();
+    const bool secure = param.ends_with("+secret");
+    const std::string tls = secure ? param.substr(0, param.size() - 7) : param;
+    const std::string secret = "kv-handoff-test-secret-0123456789";
+    std::vector<std::string> args{tessera::test::test_model_dir("nano").string(), tls};
+    if (secure)
+      args.push_back(secret);
+    auto child = child_process::spawn(peer_path(), args, {.env = {"UCX_TCP_CM_REUSEADDR=y"}});
     ASSERT_TRUE(child) << error_text(child.error());
     peer = std::make_unique<child_process>(std::move(*child));
     auto line = peer->read_line(60s);
@@ -81,6 +89,11 @@ protected:
 
     transport::transport_options to;
     to.peer_timeout = 3000ms;
+    if (secure) {
+      to.cluster_secret = secret;
+      to.identity = "prefill";
+      to.grants_only = true;
+    }
     transport::ucx_options uo;
     uo.tls = tls;
     uo.peer_error_handling = tls == "tcp";
@@ -191,9 +204,12 @@ TEST_P(KvHandoffTwoProcessTest, ACorruptBlockIsRefusedAndTheRequestCanBeRetried)
   EXPECT_EQ(good->tokens, run_alone(*tessera::test::make_test_engine("nano", eo), r).tokens);
 }
 
-INSTANTIATE_TEST_SUITE_P(Ucx, KvHandoffTwoProcessTest, ::testing::Values("tcp", "sm,self,tcp"),
+INSTANTIATE_TEST_SUITE_P(Ucx, KvHandoffTwoProcessTest,
+                         ::testing::Values("tcp+secret", "sm,self,tcp+secret", "sm,self,tcp"),
                          [](const auto& info) {
-                           return std::string{info.param} == "tcp" ? "tcp" : "shm";
+                           std::string p = info.param;
+                           std::string name = p.starts_with("tcp") ? "tcp" : "shm";
+                           return p.ends_with("+secret") ? name + "_secret" : name;
                          });
 
 } // namespace

@@ -105,6 +105,19 @@ public:
   /// Releases an operation held for `peer` by reorder, then forwards.
   void disconnect(peer_id peer) override;
 
+  /// Grants, identities and rejections are the wrapped transport's.
+  [[nodiscard]] caf::expected<grant_id> grant(peer_id peer,
+                                              std::vector<memory_range> ranges) override {
+    return inner_->grant(peer, std::move(ranges));
+  }
+  void revoke(grant_id id) override { inner_->revoke(id); }
+  [[nodiscard]] std::string peer_identity(peer_id peer) const override {
+    return inner_->peer_identity(peer);
+  }
+  [[nodiscard]] std::vector<std::pair<std::string, uint64_t>> rejections() const override {
+    return inner_->rejections();
+  }
+
   /// Partitions `peer` now (as a partition rule firing would).
   void partition(peer_id peer);
 

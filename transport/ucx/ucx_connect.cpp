@@ -5,39 +5,51 @@
 
 #include <algorithm>
 
+#include <spdlog/spdlog.h>
+
+#include "common/error.hpp"
+
 namespace tessera::transport::detail {
+
+const char* to_string(rejection r) {
+  switch (r) {
+    case rejection::no_session: return "no_session";
+    case rejection::too_large: return "too_large";
+    case rejection::not_granted: return "not_granted";
+    default: return detail::to_string(static_cast<handshake_failure>(r));
+  }
+}
 
 caf::expected<std::string> ucx_core::listen(const std::string& address) {
   sockaddr_in sa{};
   if (!parse_address(address, sa))
     return make_transport_error(transport_errc::invalid_message,
                                 "ucx: listen address '" + address + "' is not host:port");
-  return call<std::string>([this, sa, address]() -> caf::expected<std::string> {
-    ucp_listener_params_t params{};
-    params.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
-    params.sockaddr.addr = reinterpret_cast<const sockaddr*>(&sa);
-    params.sockaddr.addrlen = sizeof(sa);
-    params.conn_handler.cb = &ucx_core::on_conn_request;
-    params.conn_handler.arg = this;
-    ucp_listener_h listener = nullptr;
-    auto st = ucp_listener_create(worker_, &params, &listener);
-    if (st == UCS_ERR_BUSY)
-      return ucx_error(transport_errc::address_in_use, "listen on " + address, st);
-    if (st != UCS_OK)
-      return ucx_error(transport_errc::peer_unreachable, "listen on " + address, st);
-    ucp_listener_attr_t attr{};
-    attr.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
-    st = ucp_listener_query(listener, &attr);
-    if (st != UCS_OK) {
-      ucp_listener_destroy(listener);
-      return ucx_error(transport_errc::peer_unreachable, "query listener", st);
-    }
-    listeners_.push_back(listener);
-    auto bound = to_string(attr.sockaddr);
-    auto host = address.substr(0, address.rfind(':'));
-    auto port = bound.substr(bound.rfind(':') + 1);
-    return host + ":" + port;
-  });
+  front_door_options fo;
+  fo.secret = opts_.cluster_secret;
+  fo.id = opts_.identity;
+  fo.worker_address = worker_address_;
+  fo.handshake_timeout = opts_.peer_timeout;
+  fo.on_peer = [this](const handshake_peer& hp, uint64_t my_session) {
+    // Registered on the progress thread before the final message leaves,
+    // so the client's HELLO always finds its session.
+    auto ok = call<bool>([this, hp, my_session]() -> caf::expected<bool> {
+      return accept_peer(hp, my_session, hp.id);
+    });
+    return ok && *ok;
+  };
+  fo.on_reject = [this](handshake_failure why, const std::string& from, const std::string& what) {
+    count_rejection(static_cast<rejection>(why), from, what);
+  };
+  auto door = front_door::listen(sa, std::move(fo));
+  if (!door)
+    return door.error();
+  auto port = (*door)->port();
+  {
+    std::lock_guard lock{doors_mu_};
+    doors_.push_back(std::move(*door));
+  }
+  return address.substr(0, address.rfind(':')) + ":" + std::to_string(port);
 }
 
 caf::expected<peer_id> ucx_core::connect(const std::string& address) {
@@ -45,12 +57,32 @@ caf::expected<peer_id> ucx_core::connect(const std::string& address) {
   if (!parse_address(address, sa))
     return make_transport_error(transport_errc::invalid_message,
                                 "ucx: connect address '" + address + "' is not host:port");
+  const auto deadline = clock::now() + opts_.peer_timeout;
+  const auto my_session = random_session();
+  auto hp = front_door_connect(sa, opts_.cluster_secret,
+                               handshake_offer{opts_.identity, worker_address_, my_session},
+                               opts_.peer_timeout);
+  if (!hp) {
+    if (hp.error().code() == static_cast<uint8_t>(transport_errc::unauthenticated)) {
+      // The text names the handshake_failure ("handshake <reason>: ...").
+      const auto text = error_message(hp.error());
+      auto why = rejection::malformed;
+      for (size_t i = 0; i < handshake_failure_count; ++i)
+        if (text.find(std::string{"handshake "} + to_string(static_cast<handshake_failure>(i)))
+            != std::string::npos)
+          why = static_cast<rejection>(i);
+      count_rejection(why, address, text);
+    }
+    return hp.error();
+  }
   auto prom = std::make_shared<std::promise<caf::expected<peer_id>>>();
   auto fut = prom->get_future();
   auto id = next_peer_.fetch_add(1);
-  if (!post([this, sa, address, prom, id] { start_connect(id, sa, address, prom); }))
+  if (!post([this, hp = *hp, my_session, address, prom, id] {
+        start_connect(id, hp, my_session, address, prom);
+      }))
     return closed_error();
-  if (fut.wait_for(opts_.peer_timeout) == std::future_status::ready)
+  if (fut.wait_until(deadline) == std::future_status::ready)
     return fut.get();
   // Timed out: fail the attempt on the progress thread (it answers the
   // promise, unless the answer raced us; either way we report timeout).
@@ -113,54 +145,153 @@ ucp_ep_params_t ucx_core::ep_params() {
   return ep;
 }
 
-void ucx_core::start_connect(peer_id id, sockaddr_in sa, const std::string& address,
-                             std::shared_ptr<std::promise<caf::expected<peer_id>>> prom) {
+ucx_core::peer* ucx_core::add_peer(peer_id id, const handshake_peer& hp, uint64_t my_session,
+                                  const std::string& address, bool accepted) {
   auto params = ep_params();
-  params.field_mask |= UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR;
-  params.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
-  params.sockaddr.addr = reinterpret_cast<const sockaddr*>(&sa);
-  params.sockaddr.addrlen = sizeof(sa);
+  params.field_mask |= UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+  params.address = reinterpret_cast<const ucp_address_t*>(hp.worker_address.data());
   ucp_ep_h ep = nullptr;
   auto st = ucp_ep_create(worker_, &params, &ep);
   if (st != UCS_OK) {
-    prom->set_value(ucx_error(transport_errc::peer_unreachable, "connect to " + address, st));
-    return;
+    count_rejection(rejection::refused, address,
+                    std::string{"cannot create an endpoint to its worker address: "}
+                      + ucs_status_string(st));
+    return nullptr;
   }
   auto& p = peers_[id];
   p.id = id;
   p.ep = ep;
+  p.accepted = accepted;
   p.address = address;
-  p.connect_promise = std::move(prom);
+  p.identity = hp.id;
+  p.my_session = my_session;
+  p.peer_session = hp.session;
   p.last_progress = clock::now();
   ep_to_peer_[ep] = id;
-  writer w;
-  encode_regions(w);
-  am_send(p, am_hello, {}, std::move(w.out), {});
+  session_to_peer_[my_session] = id;
+  return &p;
 }
 
-void ucx_core::on_conn_request(ucp_conn_request_h req, void* arg) {
-  auto* self = static_cast<ucx_core*>(arg);
-  if (self->shutting_down_ || self->listeners_.empty())
-    return; // listeners are being destroyed; the client times out
-  ucp_conn_request_attr_t attr{};
-  attr.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR;
-  std::string address = "ucx-peer";
-  if (ucp_conn_request_query(req, &attr) == UCS_OK)
-    address = to_string(attr.client_address);
-  auto params = self->ep_params();
-  params.field_mask |= UCP_EP_PARAM_FIELD_CONN_REQUEST;
-  params.conn_request = req;
-  ucp_ep_h ep = nullptr;
-  if (ucp_ep_create(self->worker_, &params, &ep) != UCS_OK)
+void ucx_core::start_connect(peer_id id, const handshake_peer& hp, uint64_t my_session,
+                             const std::string& address,
+                             std::shared_ptr<std::promise<caf::expected<peer_id>>> prom) {
+  auto* p = add_peer(id, hp, my_session, address, false);
+  if (!p) {
+    prom->set_value(make_transport_error(transport_errc::peer_unreachable,
+                                         "ucx: connect to " + address
+                                           + ": cannot create an endpoint to its worker"));
     return;
-  auto id = self->next_peer_.fetch_add(1);
-  auto& p = self->peers_[id];
-  p.id = id;
-  p.ep = ep;
-  p.accepted = true;
-  p.address = address;
-  p.last_progress = clock::now();
-  self->ep_to_peer_[ep] = id;
+  }
+  p->connect_promise = std::move(prom);
+  writer w;
+  encode_regions(w);
+  am_send(*p, am_hello, {}, std::move(w.out), {});
+}
+
+bool ucx_core::accept_peer(const handshake_peer& hp, uint64_t my_session, const std::string& from) {
+  if (shutting_down_)
+    return false;
+  return add_peer(next_peer_.fetch_add(1), hp, my_session, from, true) != nullptr;
+}
+
+void ucx_core::remember_identity(const peer& p) {
+  std::lock_guard lock{identities_mu_};
+  identities_[p.id] = p.identity;
+}
+
+std::string ucx_core::peer_identity(peer_id peer) const {
+  std::lock_guard lock{identities_mu_};
+  auto it = identities_.find(peer);
+  return it == identities_.end() ? std::string{} : it->second;
+}
+
+std::vector<std::pair<std::string, uint64_t>> ucx_core::rejections() const {
+  std::vector<std::pair<std::string, uint64_t>> out;
+  for (size_t i = 0; i < rejection_count; ++i)
+    out.emplace_back(to_string(static_cast<rejection>(i)), rejections_[i].load());
+  return out;
+}
+
+void ucx_core::count_rejection(rejection why, const std::string& from, const std::string& what) {
+  rejections_[static_cast<size_t>(why)].fetch_add(1);
+  if (auto permit = refusal_log_.admit())
+    spdlog::warn("ucx: refused {} ({}): {}{}", from, to_string(why), what,
+                 permit.suppressed == 0
+                   ? std::string{}
+                   : " (" + std::to_string(permit.suppressed) + " more refusals not logged)");
+}
+
+void ucx_core::refuse_peer(peer& p, rejection why, const std::string& what) {
+  count_rejection(why, "peer " + std::to_string(p.id) + " ('" + p.identity + "')", what);
+  auto id = p.id;
+  auto err = make_transport_error(transport_errc::not_granted, "ucx: peer refused: " + what);
+  // Closed outside UCX's receive callback.
+  post([this, id, err] { fail_peer(id, err, true); });
+}
+
+// --- grants ---
+
+caf::expected<grant_id> ucx_core::grant(peer_id peer, std::vector<memory_range> ranges) {
+  auto id = next_grant_.fetch_add(1);
+  return call<grant_id>([this, peer, id, ranges = std::move(ranges)]() -> caf::expected<grant_id> {
+    auto it = peers_.find(peer);
+    if (it == peers_.end() || it->second.state == peer_state::failed)
+      return make_transport_error(transport_errc::not_connected,
+                                  "ucx: grant to peer " + std::to_string(peer)
+                                    + ", which is not connected");
+    for (const auto& r : ranges) {
+      auto reg = regions_.find(r.region);
+      if (reg == regions_.end() || r.size == 0 || r.offset > reg->second.memory.size()
+          || r.size > reg->second.memory.size() - r.offset)
+        return make_transport_error(transport_errc::invalid_message,
+                                    "ucx: grant of [" + std::to_string(r.offset) + ", +"
+                                      + std::to_string(r.size) + ") outside region "
+                                      + std::to_string(r.region));
+    }
+    auto& keys = grants_[id];
+    keys.first = peer;
+    for (const auto& r : ranges) {
+      auto key = std::make_pair(r.region, r.offset);
+      // A range granted twice keeps its latest grant (the older one's
+      // revoke then leaves it alone).
+      it->second.granted[key] = grant_piece{r.offset + r.size, id};
+      keys.second.push_back(key);
+    }
+    return id;
+  });
+}
+
+void ucx_core::revoke(grant_id id) {
+  post([this, id] {
+    auto g = grants_.find(id);
+    if (g == grants_.end())
+      return;
+    auto p = peers_.find(g->second.first);
+    if (p != peers_.end())
+      for (const auto& key : g->second.second) {
+        auto piece = p->second.granted.find(key);
+        if (piece != p->second.granted.end() && piece->second.id == id)
+          p->second.granted.erase(piece);
+      }
+    grants_.erase(g);
+  });
+}
+
+bool ucx_core::is_granted(const peer& p, region_id region, uint64_t offset, uint64_t size) const {
+  // Walk the pieces that cover [offset, offset + size) back to back.
+  const uint64_t end = offset + size;
+  auto it = p.granted.upper_bound({region, offset});
+  if (it == p.granted.begin())
+    return false;
+  --it;
+  uint64_t covered = offset;
+  while (it != p.granted.end() && it->first.first == region && it->first.second <= covered) {
+    covered = std::max(covered, it->second.end);
+    if (covered >= end)
+      return true;
+    ++it;
+  }
+  return false;
 }
 
 void ucx_core::on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t status) {
@@ -193,6 +324,18 @@ void ucx_core::check_stalled_peers() {
   if (now < next_stall_check_)
     return;
   next_stall_check_ = now + stall_check_interval();
+  // A peer that passed the front door but never sent its HELLO holds a
+  // record and an endpoint: dropped after peer_timeout.
+  std::vector<peer_id> silent;
+  for (const auto& [id, p] : peers_)
+    if (p.accepted && p.state == peer_state::connecting && now - p.last_progress >= opts_.peer_timeout)
+      silent.push_back(id);
+  for (auto id : silent)
+    fail_peer(id,
+              make_transport_error(transport_errc::timeout,
+                                   "ucx: peer " + std::to_string(id) + " sent no HELLO within "
+                                     + std::to_string(opts_.peer_timeout.count()) + " ms"),
+              true);
   // Each peer's oldest unfinished operation.
   std::map<peer_id, clock::time_point> waiting_since;
   for (const auto* op : ops_)
@@ -231,7 +374,8 @@ void ucx_core::fail_peer(peer_id id, const caf::error& why, bool force) {
     p.connect_promise.reset();
   }
   for (auto& [rid, r] : p.regions)
-    ucp_rkey_destroy(r.rkey);
+    if (r.rkey != nullptr)
+      ucp_rkey_destroy(r.rkey);
   p.regions.clear();
   if (p.ep) {
     ucp_request_param_t rp{};
@@ -253,14 +397,25 @@ void ucx_core::fail_peer(peer_id id, const caf::error& why, bool force) {
     }
   kv_forget_peer(id);
   p.kv_in.clear();
+  session_to_peer_.erase(p.my_session);
+  for (auto& [key, piece] : p.granted)
+    grants_.erase(piece.id);
+  p.granted.clear();
+  {
+    std::lock_guard lock{identities_mu_};
+    identities_.erase(id);
+  }
   if (was == peer_state::connected && !shutting_down_)
     if (auto* h = handler_.load())
       h->on_peer_failed(id, why);
 }
 
 void ucx_core::on_hello(peer& p, reader& rd) {
+  if (!p.accepted || p.state != peer_state::connecting)
+    return refuse_peer(p, rejection::malformed, "a HELLO out of turn");
   decode_regions(p, rd);
   p.state = peer_state::connected;
+  remember_identity(p);
   writer w;
   encode_regions(w);
   am_send(p, am_hello_ack, {}, std::move(w.out), {});
@@ -269,9 +424,12 @@ void ucx_core::on_hello(peer& p, reader& rd) {
 }
 
 void ucx_core::on_hello_ack(peer& p, reader& rd) {
+  if (p.accepted || p.state != peer_state::connecting)
+    return refuse_peer(p, rejection::malformed, "a HELLO_ACK out of turn");
   decode_regions(p, rd);
-  if (p.state == peer_state::connecting) {
+  {
     p.state = peer_state::connected;
+    remember_identity(p);
     if (p.connect_promise) {
       p.connect_promise->set_value(p.id);
       p.connect_promise.reset();

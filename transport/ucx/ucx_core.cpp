@@ -92,7 +92,7 @@ caf::error closed_error() {
 
 ucx_core::ucx_core(transport_options opts, ucx_options ucx) : opts_(opts), ucx_(ucx) {
   caps_.backend = "ucx";
-  caps_.rma = true;
+  caps_.rma = !opts.grants_only;
   caps_.device_memory = false;
   caps_.max_message_bytes = opts.max_message_bytes;
 }
@@ -106,6 +106,12 @@ caf::error ucx_core::start() {
   kv_path_ = *path;
   kv_path_by_batch_ = ucx_.kv_path == ucx_kv_path::automatic && kv_path_ == ucx_kv_path::am_rndv
                       && (env_path == nullptr || *env_path == '\0');
+  if (opts_.grants_only) {
+    // No peer holds a key to our memory, and we hold none to theirs: every
+    // block goes by rendezvous into ranges the receiver granted.
+    kv_path_ = ucx_kv_path::am_rndv;
+    kv_path_by_batch_ = false;
+  }
   if (auto err = init_ucx())
     return err;
   thread_ = std::thread{[this] { run(); }};
@@ -116,6 +122,12 @@ caf::error ucx_core::start() {
 ucx_core::~ucx_core() {
   if (!started_)
     return;
+  // The front doors first: a handshake finishing now registers its peer
+  // through the progress thread, which must still be running.
+  {
+    std::lock_guard lock{doors_mu_};
+    doors_.clear();
+  }
   post([this] { shutdown(); });
   thread_.join();
   ucp_worker_destroy(worker_);
@@ -147,7 +159,12 @@ bool ucx_core::may_run_inline() const {
 caf::error ucx_core::init_ucx() {
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
-  params.features = UCP_FEATURE_AM | UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP;
+  // With grants only, no one-sided RMA at all: UCX would otherwise carry
+  // out a put from anyone who reaches its tcp port, with a key the sender
+  // packed itself (tcp needs no key of ours), to any address in this
+  // process. Rendezvous receives into granted ranges do not need it.
+  params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP
+                    | (opts_.grants_only ? 0 : UCP_FEATURE_RMA);
   // UCX_* environment variables apply first; ucx_options::tls overrides
   // UCX_TLS for this context only.
   ucp_config_t* config = nullptr;
@@ -159,6 +176,22 @@ caf::error ucx_core::init_ucx() {
     if (st != UCS_OK) {
       ucp_config_release(config);
       return ucx_error(transport_errc::unavailable, "transport list '" + ucx_.tls + "'", st);
+    }
+  }
+  if (!ucx_.net_address.empty() && std::getenv("UCX_NET_DEVICES") == nullptr) {
+    auto dev = interface_of(ucx_.net_address);
+    if (!dev) {
+      ucp_config_release(config);
+      return dev.error();
+    }
+    // Only the configured interface: UCX's tcp transport otherwise listens
+    // on every interface (on ephemeral ports).
+    if (!dev->empty()) {
+      st = ucp_config_modify(config, "NET_DEVICES", dev->c_str());
+      if (st != UCS_OK) {
+        ucp_config_release(config);
+        return ucx_error(transport_errc::unavailable, "NET_DEVICES=" + *dev, st);
+      }
     }
   }
   {
@@ -189,6 +222,19 @@ caf::error ucx_core::init_ucx() {
   if (st != UCS_OK) {
     ucp_cleanup(context_);
     return ucx_error(transport_errc::unavailable, "ucp_worker_create", st);
+  }
+  {
+    ucp_address_t* addr = nullptr;
+    size_t len = 0;
+    st = ucp_worker_get_address(worker_, &addr, &len);
+    if (st != UCS_OK) {
+      ucp_worker_destroy(worker_);
+      ucp_cleanup(context_);
+      return ucx_error(transport_errc::unavailable, "ucp_worker_get_address", st);
+    }
+    auto* b = reinterpret_cast<const std::byte*>(addr);
+    worker_address_.assign(b, b + len);
+    ucp_worker_release_address(worker_, addr);
   }
   st = ucp_worker_get_efd(worker_, &worker_fd_);
   if (st != UCS_OK) {
@@ -350,9 +396,6 @@ void ucx_core::shutdown() {
       am_send(p, am_bye, {}, {}, {});
       fail_peer(id, closed_error(), false);
     }
-  for (auto* l : listeners_)
-    ucp_listener_destroy(l);
-  listeners_.clear();
   // Let the BYEs and graceful closes finish, bounded by peer_timeout.
   auto deadline = std::chrono::steady_clock::now() + opts_.peer_timeout;
   while (!close_requests_.empty() && std::chrono::steady_clock::now() < deadline) {

@@ -6,8 +6,10 @@
 /// Its implementation is split by concern:
 ///   ucx_core.cpp      lifecycle: UCX context and worker, the progress
 ///                     thread, the command queue and its wake-ups, shutdown
-///   ucx_connect.cpp   listener, client endpoints, HELLO / HELLO_ACK, BYE,
-///                     failure of a peer
+///   ucx_connect.cpp   the front door (ucx_front_door.hpp: authenticated
+///                     TCP handshake, worker addresses, sessions),
+///                     endpoints by worker address, HELLO / HELLO_ACK,
+///                     BYE, failure of a peer, grants
 ///   ucx_messages.cpp  operation bookkeeping, sending active messages, the
 ///                     receive-side dispatch and control-message delivery
 ///   ucx_transfer.cpp  registered regions and rkeys, the checks of a
@@ -18,8 +20,8 @@
 ///
 /// A peer's states (progress thread only):
 ///
-///   connect(): ep created,            listener: ep created from the
-///   HELLO sent                        connection request (accepted)
+///   connect(): handshake done,        front door: handshake done, ep
+///   ep created, HELLO sent            created to the client (accepted)
 ///        |                                       |
 ///        v                                       v
 ///   connecting --HELLO_ACK--> connected <--HELLO-- connecting
@@ -27,6 +29,11 @@
 ///        | ep error, timeout      | ep error, BYE,     | ep error
 ///        v                        v disconnect, close  v
 ///      failed <-------------------+--------------------+
+///
+/// Every active message starts with the receiver's session number for its
+/// sender (drawn by the receiver in the handshake): on_am finds the peer
+/// by it, and drops (counts) a message whose session it does not know, so
+/// a UCX connection that bypassed the front door reaches nothing.
 ///
 /// `failed` is final: the endpoint is closed, the peer's rkeys destroyed,
 /// its outstanding completions failed, and on_peer_failed reported if it
@@ -50,6 +57,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <array>
 #include <span>
 #include <string>
 #include <thread>
@@ -58,7 +66,9 @@
 
 #include <netinet/in.h>
 
+#include "common/log_limiter.hpp"
 #include "transport/transport.hpp"
+#include "transport/ucx/ucx_front_door.hpp"
 #include "transport/ucx/ucx_kv_am.hpp"
 #include "transport/ucx/ucx_support.hpp"
 #include "transport/ucx/ucx_transport.hpp"
@@ -80,6 +90,23 @@ enum am_id : unsigned {
 
 /// Longest actor name a message may carry, bytes.
 inline constexpr size_t max_actor_bytes = 64;
+/// Bytes of the session number at the head of every active message header.
+inline constexpr size_t session_bytes = 8;
+/// Regions one peer may announce, and rendezvous KV batches one peer may
+/// have in flight to us; past them the peer is refused (not_granted).
+inline constexpr size_t max_peer_regions = 1024;
+inline constexpr size_t max_peer_kv_batches = 4096;
+
+/// Why a peer or a message was refused (tessera_wire_rejected_peers_total):
+/// the handshake's failures, then what the UCX side refuses.
+enum class rejection : uint8_t {
+  malformed, bad_proof, oversize, timeout, closed, refused, // handshake_failure's
+  no_session,  // an active message without a session we drew
+  too_large,   // a declared length over the limits
+  not_granted, // a KV run outside the sender's grants, or too many batches/regions
+};
+inline constexpr size_t rejection_count = 9;
+[[nodiscard]] const char* to_string(rejection r);
 
 /// The one place a ucs_status_t becomes a caf::error.
 [[nodiscard]] caf::error ucx_error(transport_errc code, const std::string& what, ucs_status_t st);
@@ -109,6 +136,10 @@ public:
   /// am_kv_block messages this transport dropped (see ucx_transport).
   uint64_t rejected_block_messages() const { return rejected_blocks_.load(); }
   void set_handler(transport_handler* h) { handler_.store(h); }
+  [[nodiscard]] caf::expected<grant_id> grant(peer_id peer, std::vector<memory_range> ranges);
+  void revoke(grant_id id);
+  [[nodiscard]] std::string peer_identity(peer_id peer) const;
+  [[nodiscard]] std::vector<std::pair<std::string, uint64_t>> rejections() const;
 
   [[nodiscard]] caf::expected<std::string> listen(const std::string& address);
   [[nodiscard]] caf::expected<peer_id> connect(const std::string& address);
@@ -123,6 +154,11 @@ public:
   /// the batch against either side's regions: for tests of the receiver's
   /// checks (ucx_test_access.hpp) only.
   void transfer_unchecked(peer_id to, transfer_batch batch, completion done);
+  /// For tests (ucx_test_access.hpp): this worker's address, and a
+  /// control message sent without send()'s checks.
+  const std::vector<std::byte>& worker_address() const { return worker_address_; }
+  void send_unchecked(peer_id to, const std::string& actor, std::span<const std::byte> data,
+                      bool rndv, completion done);
 
 private:
   enum class peer_state { connecting, connected, failed };
@@ -179,12 +215,25 @@ private:
     bool rejected = false; // a rejecting ack went back
   };
 
+  /// A granted range: [offset, end) of a region, by its start.
+  struct grant_piece {
+    uint64_t end = 0;
+    grant_id id = 0;
+  };
+
   struct peer {
     peer_id id = 0;
     ucp_ep_h ep = nullptr;
     peer_state state = peer_state::connecting;
-    bool accepted = false; // from our listener
+    bool accepted = false; // from our front door
     std::string address;
+    /// The node id it proved in the handshake.
+    std::string identity;
+    /// Heads what it sends us (we drew it) / what we send it (it drew it).
+    uint64_t my_session = 0;
+    uint64_t peer_session = 0;
+    /// What it may write into (grants_only), by (region, offset).
+    std::map<std::pair<region_id, uint64_t>, grant_piece> granted;
     std::map<region_id, remote_region> regions;
     caf::error why; // once failed
     std::shared_ptr<std::promise<caf::expected<peer_id>>> connect_promise;
@@ -242,9 +291,26 @@ private:
   peer* usable_peer(peer_id to, const completion& done);
   peer* peer_of(ucp_ep_h ep);
   ucp_ep_params_t ep_params();
-  void start_connect(peer_id id, sockaddr_in sa, const std::string& address,
+  /// Creates the peer record and its endpoint to `hp`'s worker address
+  /// (progress thread); nullptr after answering `prom` (if any) with
+  /// the failure.
+  peer* add_peer(peer_id id, const handshake_peer& hp, uint64_t my_session,
+                 const std::string& address, bool accepted);
+  void start_connect(peer_id id, const handshake_peer& hp, uint64_t my_session,
+                     const std::string& address,
                      std::shared_ptr<std::promise<caf::expected<peer_id>>> prom);
-  static void on_conn_request(ucp_conn_request_h req, void* arg);
+  /// The front door authenticated `hp` (progress thread): its endpoint
+  /// is created and HELLO awaited. False: refused (shutting down).
+  bool accept_peer(const handshake_peer& hp, uint64_t my_session, const std::string& from);
+  /// Records `p`'s identity for peer_identity() once it is connected.
+  void remember_identity(const peer& p);
+  /// Counts a refusal (any thread) and logs it, rate-limited.
+  void count_rejection(rejection why, const std::string& from, const std::string& what);
+  /// Refuses connected peer `p`: counts, logs, and closes it.
+  void refuse_peer(peer& p, rejection why, const std::string& what);
+  /// Whether `p` was granted all of [offset, offset + size) of `region`.
+  [[nodiscard]] bool is_granted(const peer& p, region_id region, uint64_t offset,
+                                uint64_t size) const;
   static void on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t status);
 
   /// Records a sign of life of `id` (see peer::last_progress).
@@ -300,7 +366,7 @@ private:
   /// Packs `memh`'s rkey, records the region and announces it to every
   /// peer; unmaps `memh` on failure.
   caf::expected<region_id> add_region(ucp_mem_h memh, std::span<std::byte> memory);
-  static void encode_region(writer& w, const local_region& r);
+  static void encode_region(writer& w, const local_region& r, bool with_key);
   void encode_regions(writer& w);
   bool decode_region(peer& p, reader& rd);
   void decode_regions(peer& p, reader& rd);
@@ -346,6 +412,20 @@ private:
   ucx_options ucx_;
   capabilities caps_;
   std::atomic<transport_handler*> handler_{nullptr};
+  /// This worker's UCX address (immutable after init_ucx; any thread).
+  std::vector<std::byte> worker_address_;
+  /// Front doors (listen()); destroyed before the progress thread stops.
+  std::mutex doors_mu_;
+  std::vector<std::unique_ptr<front_door>> doors_;
+  std::array<std::atomic<uint64_t>, rejection_count> rejections_{};
+  /// Identities of connected peers, for peer_identity() (any thread).
+  mutable std::mutex identities_mu_;
+  std::unordered_map<peer_id, std::string> identities_;
+  std::atomic<grant_id> next_grant_{1};
+  /// Rate limits of the refusal and dropped-KV-run log lines (progress
+  /// and front door threads): a flood of bad input is no flood of lines.
+  log_limiter refusal_log_;
+  log_limiter kv_reject_log_;
   std::atomic<peer_id> next_peer_{1};
 
   std::mutex mu_;
@@ -369,8 +449,11 @@ private:
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
   int worker_fd_ = -1;
-  std::vector<ucp_listener_h> listeners_;
   std::map<peer_id, peer> peers_;
+  std::unordered_map<uint64_t, peer_id> session_to_peer_;
+  /// Live grants: the peer and the pieces' keys in its `granted`.
+  std::unordered_map<grant_id, std::pair<peer_id, std::vector<std::pair<region_id, uint64_t>>>>
+    grants_;
   std::unordered_map<ucp_ep_h, peer_id> ep_to_peer_;
   std::map<region_id, local_region> regions_;
   region_id next_region_ = 1;

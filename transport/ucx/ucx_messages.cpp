@@ -27,6 +27,31 @@ void ucx_core::send(peer_id to, message msg, completion done) {
       done(closed_error());
 }
 
+void ucx_core::send_unchecked(peer_id to, const std::string& actor,
+                              std::span<const std::byte> data, bool rndv, completion done) {
+  post([this, to, actor, data, rndv, done] {
+    auto* p = usable_peer(to, done);
+    if (!p)
+      return;
+    auto* op = new_op(p->id, done);
+    op->header.resize(session_bytes + actor.size());
+    std::memcpy(op->header.data(), &p->peer_session, session_bytes);
+    std::memcpy(op->header.data() + session_bytes, actor.data(), actor.size());
+    ucp_request_param_t rp{};
+    rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA
+                      | UCP_OP_ATTR_FIELD_FLAGS;
+    rp.flags = rndv ? UCP_AM_SEND_FLAG_RNDV : UCP_AM_SEND_FLAG_EAGER;
+    rp.cb.send = &ucx_core::on_send_done;
+    rp.user_data = op;
+    auto* req = ucp_am_send_nbx(p->ep, am_message, op->header.data(), op->header.size(),
+                                data.data(), data.size(), &rp);
+    if (!op->hold(req) || req == nullptr) {
+      finish_op(op, op->status == UCS_OK ? caf::error{} : status_error(op, op->status));
+      release_op(op);
+    }
+  });
+}
+
 void ucx_core::send_now(peer_id to, message msg, completion done) {
   auto* p = usable_peer(to, done);
   if (!p)
@@ -86,12 +111,15 @@ void ucx_core::on_send_done(void* request, ucs_status_t status, void* user_data)
 void ucx_core::am_send(peer& p, unsigned id, std::vector<std::byte> header,
                        std::vector<std::byte> data, completion done) {
   auto* op = new_op(p.id, std::move(done));
-  op->header = std::move(header);
+  op->header.resize(session_bytes + header.size());
+  std::memcpy(op->header.data(), &p.peer_session, session_bytes);
+  if (!header.empty())
+    std::memcpy(op->header.data() + session_bytes, header.data(), header.size());
   op->data = std::move(data);
   ucp_request_param_t rp{};
   rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA
                     | UCP_OP_ATTR_FIELD_FLAGS;
-  rp.flags = UCP_AM_SEND_FLAG_REPLY | UCP_AM_SEND_FLAG_EAGER;
+  rp.flags = UCP_AM_SEND_FLAG_EAGER;
   rp.cb.send = &ucx_core::on_send_done;
   rp.user_data = op;
   auto* req = ucp_am_send_nbx(p.ep, id, op->header.data(), op->header.size(), op->data.data(),
@@ -109,17 +137,49 @@ void ucx_core::am_send(peer& p, unsigned id, std::vector<std::byte> header,
 
 ucs_status_t ucx_core::on_am(unsigned id, const void* header, size_t header_length, void* data,
                              size_t length, const ucp_am_recv_param_t* param) {
-  if (!(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) || shutting_down_)
+  if (shutting_down_)
     return UCS_OK;
-  auto* p = peer_of(param->reply_ep);
-  if (!p || p->state == peer_state::failed)
+  // The sender is whoever holds the session at the head of the header;
+  // returning without receiving releases a rendezvous message's data.
+  uint64_t session = 0;
+  if (header_length >= session_bytes)
+    std::memcpy(&session, header, session_bytes);
+  auto known = session == 0 ? session_to_peer_.end() : session_to_peer_.find(session);
+  if (known == session_to_peer_.end()) {
+    count_rejection(rejection::no_session, "a UCX endpoint",
+                    "active message " + std::to_string(id) + " of " + std::to_string(length)
+                      + " bytes without a session this node drew");
     return UCS_OK;
+  }
+  auto pit = peers_.find(known->second);
+  if (pit == peers_.end() || pit->second.state == peer_state::failed)
+    return UCS_OK;
+  auto* p = &pit->second;
+  header = static_cast<const std::byte*>(header) + session_bytes;
+  header_length -= session_bytes;
   p->last_progress = clock::now();
   if (id == am_kv_block) {
     on_kv_block(*p, header, header_length, data, length, param);
     return UCS_OK;
   }
   bool rndv = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
+  // Bounded before anything is allocated: a control message is at most
+  // max_message_bytes, an actor name max_actor_bytes; a peer that
+  // declares more is refused.
+  if (length > opts_.max_message_bytes || header_length > max_actor_bytes) {
+    refuse_peer(*p, rejection::too_large,
+                "active message " + std::to_string(id) + " declares " + std::to_string(length)
+                  + " bytes (limit " + std::to_string(opts_.max_message_bytes)
+                  + ") with a header of " + std::to_string(header_length) + " bytes");
+    return UCS_OK;
+  }
+  // Before HELLO / HELLO_ACK the peer may say nothing else.
+  if (p->state != peer_state::connected && id != am_hello && id != am_hello_ack
+      && id != am_bye) {
+    refuse_peer(*p, rejection::malformed,
+                "active message " + std::to_string(id) + " before the connection was set up");
+    return UCS_OK;
+  }
   if (rndv && id != am_message)
     return UCS_OK; // control payloads are small; never rendezvous
   reader rd{static_cast<const std::byte*>(data), length};

@@ -1,7 +1,10 @@
 #include "transport/ucx/ucx_support.hpp"
 
 #include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <netdb.h>
+
+#include "transport/transport_errc.hpp"
 
 namespace tessera::transport::detail {
 
@@ -34,6 +37,32 @@ bool parse_address(const std::string& address, sockaddr_in& sa) {
   sa.sin_addr = reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr;
   freeaddrinfo(res);
   return true;
+}
+
+caf::expected<std::string> interface_of(const std::string& host) {
+  sockaddr_in sa{};
+  if (!parse_address(host + ":0", sa))
+    return make_transport_error(transport_errc::invalid_message,
+                                "ucx: address '" + host + "' does not resolve to IPv4");
+  if (sa.sin_addr.s_addr == htonl(INADDR_ANY))
+    return std::string{};
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0)
+    return make_transport_error(transport_errc::unavailable, "ucx: getifaddrs failed");
+  std::string name;
+  for (auto* i = list; i != nullptr; i = i->ifa_next)
+    if (i->ifa_addr != nullptr && i->ifa_addr->sa_family == AF_INET
+        && reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr
+             == sa.sin_addr.s_addr) {
+      name = i->ifa_name;
+      break;
+    }
+  freeifaddrs(list);
+  if (name.empty())
+    return make_transport_error(transport_errc::invalid_message,
+                                "ucx: no network interface of this host has address '" + host
+                                  + "'");
+  return name;
 }
 
 std::string to_string(const sockaddr_storage& ss) {

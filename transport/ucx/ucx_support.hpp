@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <caf/expected.hpp>
+
 #include <netinet/in.h>
 #include <sys/socket.h>
 
@@ -65,6 +67,12 @@ struct reader {
 
 /// Parses "host:port" (IPv4 address or a resolvable name) into `sa`.
 [[nodiscard]] bool parse_address(const std::string& address, sockaddr_in& sa);
+
+/// The name of the network interface that holds IPv4 address `host` (a
+/// literal or a resolvable name), e.g. "lo" for 127.0.0.1; empty for
+/// "0.0.0.0" (every interface). Errors: invalid_message naming the
+/// address when it does not resolve or no interface holds it.
+[[nodiscard]] caf::expected<std::string> interface_of(const std::string& host);
 
 /// "a.b.c.d:port" of an IPv4 socket address ("ucx-peer" for others).
 [[nodiscard]] std::string to_string(const sockaddr_storage& ss);

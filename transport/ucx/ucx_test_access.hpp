@@ -18,6 +18,17 @@ struct ucx_test_access {
   /// with invalid_message and nothing is sent.
   static void transfer_unchecked(ucx_transport& t, peer_id to, transfer_batch batch,
                                  completion done);
+
+  /// This transport's UCX worker address (what the handshake hands out).
+  static std::vector<std::byte> worker_address(ucx_transport& t);
+
+  /// Sends `data` to connected peer `to` as a control message (am id 3)
+  /// for actor `actor`, with the right session but none of send()'s
+  /// checks, by rendezvous when `rndv` (the length is declared first, the
+  /// data moves only if the receiver takes it). `data` must stay valid
+  /// until `done` ran.
+  static void send_unchecked(ucx_transport& t, peer_id to, const std::string& actor,
+                             std::span<const std::byte> data, bool rndv, completion done);
 };
 
 } // namespace tessera::transport::detail

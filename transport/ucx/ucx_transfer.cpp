@@ -6,6 +6,8 @@
 
 #include "transport/ucx/ucx_core.hpp"
 
+#include <algorithm>
+
 namespace tessera::transport::detail {
 
 caf::expected<region_id> ucx_core::register_region(std::span<std::byte> memory) {
@@ -76,25 +78,27 @@ caf::expected<region_id> ucx_core::add_region(ucp_mem_h memh, std::span<std::byt
   ucp_rkey_buffer_release(rkey_buf);
   regions_.emplace(r.id, r);
   writer w;
-  encode_region(w, regions_.at(r.id));
+  encode_region(w, regions_.at(r.id), !opts_.grants_only);
   for (auto& [pid, p] : peers_)
     if (p.state != peer_state::failed)
       am_send(p, am_region, {}, w.out, {});
   return r.id;
 }
 
-void ucx_core::encode_region(writer& w, const local_region& r) {
+void ucx_core::encode_region(writer& w, const local_region& r, bool with_key) {
   w.put<uint32_t>(r.id);
   w.put<uint64_t>(reinterpret_cast<uintptr_t>(r.memory.data()));
   w.put<uint64_t>(r.memory.size());
-  w.put<uint32_t>(static_cast<uint32_t>(r.rkey.size()));
-  w.bytes(r.rkey.data(), r.rkey.size());
+  // With grants_only no key to the whole region leaves this process.
+  const size_t key_bytes = with_key ? r.rkey.size() : 0;
+  w.put<uint32_t>(static_cast<uint32_t>(key_bytes));
+  w.bytes(r.rkey.data(), key_bytes);
 }
 
 void ucx_core::encode_regions(writer& w) {
   w.put<uint32_t>(static_cast<uint32_t>(regions_.size()));
   for (auto& [id, r] : regions_)
-    encode_region(w, r);
+    encode_region(w, r, !opts_.grants_only);
 }
 
 bool ucx_core::decode_region(peer& p, reader& rd) {
@@ -105,11 +109,18 @@ bool ucx_core::decode_region(peer& p, reader& rd) {
   auto* buf = rd.take(len);
   if (!rd.ok || !p.ep)
     return false;
+  if (p.regions.size() >= max_peer_regions && !p.regions.contains(id)) {
+    refuse_peer(p, rejection::not_granted,
+                "over " + std::to_string(max_peer_regions) + " regions announced");
+    return false;
+  }
+  // Without a key (grants_only on either side) the region is known by
+  // size only: blocks go to it by rendezvous, never by put.
   ucp_rkey_h rkey = nullptr;
-  if (ucp_ep_rkey_unpack(p.ep, buf, &rkey) != UCS_OK)
+  if (len > 0 && !opts_.grants_only && ucp_ep_rkey_unpack(p.ep, buf, &rkey) != UCS_OK)
     return false;
   auto old = p.regions.find(id);
-  if (old != p.regions.end())
+  if (old != p.regions.end() && old->second.rkey != nullptr)
     ucp_rkey_destroy(old->second.rkey);
   p.regions[id] = remote_region{base, size, rkey};
   return true;
@@ -170,11 +181,16 @@ void ucx_core::start_transfer(peer_id to, const std::shared_ptr<transfer_batch>&
     return;
   }
   // An empty batch has no run to carry it: the put path's flush and
-  // notice do.
-  if (b->blocks.empty() || (checked && kv_path_ != ucx_kv_path::am_rndv))
+  // notice do. A peer that announced its regions without keys
+  // (grants_only) takes every block by rendezvous.
+  const bool keyed = std::all_of(b->blocks.begin(), b->blocks.end(), [&](const block_copy& c) {
+    auto r = p->regions.find(c.dst);
+    return r != p->regions.end() && r->second.rkey != nullptr;
+  });
+  if (b->blocks.empty() || (checked && keyed && kv_path_ != ucx_kv_path::am_rndv))
     return start_put_transfer(*p, b, done);
   auto runs = kv_runs(b->blocks);
-  if (checked && kv_path_by_batch_ && !rndv_pays(runs, ucx_.rndv_min_run_bytes))
+  if (checked && keyed && kv_path_by_batch_ && !rndv_pays(runs, ucx_.rndv_min_run_bytes))
     return start_put_transfer(*p, b, done);
   start_rndv_transfer(*p, b, std::move(runs), done);
 }

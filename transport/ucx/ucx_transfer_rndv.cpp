@@ -40,11 +40,15 @@ void ucx_core::start_rndv_transfer(peer& p, const std::shared_ptr<transfer_batch
   ++op->outstanding; // held until every run is posted
   // Headers stay alive until each send completed (UCX 1.13 reads them
   // until then); one buffer for all, never resized after this.
-  op->header.resize(runs.size() * kv_block_header_bytes);
+  // Each run's header: the receiver's session for us, then the block header.
+  constexpr size_t hdr_bytes = session_bytes + kv_block_header_bytes;
+  op->header.resize(runs.size() * hdr_bytes);
   for (size_t i = 0; i < runs.size(); ++i) {
     const auto& r = runs[i];
-    auto* hdr = op->header.data() + i * kv_block_header_bytes;
-    encode_block_header({op->kv_seq, static_cast<uint32_t>(i), r.dst, r.dst_offset, r.size}, hdr);
+    auto* hdr = op->header.data() + i * hdr_bytes;
+    std::memcpy(hdr, &p.peer_session, session_bytes);
+    encode_block_header({op->kv_seq, static_cast<uint32_t>(i), r.dst, r.dst_offset, r.size},
+                        hdr + session_bytes);
     const auto& src = regions_.at(r.src);
     ucp_request_param_t rp{};
     rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA
@@ -52,11 +56,11 @@ void ucx_core::start_rndv_transfer(peer& p, const std::shared_ptr<transfer_batch
     // Rendezvous whatever the size: the data goes from the registered
     // source region straight into the peer's region, never through
     // bounce buffers on either side.
-    rp.flags = UCP_AM_SEND_FLAG_REPLY | UCP_AM_SEND_FLAG_RNDV;
+    rp.flags = UCP_AM_SEND_FLAG_RNDV;
     rp.cb.send = &ucx_core::on_kv_send_done;
     rp.user_data = op;
     rp.memh = src.memh;
-    auto* req = ucp_am_send_nbx(p.ep, am_kv_block, hdr, kv_block_header_bytes,
+    auto* req = ucp_am_send_nbx(p.ep, am_kv_block, hdr, hdr_bytes,
                                 src.memory.data() + r.src_offset, r.size, &rp);
     if (!op->hold(req))
       break;
@@ -138,6 +142,9 @@ void ucx_core::on_kv_batch(peer& p, reader& rd) {
     spdlog::error("ucx: malformed KV batch notice from peer {} dropped", p.id);
     return;
   }
+  if (p.kv_in.size() >= max_peer_kv_batches && !p.kv_in.contains(n->seq))
+    return refuse_peer(p, rejection::not_granted,
+                       "over " + std::to_string(max_peer_kv_batches) + " KV batches in flight");
   auto& in = p.kv_in[n->seq];
   if (in.have_notice) {
     kv_reject(p, n->seq, "a second notice for the batch");
@@ -168,6 +175,17 @@ void ucx_core::on_kv_block(peer& p, const void* header, size_t header_length, vo
                                 length);
   if (!why.empty()) {
     kv_reject(p, h->seq, "run " + std::to_string(h->run) + ": " + why);
+    return;
+  }
+  if (opts_.grants_only && !is_granted(p, h->dst, h->dst_offset, length)) {
+    // Counted as a refusal too: only a faulty or hostile peer writes
+    // where it was not granted.
+    count_rejection(rejection::not_granted,
+                    "peer " + std::to_string(p.id) + " ('" + p.identity + "')",
+                    "KV run into region " + std::to_string(h->dst) + " ["
+                      + std::to_string(h->dst_offset) + ", +" + std::to_string(length)
+                      + ") outside its grants");
+    kv_reject(p, h->seq, "run " + std::to_string(h->run) + ": not granted");
     return;
   }
   auto* dst = region->second.memory.data() + h->dst_offset;
@@ -222,8 +240,12 @@ void ucx_core::kv_landed(peer_id from, uint64_t seq) {
 
 void ucx_core::kv_reject(peer& p, uint64_t seq, const std::string& why) {
   rejected_blocks_.fetch_add(1);
-  spdlog::error("ucx: rendezvous KV batch (sequence {}) from peer {}: {}; dropped", seq, p.id,
-                why);
+  if (auto permit = kv_reject_log_.admit())
+    spdlog::error("ucx: rendezvous KV batch (sequence {}) from peer {}: {}; dropped{}", seq, p.id,
+                  why,
+                  permit.suppressed == 0
+                    ? std::string{}
+                    : " (" + std::to_string(permit.suppressed) + " more dropped runs not logged)");
   auto& in = p.kv_in[seq];
   ++in.dropped;
   if (!in.rejected) {

@@ -56,6 +56,22 @@ void ucx_transport::disconnect(peer_id peer) {
   core_->disconnect(peer);
 }
 
+caf::expected<grant_id> ucx_transport::grant(peer_id peer, std::vector<memory_range> ranges) {
+  return core_->grant(peer, std::move(ranges));
+}
+
+void ucx_transport::revoke(grant_id id) {
+  core_->revoke(id);
+}
+
+std::string ucx_transport::peer_identity(peer_id peer) const {
+  return core_->peer_identity(peer);
+}
+
+std::vector<std::pair<std::string, uint64_t>> ucx_transport::rejections() const {
+  return core_->rejections();
+}
+
 ucx_kv_path ucx_transport::kv_path() const {
   return core_->kv_path();
 }
@@ -71,6 +87,15 @@ namespace tessera::transport::detail {
 void ucx_test_access::transfer_unchecked(ucx_transport& t, peer_id to, transfer_batch batch,
                                          completion done) {
   t.core_->transfer_unchecked(to, std::move(batch), std::move(done));
+}
+
+std::vector<std::byte> ucx_test_access::worker_address(ucx_transport& t) {
+  return t.core_->worker_address();
+}
+
+void ucx_test_access::send_unchecked(ucx_transport& t, peer_id to, const std::string& actor,
+                                     std::span<const std::byte> data, bool rndv, completion done) {
+  t.core_->send_unchecked(to, actor, data, rndv, std::move(done));
 }
 
 } // namespace tessera::transport::detail

@@ -19,11 +19,31 @@
 /// register_region block their caller until the progress thread answered,
 /// so they must not be called from this transport's own callbacks.
 ///
-/// Connection set-up: the client creates a client-server endpoint and sends
-/// HELLO (carrying its regions); the listener's side answers HELLO_ACK
-/// (carrying its regions) and reports on_peer_connected; connect returns
-/// when HELLO_ACK arrived, or fails with peer_unreachable (the endpoint
-/// failed) or timeout (transport_options::peer_timeout passed).
+/// Connection set-up: listen() opens a front door (ucx_front_door.hpp), a
+/// TCP listener on the configured address and nothing else; UCX never
+/// listens on a sockaddr. connect() runs the cluster handshake with it
+/// (mutual HMAC-SHA256 challenge-response over the cluster secret,
+/// transport_options::cluster_secret): only then do both sides learn each
+/// other's UCX worker address, node id and session number, and create
+/// endpoints by address. The client sends HELLO (carrying its regions);
+/// the listener's side answers HELLO_ACK and reports on_peer_connected;
+/// connect returns when HELLO_ACK arrived, or fails with unauthenticated
+/// (the handshake failed), peer_unreachable, or timeout
+/// (transport_options::peer_timeout passed, handshake included).
+///
+/// Every active message is headed by the session number its receiver drew
+/// for the sender; one without a known session is dropped and counted
+/// (rejections(): no_session). A control message declared over
+/// max_message_bytes, a KV run outside the sender's grants (with
+/// transport_options::grants_only), more than max_peer_regions regions or
+/// max_peer_kv_batches batches in flight: the peer is refused (counted,
+/// logged rate-limited by common/log_limiter.hpp, disconnected) before
+/// anything is allocated. With grants_only no rkey is announced (caps().rma is false),
+/// every KV block goes by rendezvous into granted ranges, and the UCX
+/// context has no RMA at all (no UCP_FEATURE_RMA; tested by a put with a
+/// self-packed key from an endpoint that bypassed the front door):
+/// otherwise UCX carries out a put from anyone who reaches its tcp port,
+/// with a key the sender packed itself, to any address in this process.
 ///
 /// Failure: disconnect() and the destructor send BYE to the peer before
 /// closing the endpoint, so the other side sees on_peer_failed(closed)
@@ -136,6 +156,12 @@ struct ucx_options {
   /// runs average fewer bytes goes by put (one rendezvous handshake per
   /// run does not pay for small runs). Default: 256 KiB.
   uint64_t rndv_min_run_bytes = uint64_t{256} << 10;
+  /// An IPv4 address (or host name) of this host: UCX's network
+  /// transports use only the interface holding it (UCX_NET_DEVICES, unless
+  /// the environment sets that), so nothing of UCX listens on another
+  /// interface. "0.0.0.0" or empty: every interface. An address no
+  /// interface holds fails make() with invalid_message. Default: empty.
+  std::string net_address;
 };
 
 namespace detail {
@@ -223,6 +249,15 @@ public:
 
   /// Sends BYE and closes the endpoint; both sides see on_peer_failed(closed).
   void disconnect(peer_id peer) override;
+
+  /// Enforced with transport_options::grants_only (checked per rendezvous
+  /// run on arrival). Errors: not_connected, invalid_message (a range
+  /// outside its region), closed.
+  [[nodiscard]] caf::expected<grant_id> grant(peer_id peer,
+                                              std::vector<memory_range> ranges) override;
+  void revoke(grant_id id) override;
+  [[nodiscard]] std::string peer_identity(peer_id peer) const override;
+  [[nodiscard]] std::vector<std::pair<std::string, uint64_t>> rejections() const override;
 
 private:
   friend struct detail::ucx_test_access;

@@ -82,8 +82,8 @@ int fail(const std::string& what) {
 } // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3)
-    return fail("usage: kv_decode_peer MODEL_DIR TLS");
+  if (argc != 3 && argc != 4)
+    return fail("usage: kv_decode_peer MODEL_DIR TLS [CLUSTER_SECRET]");
   // SIGTERM is taken by sigwait below, not by the default action.
   sigset_t stop;
   sigemptyset(&stop);
@@ -104,6 +104,12 @@ int main(int argc, char** argv) {
 
   transport::transport_options to;
   to.peer_timeout = std::chrono::milliseconds{3000};
+  // argv[3]: a cluster secret: the handshake, sessions and memory by grant.
+  if (argc == 4) {
+    to.cluster_secret = argv[3];
+    to.identity = "decode";
+    to.grants_only = true;
+  }
   transport::ucx_options uo;
   uo.tls = argv[2];
   uo.peer_error_handling = uo.tls == "tcp";

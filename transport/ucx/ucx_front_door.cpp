@@ -1,0 +1,348 @@
+// The front door's TCP side: the listener thread polling every handshake
+// in progress, and the blocking client.
+
+#include "transport/ucx/ucx_front_door.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <list>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/error.hpp"
+#include "transport/transport_errc.hpp"
+#include "transport/ucx/ucx_support.hpp"
+
+namespace tessera::transport::detail {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+constexpr size_t length_bytes = 4;
+
+std::string address_of(const sockaddr_in& sa) {
+  sockaddr_storage ss{};
+  std::memcpy(&ss, &sa, sizeof(sa));
+  return to_string(ss);
+}
+
+std::vector<std::byte> framed(const std::vector<std::byte>& body) {
+  std::vector<std::byte> out(length_bytes + body.size());
+  auto n = static_cast<uint32_t>(body.size());
+  std::memcpy(out.data(), &n, length_bytes);
+  if (!body.empty())
+    std::memcpy(out.data() + length_bytes, body.data(), body.size());
+  return out;
+}
+
+/// Takes one complete frame off the front of `in`, if there is one.
+/// Sets `oversize` when the declared length is over the limit.
+std::optional<std::vector<std::byte>> take_frame(std::vector<std::byte>& in, bool& oversize) {
+  if (in.size() < length_bytes)
+    return std::nullopt;
+  uint32_t n = 0;
+  std::memcpy(&n, in.data(), length_bytes);
+  if (n > max_handshake_message_bytes) {
+    oversize = true;
+    return std::nullopt;
+  }
+  if (in.size() < length_bytes + n)
+    return std::nullopt;
+  std::vector<std::byte> body(in.begin() + length_bytes, in.begin() + length_bytes + n);
+  in.erase(in.begin(), in.begin() + length_bytes + n);
+  return body;
+}
+
+void set_nonblocking(int fd) {
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL, 0) | O_NONBLOCK);
+}
+
+/// One connection's server-side handshake.
+struct pending {
+  int fd = -1;
+  std::string from;
+  clock::time_point deadline;
+  handshake hs;
+  uint64_t my_session = 0;
+  std::vector<std::byte> in;
+  std::vector<std::byte> out; // still to write
+  bool finish_after_write = false;
+};
+
+} // namespace
+
+caf::expected<std::unique_ptr<front_door>> front_door::listen(const sockaddr_in& sa,
+                                                             front_door_options options) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return make_transport_error(transport_errc::unavailable,
+                                std::string{"front door: socket: "} + std::strerror(errno));
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (::bind(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof(sa)) != 0) {
+    auto e = errno;
+    ::close(fd);
+    return make_transport_error(e == EADDRINUSE ? transport_errc::address_in_use
+                                                : transport_errc::peer_unreachable,
+                                "front door: cannot listen on " + address_of(sa) + ": "
+                                  + std::strerror(e));
+  }
+  if (::listen(fd, 128) != 0) {
+    auto e = errno;
+    ::close(fd);
+    return make_transport_error(transport_errc::peer_unreachable,
+                                std::string{"front door: listen: "} + std::strerror(e));
+  }
+  sockaddr_in bound{};
+  socklen_t len = sizeof(bound);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len);
+  set_nonblocking(fd);
+  return std::unique_ptr<front_door>(new front_door(fd, ntohs(bound.sin_port), std::move(options)));
+}
+
+front_door::front_door(int fd, uint16_t port, front_door_options options)
+    : fd_(fd), stop_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)), port_(port),
+      opts_(std::move(options)) {
+  thread_ = std::thread{[this] { run(); }};
+}
+
+front_door::~front_door() {
+  uint64_t one = 1;
+  [[maybe_unused]] auto n = ::write(stop_fd_, &one, sizeof(one));
+  thread_.join();
+  ::close(fd_);
+  ::close(stop_fd_);
+}
+
+void front_door::run() {
+  std::list<pending> conns;
+  auto reject = [&](pending& c, handshake_failure why, const std::string& what) {
+    if (opts_.on_reject)
+      opts_.on_reject(why, c.from, what);
+    ::close(c.fd);
+    c.fd = -1;
+  };
+  for (;;) {
+    // Expired handshakes first.
+    auto now = clock::now();
+    for (auto& c : conns)
+      if (c.fd >= 0 && now >= c.deadline)
+        reject(c, handshake_failure::timeout, "no complete handshake within "
+                                                + std::to_string(opts_.handshake_timeout.count())
+                                                + " ms");
+    conns.remove_if([](const pending& c) { return c.fd < 0; });
+
+    std::vector<pollfd> fds;
+    fds.push_back({stop_fd_, POLLIN, 0});
+    fds.push_back({fd_, POLLIN, 0});
+    for (auto& c : conns)
+      fds.push_back({c.fd, static_cast<short>(c.out.empty() ? POLLIN : POLLOUT), 0});
+    int wait_ms = 1000;
+    for (auto& c : conns)
+      wait_ms = std::min<int>(
+        wait_ms, static_cast<int>(std::max<long long>(
+                   0, std::chrono::ceil<std::chrono::milliseconds>(c.deadline - now).count())));
+    if (::poll(fds.data(), fds.size(), wait_ms) < 0 && errno != EINTR)
+      break;
+    if (fds[0].revents & POLLIN)
+      break;
+    if (fds[1].revents & POLLIN) {
+      for (;;) {
+        sockaddr_in peer{};
+        socklen_t len = sizeof(peer);
+        int c = ::accept4(fd_, reinterpret_cast<sockaddr*>(&peer), &len,
+                          SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (c < 0)
+          break;
+        if (conns.size() >= opts_.max_pending) {
+          if (opts_.on_reject)
+            opts_.on_reject(handshake_failure::refused, address_of(peer),
+                            "too many handshakes in progress ("
+                              + std::to_string(opts_.max_pending) + ")");
+          ::close(c);
+          continue;
+        }
+        int one = 1;
+        ::setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        auto session = random_session();
+        conns.push_back(pending{c, address_of(peer), clock::now() + opts_.handshake_timeout,
+                                handshake{handshake::role::server, opts_.secret,
+                                          handshake_offer{opts_.id, opts_.worker_address, session}},
+                                session, {}, {}, false});
+      }
+    }
+    size_t i = 2;
+    for (auto& c : conns) {
+      auto& pfd = fds[i++];
+      if (c.fd < 0 || pfd.revents == 0)
+        continue;
+      if (!c.out.empty()) {
+        auto n = ::send(c.fd, c.out.data(), c.out.size(), MSG_NOSIGNAL);
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+          reject(c, handshake_failure::closed, "the peer closed the connection");
+          continue;
+        }
+        if (n > 0)
+          c.out.erase(c.out.begin(), c.out.begin() + n);
+        if (c.out.empty() && c.finish_after_write) {
+          // Done: the UCX endpoints carry everything from here on.
+          ::close(c.fd);
+          c.fd = -1;
+        }
+        continue;
+      }
+      std::byte buf[4096];
+      auto n = ::recv(c.fd, buf, sizeof(buf), 0);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+        reject(c, handshake_failure::closed, "the peer closed the connection mid-handshake");
+        continue;
+      }
+      if (n < 0)
+        continue;
+      c.in.insert(c.in.end(), buf, buf + n);
+      bool oversize = false;
+      while (c.fd >= 0 && c.out.empty()) {
+        auto body = take_frame(c.in, oversize);
+        if (oversize) {
+          reject(c, handshake_failure::oversize, "a declared handshake message over "
+                                                   + std::to_string(max_handshake_message_bytes)
+                                                   + " bytes");
+          break;
+        }
+        if (!body)
+          break;
+        auto reply = c.hs.on_message(*body);
+        if (!reply) {
+          reject(c, c.hs.failure(), error_message(reply.error()));
+          break;
+        }
+        if (c.hs.done()) {
+          if (!opts_.on_peer || !opts_.on_peer(c.hs.peer(), c.my_session)) {
+            reject(c, handshake_failure::refused, "refused by this node");
+            break;
+          }
+          c.finish_after_write = true;
+        }
+        c.out = framed(*reply);
+      }
+    }
+    conns.remove_if([](const pending& c) { return c.fd < 0; });
+  }
+  for (auto& c : conns)
+    if (c.fd >= 0)
+      ::close(c.fd);
+}
+
+caf::expected<handshake_peer> front_door_connect(const sockaddr_in& sa, const std::string& secret,
+                                                 handshake_offer me,
+                                                 std::chrono::milliseconds timeout) {
+  const auto deadline = clock::now() + timeout;
+  const auto where = address_of(sa);
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0)
+    return make_transport_error(transport_errc::unavailable,
+                                std::string{"front door: socket: "} + std::strerror(errno));
+  struct closer {
+    int fd;
+    ~closer() { ::close(fd); }
+  } guard{fd};
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  auto wait = [&](short events) -> caf::error {
+    for (;;) {
+      auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - clock::now()).count();
+      if (left <= 0)
+        return make_transport_error(transport_errc::timeout,
+                                    "connect to " + where + ": no handshake within "
+                                      + std::to_string(timeout.count()) + " ms");
+      pollfd p{fd, events, 0};
+      int r = ::poll(&p, 1, static_cast<int>(left));
+      if (r > 0)
+        return {};
+      if (r < 0 && errno != EINTR)
+        return make_transport_error(transport_errc::peer_unreachable,
+                                    "connect to " + where + ": " + std::strerror(errno));
+    }
+  };
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof(sa)) != 0) {
+    if (errno != EINPROGRESS)
+      return make_transport_error(transport_errc::peer_unreachable,
+                                  "connect to " + where + ": " + std::strerror(errno));
+    if (auto err = wait(POLLOUT))
+      return err;
+    int soerr = 0;
+    socklen_t len = sizeof(soerr);
+    ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len);
+    if (soerr != 0)
+      return make_transport_error(transport_errc::peer_unreachable,
+                                  "connect to " + where + ": " + std::strerror(soerr));
+  }
+  auto send_all = [&](const std::vector<std::byte>& body) -> caf::error {
+    auto out = framed(body);
+    size_t off = 0;
+    while (off < out.size()) {
+      auto n = ::send(fd, out.data() + off, out.size() - off, MSG_NOSIGNAL);
+      if (n > 0) {
+        off += static_cast<size_t>(n);
+        continue;
+      }
+      if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+        return make_transport_error(transport_errc::peer_unreachable,
+                                    "connect to " + where + ": the peer closed the connection");
+      if (auto err = wait(POLLOUT))
+        return err;
+    }
+    return {};
+  };
+  std::vector<std::byte> in;
+  auto recv_frame = [&]() -> caf::expected<std::vector<std::byte>> {
+    for (;;) {
+      bool oversize = false;
+      if (auto body = take_frame(in, oversize))
+        return std::move(*body);
+      if (oversize)
+        return make_transport_error(transport_errc::unauthenticated,
+                                    "handshake oversize: the server at " + where
+                                      + " declared an oversized message");
+      if (auto err = wait(POLLIN))
+        return err;
+      std::byte buf[4096];
+      auto n = ::recv(fd, buf, sizeof(buf), 0);
+      if (n == 0)
+        return make_transport_error(transport_errc::unauthenticated,
+                                    "handshake closed: the node at " + where
+                                      + " closed the connection (wrong cluster secret?)");
+      if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+        return make_transport_error(transport_errc::peer_unreachable,
+                                    "connect to " + where + ": " + std::strerror(errno));
+      if (n > 0)
+        in.insert(in.end(), buf, buf + n);
+    }
+  };
+  handshake hs{handshake::role::client, secret, std::move(me)};
+  if (auto err = send_all(hs.start()))
+    return err;
+  while (!hs.done()) {
+    auto body = recv_frame();
+    if (!body)
+      return body.error();
+    auto reply = hs.on_message(*body);
+    if (!reply)
+      return make_transport_error(transport_errc::unauthenticated,
+                                  "node at " + where + ": " + error_message(reply.error()));
+    if (!reply->empty())
+      if (auto err = send_all(*reply))
+        return err;
+  }
+  return hs.peer();
+}
+
+} // namespace tessera::transport::detail

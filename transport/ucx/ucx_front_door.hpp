@@ -1,0 +1,92 @@
+#pragma once
+/// @file
+/// Internal to transport/ucx: the node's front door. A plain TCP listener
+/// on the configured address runs the cluster handshake
+/// (ucx_handshake.hpp) with every connecting peer; only a peer that proved
+/// it knows the cluster secret learns this node's UCX worker address and a
+/// session number. UCX itself never listens on a sockaddr (UCX 1.13's
+/// sockaddr listener aborts the process on 17 stray bytes, FACTS.md): the
+/// endpoints are created from the worker addresses exchanged here.
+///
+/// Threading: the listener runs one thread that polls the listening
+/// socket and every handshake in progress (non-blocking, each bounded by
+/// its deadline and by max_pending); a stray peer can hold at most one
+/// pending slot until its deadline and never blocks another's handshake.
+/// front_door_connect blocks its caller. No UCX types here.
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <caf/expected.hpp>
+#include <netinet/in.h>
+
+#include "transport/ucx/ucx_handshake.hpp"
+
+namespace tessera::transport::detail {
+
+/// Settings of a front door.
+struct front_door_options {
+  /// The cluster secret (empty: insecure mode).
+  std::string secret;
+  /// This node's id and UCX worker address (the session is drawn per
+  /// connection).
+  std::string id;
+  std::vector<std::byte> worker_address;
+  /// A handshake that does not finish within this is dropped. Default: 5 s.
+  std::chrono::milliseconds handshake_timeout{5000};
+  /// Handshakes in progress at once; a connection beyond them is closed
+  /// at once (counted as refused). Default: 64.
+  size_t max_pending = 64;
+  /// Called (on the front door's thread) for each authenticated peer
+  /// with the session this side drew for it, before the final message
+  /// leaves; false refuses the peer (its connection is closed).
+  std::function<bool(const handshake_peer& peer, uint64_t my_session)> on_peer;
+  /// Called for each refused handshake, with its reason and the peer's
+  /// address (for counting and rate-limited logging).
+  std::function<void(handshake_failure why, const std::string& from, const std::string& what)>
+    on_reject;
+};
+
+/// A TCP listener running the server side of the handshake.
+class front_door {
+public:
+  /// Binds `sa` (port 0 picks one) and starts the thread. Errors:
+  /// address_in_use, peer_unreachable (other socket errors).
+  [[nodiscard]] static caf::expected<std::unique_ptr<front_door>>
+  listen(const sockaddr_in& sa, front_door_options options);
+
+  /// Stops the thread and closes every socket.
+  ~front_door();
+
+  front_door(const front_door&) = delete;
+  front_door& operator=(const front_door&) = delete;
+
+  /// The port actually bound.
+  [[nodiscard]] uint16_t port() const { return port_; }
+
+private:
+  front_door(int fd, uint16_t port, front_door_options options);
+  void run();
+
+  int fd_ = -1;
+  int stop_fd_ = -1;
+  uint16_t port_ = 0;
+  front_door_options opts_;
+  std::thread thread_;
+};
+
+/// Connects to a front door at `sa` and runs the client side of the
+/// handshake, bounded by `timeout` in all. Errors: peer_unreachable (no
+/// connection), timeout, unauthenticated (the handshake failed: the
+/// text names the handshake_failure).
+[[nodiscard]] caf::expected<handshake_peer>
+front_door_connect(const sockaddr_in& sa, const std::string& secret, handshake_offer me,
+                   std::chrono::milliseconds timeout);
+
+} // namespace tessera::transport::detail
