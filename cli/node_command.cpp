@@ -25,6 +25,7 @@ struct node_args {
   std::string role;
   std::string secret_file;
   bool insecure = false;
+  double drain_timeout_s = 10.0;
 };
 
 int fail(const std::string& what) {
@@ -78,6 +79,8 @@ int run_node(const node_args& a) {
   std::fflush(stdout);
   int sig = 0;
   sigwait(&stop, &sig);
+  // Graceful stop (a frontend node drains its requests, serve's way).
+  (*node)->drain(std::chrono::milliseconds{static_cast<int64_t>(a.drain_timeout_s * 1000)});
   node->reset();
   return 0;
 }
@@ -94,6 +97,10 @@ command add_node_command(CLI::App& app) {
     ->excludes(node);
   sub->add_option("--cluster-secret-file", a->secret_file,
                   "The cluster secret (overrides cluster_secret_file in the config; chmod 600)");
+  sub->add_option("--drain-timeout", a->drain_timeout_s,
+                  "On SIGTERM/SIGINT: seconds a frontend node's requests in flight may still "
+                  "finish (new ones get 503); those left then end with an error")
+    ->capture_default_str()->check(CLI::Range(0.0, 3600.0));
   sub->add_flag("--insecure", a->insecure,
                 "Run a multi-node cluster without a cluster secret: any process that reaches a "
                 "node can join (logged as a warning)");

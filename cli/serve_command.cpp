@@ -28,6 +28,7 @@ struct serve_args {
   bool kv_store_int8 = false;
   uint64_t kv_store_offer_mb = 64;
   int scheduler_threads = 0;
+  double drain_timeout_s = 10.0;
 };
 
 int run_serve(serve_args& a) {
@@ -79,9 +80,16 @@ int run_serve(serve_args& a) {
   std::fflush(stdout);
   int sig = 0;
   sigwait(&stop, &sig);
-  std::printf("tessera serve: stopping\n");
+  // Graceful stop: no new requests, the ones in flight may finish for up
+  // to --drain-timeout, then the actors, the store's spill queue and
+  // RocksDB are closed in order.
+  std::printf("tessera serve: stopping (draining requests in flight for up to %.1f s)\n",
+              a.drain_timeout_s);
   std::fflush(stdout);
+  (*node)->drain(std::chrono::milliseconds{static_cast<int64_t>(a.drain_timeout_s * 1000)});
   node->reset();
+  std::printf("tessera serve: stopped\n");
+  std::fflush(stdout);
   return 0;
 }
 
@@ -142,6 +150,10 @@ command add_serve_command(CLI::App& app) {
                "crashes that worker (the supervisor restarts it)");
   sub->add_option("--actor-threads", a->scheduler_threads, "Actor scheduler threads (0: 2)")
     ->capture_default_str();
+  sub->add_option("--drain-timeout", a->drain_timeout_s,
+                  "On SIGTERM/SIGINT: seconds the requests in flight may still finish (new ones "
+                  "get 503); those left then end with an error")
+    ->capture_default_str()->check(CLI::Range(0.0, 3600.0));
   add_engine_options(sub, o.engine);
   return {sub, [a] { return run_serve(*a); }};
 }

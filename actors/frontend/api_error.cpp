@@ -57,6 +57,11 @@ api_error no_worker(std::string_view detail) {
               with_detail("no worker is available to serve the request", detail), "no_worker");
 }
 
+api_error shutting_down(std::string_view detail) {
+  return make(503, "service_unavailable", std::string{"the server is shutting down: "} + std::string{detail},
+              "shutting_down");
+}
+
 api_error internal_error(std::string message) {
   return make(500, "internal_error", std::move(message), {});
 }

@@ -50,6 +50,10 @@ using api_result = std::variant<T, api_error>;
 /// the request now.
 [[nodiscard]] api_error no_worker(std::string_view detail = {});
 
+/// 503 service_unavailable, code "shutting_down": the server is stopping
+/// (a graceful stop's drain); `detail` says what happened to this request.
+[[nodiscard]] api_error shutting_down(std::string_view detail);
+
 /// 500 (type "internal_error"): a failure that is not the client's.
 [[nodiscard]] api_error internal_error(std::string message);
 

@@ -45,7 +45,12 @@ using frontend_impl = token_sink_actor::extend<
   /// The client of job `key` went away.
   caf::reacts_to<closed_atom, uint64_t>,
   /// Node `node` failed (from the bridge): its requests fail now.
-  caf::reacts_to<node_down_atom, std::string>>;
+  caf::reacts_to<node_down_atom, std::string>,
+  /// Graceful stop: take no new completion, reply once every request in
+  /// flight finished; at the deadline (ms) fail those left.
+  caf::replies_to<drain_atom, int64_t>::with<void>,
+  /// The drain's deadline passed.
+  caf::reacts_to<expire_atom>>;
 
 /// One choice of a completion: one engine request.
 struct job_choice {
@@ -129,6 +134,11 @@ struct frontend_state {
   uint64_t id_base = 0; // engine ids: id_base + counter, unique across frontends
   uint64_t next_id = 0;
   int64_t created = 0;
+  /// Draining (graceful stop): new completions get 503, /health says so.
+  bool draining = false;
+  int64_t drain_timeout_ms = 0;
+  /// Answered once no job is left (or at the drain's deadline).
+  std::vector<caf::response_promise> drained;
 };
 
 using frontend_pointer = frontend_impl::stateful_pointer<frontend_state>;
@@ -155,6 +165,19 @@ worker_actor worker_at(frontend_pointer self, const wire::actor_address& at) {
   return self->state.workers.get(self->system(), self->state.cfg.bridge, at.node, at.actor);
 }
 
+/// Forgets job `key` (its choices are done or cancelled); the last job
+/// of a drain answers it.
+void forget_job(frontend_pointer self, uint64_t key) {
+  auto& st = self->state;
+  st.metrics->in_flight.add(-1);
+  st.jobs.erase(key);
+  if (st.draining && st.jobs.empty()) {
+    for (auto& rp : st.drained)
+      rp.deliver(caf::unit);
+    st.drained.clear();
+  }
+}
+
 /// Stops every choice of `j` still running and forgets the job.
 void drop_job(frontend_pointer self, uint64_t key, const std::string& why) {
   auto& st = self->state;
@@ -173,8 +196,7 @@ void drop_job(frontend_pointer self, uint64_t key, const std::string& why) {
     if (c.route.disaggregated)
       self->send(worker_at(self, c.route.decode), cancel_atom_v, cancel);
   }
-  st.metrics->in_flight.add(-1);
-  st.jobs.erase(it);
+  forget_job(self, key);
 }
 
 /// Ends `j` with an error: an error status before the stream started, an
@@ -284,8 +306,7 @@ void on_tokens(frontend_pointer self, wire::token_chunk chunk) {
     complete_job(self, j);
     for (auto& ch : j.choices)
       st.by_engine_id.erase(ch.engine_id);
-    st.metrics->in_flight.add(-1);
-    st.jobs.erase(key);
+    forget_job(self, key);
   }
 }
 
@@ -471,6 +492,9 @@ void on_http(frontend_pointer self, http_call call) {
   if (path == "/v1/completions" || path == "/v1/chat/completions") {
     if (method != "POST")
       return wrong_method("POST");
+    if (st.draining) {
+      return send_error(call.response, shutting_down("it takes no new requests"));
+    }
     return start_job(self, path == "/v1/completions" ? api_kind::completion : api_kind::chat,
                      std::move(call));
   }
@@ -483,8 +507,13 @@ void on_http(frontend_pointer self, http_call call) {
     return wrong_method("GET");
   if (path == "/live")
     return call.response->send(200, json_type, "{\"status\":\"ok\"}");
-  if (path == "/health")
+  if (path == "/health") {
+    if (st.draining)
+      return call.response->send(503, json_type,
+                                 "{\"status\":\"draining\",\"in_flight\":" + std::to_string(st.jobs.size())
+                                   + "}");
     return health(self, call.response);
+  }
   if (path == "/metrics")
     return metrics(self, call.response);
   if (path == "/v1/models") {
@@ -540,6 +569,34 @@ frontend_impl::behavior_type frontend_fn(frontend_pointer self, frontend_config 
       self->state.metrics->cancelled.inc();
       drop_job(self, key, "the client went away");
     },
+    [self](drain_atom, int64_t timeout_ms) -> caf::result<void> {
+      auto& st = self->state;
+      st.draining = true;
+      st.drain_timeout_ms = timeout_ms;
+      if (st.jobs.empty())
+        return caf::unit;
+      auto rp = self->make_response_promise<void>();
+      st.drained.push_back(rp);
+      self->delayed_send(self, std::chrono::milliseconds{timeout_ms}, expire_atom_v);
+      return rp;
+    },
+    [self](expire_atom) {
+      // The drain's deadline: what is still running is cut, each with an
+      // error its client can tell from a finished answer (an error event
+      // and [DONE] on a stream that started, a 503 before).
+      auto& st = self->state;
+      std::vector<uint64_t> left;
+      for (const auto& [key, j] : st.jobs)
+        left.push_back(key);
+      for (auto key : left) {
+        fail_job(self, key,
+                 shutting_down("this request did not finish within the drain timeout ("
+                               + std::to_string(st.drain_timeout_ms) + " ms)"));
+      }
+      for (auto& rp : st.drained)
+        rp.deliver(caf::unit);
+      st.drained.clear();
+    },
   };
 }
 
@@ -561,6 +618,15 @@ caf::expected<std::unique_ptr<frontend>> frontend::start(caf::actor_system& sys,
   }
   f->server_ = std::move(*server);
   return f;
+}
+
+void frontend::drain(std::chrono::milliseconds timeout) {
+  caf::scoped_actor self{actor_->home_system()};
+  auto impl = caf::actor_cast<frontend_impl>(actor_);
+  // The actor answers by the deadline; the slack covers its own turn.
+  self->request(impl, timeout + std::chrono::seconds{5}, drain_atom_v,
+                static_cast<int64_t>(timeout.count()))
+    .receive([] {}, [](caf::error&) {});
 }
 
 frontend::~frontend() {

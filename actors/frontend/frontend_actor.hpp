@@ -83,6 +83,13 @@ public:
   /// The actor (publish it on the bridge under frontend_config::name).
   [[nodiscard]] const token_sink_actor& actor() const { return actor_; }
 
+  /// Graceful stop: from now on new completions get 503
+  /// ("shutting_down") and /health 503 {"status":"draining"}; returns once
+  /// every request in flight finished, or at `timeout`, when those left
+  /// end with an error (an error event and [DONE] on a started stream, a
+  /// 503 before it). Blocks; not from an actor.
+  void drain(std::chrono::milliseconds timeout);
+
 private:
   frontend() = default;
   token_sink_actor actor_;

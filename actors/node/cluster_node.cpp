@@ -219,6 +219,11 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
 cluster_node::cluster_node(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
 cluster_node::~cluster_node() = default;
 
+void cluster_node::drain(std::chrono::milliseconds timeout) {
+  if (impl_->front)
+    impl_->front->drain(timeout);
+}
+
 std::string cluster_node::url() const {
   return impl_->front ? impl_->front->url() : std::string{};
 }

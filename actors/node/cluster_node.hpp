@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <chrono>
 #include <string>
 
 #include <caf/all.hpp>
@@ -43,6 +44,11 @@ public:
 
   /// The HTTP API's URL if this node runs the frontend, else empty.
   [[nodiscard]] std::string url() const;
+
+  /// Graceful stop, before destruction: on a frontend node, as
+  /// serve_node::drain; elsewhere nothing to wait for here (the workers'
+  /// requests end with their frontends' drain). Blocks.
+  void drain(std::chrono::milliseconds timeout);
 
   struct impl;
 

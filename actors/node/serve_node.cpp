@@ -149,6 +149,10 @@ caf::expected<std::unique_ptr<serve_node>> serve_node::start(caf::actor_system& 
 serve_node::serve_node(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
 serve_node::~serve_node() = default;
 
+void serve_node::drain(std::chrono::milliseconds timeout) {
+  impl_->front->drain(timeout);
+}
+
 std::string serve_node::url() const {
   return impl_->front->url();
 }

@@ -95,6 +95,11 @@ public:
 
   /// "http://127.0.0.1:8000".
   [[nodiscard]] std::string url() const;
+
+  /// Graceful stop, before destruction: new requests get 503 and every
+  /// request in flight may finish for up to `timeout`; those left then end
+  /// with an error (frontend::drain). Blocks.
+  void drain(std::chrono::milliseconds timeout);
   /// The served model name.
   [[nodiscard]] const std::string& model_name() const;
   /// One line describing the workers, e.g. "1 prefill + 1 decode worker(s), cpu avx512 x1".

@@ -154,6 +154,9 @@ void front_door::run() {
       break;
     if (fds[0].revents & POLLIN)
       break;
+    // Connections accepted below were not polled this round: only the
+    // first `polled` have an entry in fds.
+    const size_t polled = conns.size();
     if (fds[1].revents & POLLIN) {
       for (;;) {
         sockaddr_in peer{};
@@ -179,9 +182,11 @@ void front_door::run() {
                                 session, {}, {}, false});
       }
     }
-    size_t i = 2;
+    size_t i = 0;
     for (auto& c : conns) {
-      auto& pfd = fds[i++];
+      if (i == polled)
+        break;
+      auto& pfd = fds[2 + i++];
       if (c.fd < 0 || pfd.revents == 0)
         continue;
       if (!c.out.empty()) {

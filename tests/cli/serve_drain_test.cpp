@@ -1,0 +1,155 @@
+// Graceful stop of `tessera serve`: SIGTERM while a stream is running lets
+// it finish (then the process exits 0), new requests meanwhile get a 503,
+// and with a drain timeout shorter than the stream the stream ends with an
+// error event and [DONE] instead of being cut silently, and the process
+// still exits 0 within about the timeout. The sim engine (a config-only
+// llama3-8b at the modelled H100 speed, a few ms per token) makes the
+// streams last long enough to stop mid-way.
+
+#include <gtest/gtest.h>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/child_process.hpp"
+#include "common/error.hpp"
+#include "tests/support/curl.hpp"
+#include "tests/support/run_tessera.hpp"
+#include "tests/support/temp_dir.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using tessera::child_process;
+
+uint16_t free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+class ServeDrainTest : public testing::Test {
+protected:
+  static void SetUpTestSuite() {
+    dir_ = new tessera::test::temp_dir{"tessera-serve-drain"};
+    auto r = tessera::test::run_tessera("model init --shape llama3-8b --out " + model());
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+  }
+  static void TearDownTestSuite() { delete dir_; }
+  static std::string model() { return (dir_->path() / "llama3-8b").string(); }
+
+  /// Starts the server; returns once it listens.
+  child_process start(double drain_timeout_s) {
+    port_ = free_port();
+    auto c = child_process::spawn(
+      tessera::test::tessera_binary(),
+      {"serve", "--model", model(), "--engine", "sim", "--sim-gpu", "h100", "--sim-time-scale", "1",
+       "--sim-payload-scale", "256", "--kv-cache-mb", "0", "--port", std::to_string(port_),
+       "--mode", "agg", "--drain-timeout", std::to_string(drain_timeout_s)},
+      {.capture_stdout = true});
+    EXPECT_TRUE(c) << tessera::error_text(c.error());
+    for (int i = 0; i < 50; ++i) {
+      auto line = c->read_line(60s);
+      EXPECT_TRUE(line) << "the server did not start";
+      if (!line || line->find("listening on") != std::string::npos)
+        break;
+    }
+    return std::move(*c);
+  }
+
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+  /// A streaming completion of `max_tokens` through curl, its output piped.
+  child_process stream(int max_tokens) {
+    const std::string body = R"({"model": "llama3-8b", "prompt": "Once upon a time", "stream": true, )"
+                             R"("ignore_eos": true, "max_tokens": )"
+                             + std::to_string(max_tokens) + "}";
+    auto c = child_process::spawn("/usr/bin/curl",
+                                  {"-sN", "-X", "POST", url() + "/v1/completions", "-H",
+                                   "Content-Type: application/json", "-d", body},
+                                  {.capture_stdout = true});
+    EXPECT_TRUE(c) << tessera::error_text(c.error());
+    return std::move(*c);
+  }
+
+  /// Reads SSE data lines until [DONE] or the end of the stream.
+  static std::vector<std::string> read_events(child_process& c, bool stop_at_first = false) {
+    std::vector<std::string> events;
+    for (;;) {
+      auto line = c.read_line(60s);
+      if (!line)
+        break;
+      if (line->rfind("data: ", 0) != 0)
+        continue;
+      events.push_back(line->substr(6));
+      if (events.back() == "[DONE]" || stop_at_first)
+        break;
+    }
+    return events;
+  }
+
+  static tessera::test::temp_dir* dir_;
+  uint16_t port_ = 0;
+};
+
+tessera::test::temp_dir* ServeDrainTest::dir_ = nullptr;
+
+TEST_F(ServeDrainTest, SigtermLetsARunningStreamFinishThenExitsZero) {
+  auto server = start(60.0);
+  auto client = stream(300); // about 1.5 s of modelled decoding
+  auto first = read_events(client, true);
+  ASSERT_EQ(first.size(), 1u) << "no first token";
+  server.kill(SIGTERM);
+  // Meanwhile the server takes no new request and says it is draining.
+  std::this_thread::sleep_for(100ms);
+  auto refused = tessera::test::http_post_json(
+    url() + "/v1/completions", R"({"model": "llama3-8b", "prompt": "hi", "max_tokens": 2})");
+  EXPECT_EQ(refused.status, 503) << refused.body;
+  EXPECT_NE(refused.body.find("shutting_down"), std::string::npos) << refused.body;
+  auto health = tessera::test::http_get(url() + "/health");
+  EXPECT_EQ(health.status, 503) << health.body;
+  EXPECT_NE(health.body.find("draining"), std::string::npos) << health.body;
+  auto rest = read_events(client);
+  ASSERT_FALSE(rest.empty());
+  EXPECT_EQ(rest.back(), "[DONE]");
+  ASSERT_GE(rest.size(), 2u);
+  EXPECT_NE(rest[rest.size() - 2].find("\"finish_reason\":\"length\""), std::string::npos)
+    << rest[rest.size() - 2];
+  for (const auto& e : rest)
+    EXPECT_EQ(e.find("\"error\""), std::string::npos) << e;
+  auto code = server.wait(30s);
+  ASSERT_TRUE(code) << "the server did not exit after its requests finished";
+  EXPECT_EQ(*code, 0);
+}
+
+TEST_F(ServeDrainTest, AStreamLongerThanTheDrainTimeoutEndsWithAnErrorEventAndDone) {
+  auto server = start(0.5);
+  auto client = stream(4000); // about 20 s of modelled decoding
+  auto first = read_events(client, true);
+  ASSERT_EQ(first.size(), 1u) << "no first token";
+  const auto stopped = std::chrono::steady_clock::now();
+  server.kill(SIGTERM);
+  auto rest = read_events(client);
+  ASSERT_GE(rest.size(), 2u);
+  EXPECT_EQ(rest.back(), "[DONE]");
+  EXPECT_NE(rest[rest.size() - 2].find("shutting_down"), std::string::npos) << rest[rest.size() - 2];
+  auto code = server.wait(30s);
+  ASSERT_TRUE(code) << "the server did not exit";
+  EXPECT_EQ(*code, 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - stopped, 10s);
+}
+
+} // namespace
