@@ -571,6 +571,10 @@ std::vector<kv_cache_event> engine::drain_kv_events() {
   return cache_->drain_events();
 }
 
+std::vector<kv_block_hash> engine::cached_block_hashes() const {
+  return cache_->cached_hashes();
+}
+
 size_t engine::num_reserved_imports() const {
   return static_cast<size_t>(std::count_if(requests_.begin(), requests_.end(), [](const auto& kv) {
     return kv.second->reserved_import;

@@ -242,6 +242,9 @@ public:
   void record_kv_events(bool on);
   /// The prefix-cache changes since the last call, in order.
   [[nodiscard]] std::vector<kv_cache_event> drain_kv_events();
+  /// Every block hash the prefix cache holds now (for a full resend of
+  /// the KV view after a reader lost events).
+  [[nodiscard]] std::vector<kv_block_hash> cached_block_hashes() const;
 
   // -- lower KV tiers (kvstore): blocks out of and into the prefix cache --
   // (engine_tiers.cpp)

@@ -168,6 +168,14 @@ void kv_cache::record_prefix_query(uint64_t query_tokens, uint64_t hit_tokens) {
   stats_.prefix_hit_tokens += hit_tokens;
 }
 
+std::vector<kv_block_hash> kv_cache::cached_hashes() const {
+  std::vector<kv_block_hash> out;
+  out.reserve(cached_.size());
+  for (const auto& [h, id] : cached_)
+    out.push_back(h);
+  return out;
+}
+
 void kv_cache::reset_prefix_cache() {
   cached_.clear();
   std::fill(hashed_.begin(), hashed_.end(), false);

@@ -124,6 +124,9 @@ public:
 
   /// Forgets every cached hash (used blocks are unaffected).
   void reset_prefix_cache();
+  /// Every hash the prefix cache holds now (in no order): a full picture
+  /// for a reader of the events that lost some.
+  [[nodiscard]] std::vector<kv_block_hash> cached_hashes() const;
 
   /// Starts (or stops) recording kv_cache_events. Default: off (nothing is
   /// recorded, so an engine nobody asks pays nothing).

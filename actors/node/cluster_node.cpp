@@ -126,6 +126,7 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
     rc.policy = cfg.router_policy;
     rc.options.max_local_prefill_tokens = cfg.max_local_prefill_tokens;
     rc.options.remote_fetch = cfg.kv_remote_fetch;
+    rc.bridge = caf::actor_cast<caf::actor>(p->br->actor());
     auto router = spawn_router(sys, rc);
     if (!router)
       return router.error();

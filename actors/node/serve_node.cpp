@@ -62,7 +62,9 @@ caf::expected<std::unique_ptr<serve_node>> serve_node::start(caf::actor_system& 
   p->br = std::make_unique<bridge>(
     sys, std::make_unique<transport::loopback_transport>(transport::loopback_fabric::make()),
     bridge_config{node_id, detail::node_protocol(), std::chrono::seconds{30}, {}});
-  auto router = spawn_router(sys, opts.router);
+  auto rc = opts.router;
+  rc.bridge = caf::actor_cast<caf::actor>(p->br->actor());
+  auto router = spawn_router(sys, rc);
   if (!router)
     return router.error();
   p->router = *router;

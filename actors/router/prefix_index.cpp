@@ -44,7 +44,11 @@ kv_event_result prefix_index::apply(uint64_t worker_id, const wire::kv_event& ev
   }
   auto [it, inserted] = workers_.try_emplace(worker_id);
   worker_state& w = it->second;
-  if (!inserted && ev.event_id < w.next_event_id) {
+  // While a resync is pending, the worker's "cleared" is its answer even if
+  // its id is below what the gap made us expect (the gap's id may have
+  // been bogus): the worker's sequence restarts there.
+  const bool resync_answer = w.needs_resync && ev.kind == wire::kv_event_kind::cleared;
+  if (!inserted && ev.event_id < w.next_event_id && !resync_answer) {
     ++stats_.stale_events;
     result.status = kv_event_status::stale;
     return result;

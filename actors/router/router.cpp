@@ -223,10 +223,23 @@ router_local_actor::behavior_type router_fn(router_pointer self, std::shared_ptr
   return {
     [self](join_atom, const wire::worker_join& j) { on_join(self, j); },
     [self](kv_events_atom, const wire::kv_event& ev) {
-      auto r = self->state.index.apply(ev.worker_id, ev);
-      if (r.resync_requested)
-        spdlog::warn("router: lost KV events of worker {} ({} missed); its cache view may be stale",
-                     ev.worker_id, r.missed);
+      auto& st = self->state;
+      auto r = st.index.apply(ev.worker_id, ev);
+      if (!r.resync_requested)
+        return;
+      // Events were lost: ask the worker for its whole view (it answers
+      // with "cleared" and every cached hash, which ends the resync).
+      auto w = st.workers.find(ev.worker_id);
+      if (st.cfg.bridge && w != st.workers.end()) {
+        spdlog::warn("router: lost {} KV events of worker {} ({}); asked it to resend its view",
+                     r.missed, ev.worker_id, key_of(w->second.join.at));
+        caf::anon_send(st.cfg.bridge, forward_atom_v,
+                       w->second.join.at.node, w->second.join.at.actor,
+                       caf::make_message(kv_events_atom_v));
+      } else {
+        spdlog::warn("router: lost {} KV events of worker {}; its cache view may be stale",
+                     r.missed, ev.worker_id);
+      }
     },
     [self](heartbeat_atom, const wire::heartbeat& h) { on_heartbeat(self, h); },
     [self](route_atom, const route_query& q) -> caf::result<route_answer> {

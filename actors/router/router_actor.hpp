@@ -98,6 +98,10 @@ struct router_config {
   /// A worker without a heartbeat (or join) for this long is unhealthy.
   /// Default: 5 s.
   std::chrono::milliseconds heartbeat_timeout{5000};
+  /// The node's bridge: how the router asks a worker whose KV events it
+  /// lost to resend its view (kv_events_atom). Unset: the gap is only
+  /// logged and the view stays stale until the worker clears its cache.
+  caf::actor bridge;
 };
 
 /// Spawns a router; fails if the policy name is unknown (the error names

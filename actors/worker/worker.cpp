@@ -308,6 +308,33 @@ void publish_kv_events(worker_pointer self) {
   }
 }
 
+/// Resends the whole prefix cache to the router after it lost events: the
+/// changes not yet sent, then "cleared" and the cached hashes, in events
+/// of at most wire_limits::max_event_hashes, so the view it rebuilds is
+/// exact again.
+void resend_kv_view(worker_pointer self) {
+  auto& st = self->state;
+  if (st.cfg.router.empty())
+    return;
+  publish_kv_events(self);
+  auto send = [&](wire::kv_event_kind kind, std::vector<engine::kv_block_hash> hashes) {
+    wire::kv_event ev;
+    ev.worker_id = st.cfg.worker_id;
+    ev.event_id = st.next_event++;
+    ev.tier = wire::kv_tier::g1_pool;
+    ev.kind = kind;
+    ev.block_hashes = std::move(hashes);
+    tell(self, st.cfg.router, caf::make_message(kv_events_atom_v, std::move(ev)));
+  };
+  send(wire::kv_event_kind::cleared, {});
+  const auto all = st.eng->cached_block_hashes();
+  const size_t chunk = wire::wire_limits{}.max_event_hashes;
+  for (size_t i = 0; i < all.size(); i += chunk)
+    send(wire::kv_event_kind::stored,
+         {all.begin() + i, all.begin() + std::min(all.size(), i + chunk)});
+  spdlog::info("worker {}: resent its KV view to the router ({} blocks)", st.cfg.name, all.size());
+}
+
 /// Offers the node's kv store the full blocks of `tokens` this worker's pool
 /// caches and the store lacks (kv_tiering.hpp): copies them here, within
 /// what offer_max_bytes leaves, and leaves the puts to the store's writer.
@@ -656,6 +683,7 @@ worker_impl::behavior_type worker_fn(worker_pointer self, std::shared_ptr<engine
     },
     [self](load_atom) { return load_of(self); },
     [self](step_atom) { on_step(self); },
+    [self](kv_events_atom) { resend_kv_view(self); },
     [self](expire_atom, uint64_t id) {
       auto& st = self->state;
       if (auto g = st.grants.find(id); g != st.grants.end()) {

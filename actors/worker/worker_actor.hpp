@@ -78,7 +78,10 @@ using worker_actor = caf::typed_actor<
   /// Stops a request wherever it is here (queued, running, reserved).
   caf::reacts_to<cancel_atom, transport::wire::request_cancel>,
   /// Load and KV usage now.
-  caf::replies_to<load_atom>::with<transport::wire::heartbeat>>;
+  caf::replies_to<load_atom>::with<transport::wire::heartbeat>,
+  /// The router lost some of this worker's KV events: resend the whole
+  /// view (a "cleared" event, then "stored" events with every cached hash).
+  caf::reacts_to<kv_events_atom>>;
 
 /// The worker as its own node sees it: the interface plus fault injection
 /// (not reachable from other nodes).

@@ -15,6 +15,7 @@
 #include "actors/router/router_errc.hpp"
 #include "actors/worker/worker_actor.hpp"
 #include "common/error.hpp"
+#include "engine/block_hash.hpp"
 #include "tests/support/test_model.hpp"
 #include "transport/loopback/loopback_transport.hpp"
 
@@ -36,6 +37,7 @@ protected:
       bridge_config{"n", protocol, 10s, {}});
     router_config rc;
     rc.policy = policy;
+    rc.bridge = caf::actor_cast<caf::actor>(br->actor());
     auto r = spawn_router(sys, rc);
     ASSERT_TRUE(r) << error_text(r.error());
     router = *r;
@@ -137,6 +139,50 @@ TEST_F(RouterTest, KvPolicySendsASharedPrefixToTheWorkerHoldingIt) {
     EXPECT_GE(again.cached_blocks, 4) << again.reason; // 5 once request 2 cached its tail
     EXPECT_GE(cached, 64) << "the worker's prefix-cache hit";
   }
+}
+
+TEST_F(RouterTest, AfterLostKvEventsTheWorkerResendsItsViewAndRoutingByCacheComesBack) {
+  start("kv");
+  auto shared = prompt(1, 64);
+  auto [first, c1] = run(1, shared);
+  std::vector<router_worker_view> views;
+  self->request(router, 5s, workers_atom_v).receive([&](std::vector<router_worker_view>& v) { views = v; },
+                                                    [](caf::error&) {});
+  const router_worker_view* holder = nullptr;
+  for (const auto& v : views)
+    if (v.join.at.actor == first.decode.actor)
+      holder = &v;
+  ASSERT_NE(holder, nullptr);
+  std::vector<engine::kv_block_hash> hashes;
+  engine::kv_hash_blocks(holder->join.hash_seed, engine::kv_hash_root(holder->join.hash_seed, ""), shared,
+                         holder->join.block_tokens, shared.size(), hashes);
+  ASSERT_EQ(hashes.size(), 4u);
+  // The router's view goes stale: a "removed" for blocks the worker still
+  // holds, after a gap in the worker's event sequence (as if events were
+  // lost on the way).
+  wire::kv_event lost;
+  lost.worker_id = holder->join.worker_id;
+  lost.event_id = 1'000'000;
+  lost.tier = wire::kv_tier::g1_pool;
+  lost.kind = wire::kv_event_kind::removed;
+  lost.block_hashes = hashes;
+  self->send(router, kv_events_atom_v, lost);
+  // The router asks the worker for its whole view; once it came back, the
+  // shared prefix is routed to the worker that holds it again.
+  auto second_prompt = shared;
+  auto tail = prompt(2, 20);
+  second_prompt.insert(second_prompt.end(), tail.begin(), tail.end());
+  int32_t cached_blocks = 0;
+  for (uint64_t id = 100; id < 400 && cached_blocks < 4; ++id) {
+    route_query q{id, second_prompt, "", "", 4};
+    self->request(router, 5s, route_atom_v, q)
+      .receive([&](route_answer& a) { cached_blocks = a.decode.actor == first.decode.actor ? a.cached_blocks : 0; },
+               [](caf::error&) {});
+    self->send(router, finished_atom_v, id);
+    if (cached_blocks < 4)
+      self->receive(caf::after(10ms) >> [] {});
+  }
+  EXPECT_GE(cached_blocks, 4) << "the router's view of the worker's cache did not come back";
 }
 
 TEST_F(RouterTest, RoundRobinIgnoresTheCache) {

@@ -226,6 +226,29 @@ TEST(PrefixIndexTest, ClearedEventAfterAGapNeedsNoResync) {
   EXPECT_FALSE(idx.needs_resync(1));
 }
 
+TEST(PrefixIndexTest, AResyncsClearedIsTakenEvenBelowABogusGapsId) {
+  // A corrupt or forged event id far ahead looks like a gap; the worker's
+  // resync answer (cleared, then its blocks) carries its real, lower ids
+  // and must still land, restarting the sequence there.
+  prefix_index idx;
+  const auto c = chain(4);
+  ASSERT_EQ(idx.apply(1, make_event(1, 0, kv_event_kind::stored, prefix(c, 2))).status,
+            kv_event_status::applied);
+  auto r = idx.apply(1, make_event(1, 1'000'000, kv_event_kind::removed, prefix(c, 2)));
+  EXPECT_TRUE(r.resync_requested);
+  EXPECT_EQ(idx.worker_entries(1), 0u);
+  r = idx.apply(1, make_event(1, 1, kv_event_kind::cleared));
+  EXPECT_EQ(r.status, kv_event_status::applied);
+  EXPECT_FALSE(idx.needs_resync(1));
+  r = idx.apply(1, make_event(1, 2, kv_event_kind::stored, prefix(c, 2)));
+  EXPECT_EQ(r.status, kv_event_status::applied);
+  EXPECT_EQ(idx.overlap(c).at(0).blocks, 2);
+  // Without a pending resync a stale cleared is ignored as before.
+  r = idx.apply(1, make_event(1, 1, kv_event_kind::cleared));
+  EXPECT_EQ(r.status, kv_event_status::stale);
+  EXPECT_EQ(idx.overlap(c).at(0).blocks, 2);
+}
+
 TEST(PrefixIndexTest, FirstEventOfAWorkerAfterIdZeroIsAGap) {
   prefix_index idx; // the router started after the worker
   auto r = idx.apply(4, make_event(4, 10, kv_event_kind::stored, chain(2)));
