@@ -22,6 +22,7 @@
 #include "tests/support/metrics_text.hpp"
 #include "tests/support/curl.hpp"
 #include "tests/support/served_output.hpp"
+#include "tests/support/sockets.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/test_model.hpp"
 #include "transport/ucx/ucx_transport.hpp"
@@ -31,19 +32,7 @@ namespace {
 using namespace std::chrono_literals;
 using namespace tessera;
 using nlohmann::json;
-
-/// A TCP port free right now (bound to port 0, then released).
-uint16_t free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
+using tessera::test::free_port;
 
 /// Writes a cluster secret (mode 600) into `dir` and returns the config
 /// line naming it: every multi-node cluster here runs with the secret on.
@@ -55,43 +44,25 @@ std::string secret_line(const std::filesystem::path& dir) {
   return "cluster_secret_file = \"cluster.secret\"\n";
 }
 
-/// Opens a TCP connection to `port` on loopback, sends `bytes`, and waits
-/// up to `linger` for the node to hang up.
-void raw_send(uint16_t port, const std::vector<uint8_t>& bytes, std::chrono::milliseconds linger) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(fd, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  if (!bytes.empty()) {
-    ASSERT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
-  }
-  timeval tv{0, static_cast<suseconds_t>(linger.count() * 1000)};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  char buf[64];
-  while (::recv(fd, buf, sizeof(buf), 0) > 0) {
-  }
-  ::close(fd);
-}
-
 /// What a stray or hostile process on the network can try against a
 /// node's cluster port (its front door): 17 zero bytes (which aborted
 /// UCX 1.13's sockaddr listener), garbage, a truncated handshake, a
 /// declared 1 GiB handshake message, and joins without and with a wrong
 /// secret.
 void attack_node(uint16_t port) {
-  raw_send(port, std::vector<uint8_t>(17, 0), 500ms);
+  auto raw_send = [port](const std::vector<uint8_t>& bytes, std::chrono::milliseconds linger) {
+    EXPECT_TRUE(tessera::test::raw_send(port, bytes, linger)) << "cannot reach port " << port;
+  };
+  raw_send(std::vector<uint8_t>(17, 0), 500ms);
   std::vector<uint8_t> garbage(4096);
   for (size_t i = 0; i < garbage.size(); ++i)
     garbage[i] = static_cast<uint8_t>(i * 131 + 7);
-  raw_send(port, garbage, 500ms);
+  raw_send(garbage, 500ms);
   std::vector<uint8_t> truncated(14, 'T');
   truncated[0] = 100;
   truncated[1] = truncated[2] = truncated[3] = 0;
-  raw_send(port, truncated, 50ms);
-  raw_send(port, {0, 0, 0, 0x40}, 500ms);
+  raw_send(truncated, 50ms);
+  raw_send({0, 0, 0, 0x40}, 500ms);
   const std::string address = "127.0.0.1:" + std::to_string(port);
   for (const std::string key : {"", "not-the-cluster-secret-0123456789"}) {
     transport::transport_options o;

@@ -8,10 +8,6 @@
 
 #include <gtest/gtest.h>
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <csignal>
 #include <string>
@@ -22,24 +18,14 @@
 #include "common/error.hpp"
 #include "tests/support/curl.hpp"
 #include "tests/support/run_tessera.hpp"
+#include "tests/support/sockets.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace {
 
 using namespace std::chrono_literals;
 using tessera::child_process;
-
-uint16_t free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
+using tessera::test::free_port;
 
 class ServeDrainTest : public testing::Test {
 protected:

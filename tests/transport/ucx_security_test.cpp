@@ -22,6 +22,7 @@
 #include <sstream>
 #include <thread>
 
+#include "tests/support/sockets.hpp"
 #include "tests/transport/transport_recorder.hpp"
 #include "transport/ucx/ucx_handshake.hpp"
 #include "transport/ucx/ucx_test_access.hpp"
@@ -34,6 +35,12 @@ using namespace std::chrono_literals;
 using detail::ucx_test_access;
 using test::completion_log;
 using test::recorder;
+
+/// Sends `bytes` to 127.0.0.1:`port` as a stray process would.
+void raw_send(uint16_t port, const std::vector<uint8_t>& bytes,
+              std::chrono::milliseconds linger = std::chrono::milliseconds{3000}) {
+  EXPECT_TRUE(tessera::test::raw_send(port, bytes, linger)) << "cannot reach port " << port;
+}
 
 const std::string secret = "the-cluster-secret-0123456789abcdef";
 
@@ -82,27 +89,6 @@ sockaddr_in loopback(uint16_t port) {
 
 uint16_t port_of(const std::string& address) {
   return static_cast<uint16_t>(std::stoi(address.substr(address.rfind(':') + 1)));
-}
-
-/// Opens a raw TCP connection, sends `bytes`, waits for the node to close
-/// it (or `linger`), and closes.
-void raw_send(uint16_t port, const std::vector<uint8_t>& bytes,
-              std::chrono::milliseconds linger = 3000ms) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(fd, 0);
-  auto sa = loopback(port);
-  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
-  if (!bytes.empty()) {
-    ASSERT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL),
-              static_cast<ssize_t>(bytes.size()));
-  }
-  timeval tv{static_cast<time_t>(linger.count() / 1000),
-             static_cast<suseconds_t>((linger.count() % 1000) * 1000)};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  char buf[256];
-  while (::recv(fd, buf, sizeof(buf), 0) > 0) {
-  }
-  ::close(fd);
 }
 
 /// The node under attack: a listening transport, and a check that a
