@@ -43,6 +43,12 @@ struct kvstore_state {
   std::vector<kvstore_reader> readers;
   size_t next_reader = 0;
   uint64_t next_event = 0;
+  /// Fetches given to the readers and not answered yet.
+  size_t fetches_in_flight = 0;
+  /// Fetches answered busy (the bound was reached), and how many of them
+  /// were exported to the metrics.
+  uint64_t fetches_rejected = 0;
+  uint64_t fetches_rejected_exported = 0;
   /// Last counter values exported (the registry's counters only add).
   kvstore::store_stats exported;
 };
@@ -162,6 +168,12 @@ void export_metrics(kvstore_pointer self) {
   export_counter(r.counter("tessera_kvstore_decode_failures_total",
                            "Blocks found in a kv store tier that could not be decoded (served as misses).", {}),
                  s.decode_failures, st.exported.decode_failures);
+  export_counter(r.counter("tessera_kvstore_fetch_rejected_total",
+                           "Fetches the kv store answered busy at once because max_fetches_in_flight were "
+                           "queued or being read (their workers computed instead).",
+                           {}),
+                 st.fetches_rejected, st.fetches_rejected_exported);
+  st.fetches_rejected_exported = st.fetches_rejected;
   st.exported = s;
 }
 
@@ -192,9 +204,30 @@ kvstore_impl::behavior_type kvstore_fn(kvstore_pointer self, kvstore_config cfg)
   self->state.cfg.store->record_events(!self->state.cfg.router.empty());
   self->send(self, kv_events_atom_v);
   return {
-    [self](fetch_atom, const wire::kv_fetch_request& r) {
+    [self](fetch_atom, const wire::kv_fetch_request& r) -> caf::result<wire::kv_fetch_reply> {
       auto& st = self->state;
-      return self->delegate(st.readers[st.next_reader++ % st.readers.size()], fetch_atom_v, r);
+      // A bounded queue in front of the readers: past the bound the asker
+      // hears "busy" at once and computes, instead of waiting out its
+      // timeout behind reads that may never help it in time.
+      if (st.fetches_in_flight >= st.cfg.max_fetches_in_flight) {
+        ++st.fetches_rejected;
+        wire::kv_fetch_reply busy;
+        busy.busy = true;
+        return busy;
+      }
+      ++st.fetches_in_flight;
+      auto rp = self->make_response_promise<wire::kv_fetch_reply>();
+      self->request(st.readers[st.next_reader++ % st.readers.size()], st.cfg.read_timeout, fetch_atom_v, r)
+        .then(
+          [self, rp](wire::kv_fetch_reply& reply) mutable {
+            --self->state.fetches_in_flight;
+            rp.deliver(std::move(reply));
+          },
+          [self, rp](caf::error&) mutable {
+            --self->state.fetches_in_flight;
+            rp.deliver(wire::kv_fetch_reply{});
+          });
+      return rp;
     },
     [self](load_atom) { return load_of(self); },
     [self](kv_events_atom) {

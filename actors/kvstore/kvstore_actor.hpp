@@ -68,6 +68,13 @@ struct kvstore_config {
   int32_t block_tokens = 16;
   /// Actors (threads) reading blocks for fetches. Default: 4.
   size_t readers = 4;
+  /// Fetches in flight at most (queued at the readers or being read); one
+  /// more is answered at once with an empty `busy` reply, so its worker
+  /// computes instead of waiting behind the queue. Default: 16.
+  size_t max_fetches_in_flight = 16;
+  /// How long one read of a fetch may take before it is answered empty.
+  /// Default: 30 s.
+  std::chrono::milliseconds read_timeout{30000};
   std::chrono::milliseconds event_interval{100};
   std::chrono::milliseconds heartbeat_interval{1000};
   /// Where tessera_kvstore_* series go; null: nowhere.

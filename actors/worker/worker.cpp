@@ -74,7 +74,29 @@ struct pending_fetch {
   /// were asked for everything they hold already.
   bool asked_local = false;
   bool asked_peer = false;
+  /// For the outcome counted when it ends: blocks the pool had at the
+  /// start, when it started, and what the stores answered.
+  size_t cached_at_start = 0;
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+  bool busy = false;  // a store answered busy (its bound of fetches in flight)
+  bool late = false;  // a store did not answer within fetch_timeout
+  bool failed = false; // another error
 };
+
+/// What became of a prefix fetch (tessera_kvstore_fetch_total{outcome}).
+const char* fetch_outcome(const pending_fetch& f) {
+  const size_t wanted = f.need.hashes.size() - f.cached_at_start;
+  const size_t got = f.need.cached - f.cached_at_start;
+  if (got == wanted)
+    return "hit";
+  if (got > 0)
+    return "partial";
+  if (f.late)
+    return "late";
+  if (f.busy)
+    return "rejected";
+  return f.failed ? "failed" : "miss";
+}
 
 /// The worker's series in the process's metrics registry.
 struct worker_metrics {
@@ -112,7 +134,21 @@ struct worker_metrics {
                                "Wall seconds a worker's engine spent in forward steps (its busy share "
                                "over an interval: the increase / the interval; the sim engine's steps "
                                "last their modelled time x time_scale).",
-                               {{"worker", worker}})) {}
+                               {{"worker", worker}})),
+        fetch_seconds(r.histogram("tessera_kvstore_fetch_seconds",
+                                  "Time from a prompt's prefix fetch start to its entry into the engine.",
+                                  cluster::latency_buckets_seconds(), {{"worker", worker}})),
+        registry(r), worker_name(worker) {}
+  /// Counts one ended fetch: hit (every block wanted came), partial,
+  /// late (a store timed out, nothing came), rejected (a store was busy),
+  /// failed, miss (the stores had none).
+  void fetch_ended(const char* outcome) {
+    registry.counter("tessera_kvstore_fetch_total",
+                     "Prompt prefix fetches from kv stores by outcome: hit, partial, miss, rejected "
+                     "(a store at its bound of fetches in flight), late (a store timed out), failed.",
+                     {{"worker", worker_name}, {"outcome", outcome}})
+      .inc();
+  }
   cluster::metric_gauge& kv_used;
   cluster::metric_counter& aborted;
   cluster::metric_counter& transfer_bytes;
@@ -124,6 +160,9 @@ struct worker_metrics {
   cluster::metric_counter& offer_dropped;
   cluster::metric_counter& steps;
   cluster::metric_counter& busy_seconds;
+  cluster::metric_histogram& fetch_seconds;
+  cluster::metrics_registry& registry;
+  std::string worker_name;
 };
 
 struct worker_state {
@@ -484,6 +523,11 @@ void finish_fetch(worker_pointer self, uint64_t id) {
   if (node.empty())
     return;
   auto& f = node.mapped();
+  if (auto* m = self->state.metrics.get(); m && f.need.hashes.size() > f.cached_at_start) {
+    m->fetch_ended(fetch_outcome(f));
+    m->fetch_seconds.observe(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - f.started).count());
+  }
   if (auto err = admit(self, std::move(f.handoff)))
     f.promise.deliver(std::move(err));
   else
@@ -532,6 +576,7 @@ void fetch_next(worker_pointer self, uint64_t id) {
                        "mismatch); computing them instead",
                        st.cfg.name, r.refused, id);
         f.need.cached = r.cached;
+        f.busy |= reply.busy;
         const bool again = reply.more && got > 0 && r.refused == 0;
         if (!again)
           (peer ? f.asked_peer : f.asked_local) = true;
@@ -543,6 +588,7 @@ void fetch_next(worker_pointer self, uint64_t id) {
           return;
         spdlog::warn("worker {}: fetching request {}'s prefix from {} on node '{}' failed ({}); computing it instead",
                      self->state.cfg.name, id, at.actor, at.node, error_text(err));
+        (err == caf::sec::request_timeout ? it->second.late : it->second.failed) = true;
         (peer ? it->second.asked_peer : it->second.asked_local) = true;
         fetch_next(self, id);
       });
@@ -616,7 +662,9 @@ worker_impl::behavior_type worker_fn(worker_pointer self, std::shared_ptr<engine
         auto need = prefix_need_of(*st.eng, h.request.prompt, h.request.cache_salt);
         if (!need.satisfied()) {
           auto rp = self->make_response_promise<caf::unit_t>();
-          st.fetching.emplace(id, pending_fetch{std::move(h), rp, std::move(need)});
+          pending_fetch f{std::move(h), rp, std::move(need)};
+          f.cached_at_start = f.need.cached;
+          st.fetching.emplace(id, std::move(f));
           fetch_next(self, id);
           return rp;
         }

@@ -31,7 +31,8 @@ using namespace std::chrono_literals;
 namespace wire = transport::wire;
 
 /// A block store whose puts wait at a gate while it is held, as puts wait
-/// for spill-queue space when the disk falls behind.
+/// for spill-queue space when the disk falls behind; and whose gets wait at
+/// another while those are held, as reads of a slow disk do.
 class gated_store final : public kvstore::block_store {
 public:
   explicit gated_store(std::unique_ptr<kvstore::block_store> inner) : inner_(std::move(inner)) {}
@@ -78,7 +79,35 @@ public:
     cv_.notify_all();
     return err;
   }
-  std::optional<kvstore::block_hit> get(const kvstore::block_key& key) override { return inner_->get(key); }
+  void hold_gets() {
+    std::lock_guard lk{m_};
+    gets_held_ = true;
+  }
+  void release_gets() {
+    std::lock_guard lk{m_};
+    gets_held_ = false;
+    cv_.notify_all();
+  }
+  /// Waits until `n` gets wait at their gate; false after `timeout`.
+  bool wait_held_gets(size_t n, std::chrono::milliseconds timeout) {
+    std::unique_lock lk{m_};
+    return cv_.wait_for(lk, timeout, [&] { return gets_at_gate_ == n; });
+  }
+  size_t held_gets() {
+    std::lock_guard lk{m_};
+    return gets_at_gate_;
+  }
+
+  std::optional<kvstore::block_hit> get(const kvstore::block_key& key) override {
+    {
+      std::unique_lock lk{m_};
+      ++gets_at_gate_;
+      cv_.notify_all();
+      cv_.wait(lk, [&] { return !gets_held_; });
+      --gets_at_gate_;
+    }
+    return inner_->get(key);
+  }
   kvstore::prefix_match lookup(uint64_t ns, std::span<const engine::kv_block_hash> chain,
                                kvstore::lookup_mode mode) override {
     return inner_->lookup(ns, chain, mode);
@@ -94,6 +123,8 @@ private:
   std::condition_variable cv_;
   bool held_ = false;
   size_t at_gate_ = 0;
+  bool gets_held_ = false;
+  size_t gets_at_gate_ = 0;
   size_t puts_ = 0;
 };
 
@@ -134,6 +165,7 @@ protected:
   }
   ~KvOfferTest() override {
     store->release();
+    store->release_gets();
     for (auto& w : workers)
       caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(writer, caf::exit_reason::user_shutdown);
@@ -143,8 +175,11 @@ protected:
 
   /// The node's kv store actor, published as "kvstore": workers added
   /// after this fetch from it.
-  void start_store_actor() {
+  void start_store_actor(size_t readers = 4, size_t max_fetches_in_flight = 16) {
     kvstore_config kc;
+    kc.readers = readers;
+    kc.max_fetches_in_flight = max_fetches_in_flight;
+    kc.metrics = metrics;
     kc.node = "n";
     kc.bridge = br->actor();
     kc.store = store;
@@ -264,6 +299,42 @@ TEST_F(KvOfferTest, OffersBeyondTheBoundAreDroppedAndCountedUntilTheWriterAnswer
   (void) run(w, tessera::test::make_request(3, tessera::test::random_prompt(70, 3), 12));
   EXPECT_TRUE(wait_metric(offered, 4)) << metrics->render();
   EXPECT_EQ(metric(dropped), 11);
+}
+
+TEST_F(KvOfferTest, AFetchBeyondTheStoresBoundIsAnsweredBusyAndComputesAtOnce) {
+  // One reader and room for one fetch in flight; the disk hangs.
+  start_store_actor(1, 1);
+  store->hold_gets();
+  auto a = add_worker("a");
+  auto b = add_worker("b");
+  // a's fetch waits at the store's reader ...
+  wire::request_handoff h;
+  h.request = tessera::test::make_request(1, tessera::test::random_prompt(70, 1), 4);
+  h.reply_to = {"n", "sink"};
+  caf::anon_send(a, generate_atom_v, h);
+  ASSERT_TRUE(store->wait_held_gets(1, 10s));
+  // ... so b's fetch finds the store at its bound, hears "busy" at once and
+  // computes: b's request finishes while a's read still hangs.
+  auto r = tessera::test::make_request(2, tessera::test::random_prompt(70, 2), 4);
+  auto second = run(b, r);
+  EXPECT_EQ(second.tokens, alone(r).tokens);
+  EXPECT_EQ(store->held_gets(), 1u) << "b's request did not wait for the hung read";
+  EXPECT_EQ(metric("tessera_kvstore_fetch_total{worker=\"b\",outcome=\"rejected\"}"), 1);
+  // The disk comes back: a's fetch ends (a miss) and a's request runs.
+  store->release_gets();
+  bool done = false;
+  while (!done)
+    self->receive([&](token_atom, const wire::token_chunk& c) { done = c.finish != engine::finish_reason::none; },
+                  [&](failed_atom, const wire::request_cancel& c) {
+                    ADD_FAILURE() << c.reason;
+                    done = true;
+                  },
+                  caf::after(20s) >> [&] {
+                    ADD_FAILURE() << "a's request did not finish";
+                    done = true;
+                  });
+  EXPECT_TRUE(wait_metric("tessera_kvstore_fetch_total{worker=\"a\",outcome=\"miss\"}", 1));
+  EXPECT_TRUE(wait_metric("tessera_kvstore_fetch_rejected_total", 1)) << "the store's own count (per heartbeat)";
 }
 
 TEST_F(KvOfferTest, ABoundOfZeroOffersNothing) {

@@ -105,6 +105,15 @@ TEST(WireCodecTest, RoundTripsKvFetchRequestAndReply) {
   expect_same(test::sample_fetch_reply(), std::get<kv_fetch_reply>(round_trip(test::sample_fetch_reply())));
   kv_fetch_reply none; // a store that holds nothing of the chain
   expect_same(none, std::get<kv_fetch_reply>(round_trip(none)));
+  kv_fetch_reply busy; // a store at its bound of fetches in flight
+  busy.busy = true;
+  expect_same(busy, std::get<kv_fetch_reply>(round_trip(busy)));
+  // "Busy" with blocks is a contradiction the encoder refuses.
+  auto contradiction = test::sample_fetch_reply();
+  contradiction.busy = true;
+  auto frame = encode(wire_message{contradiction});
+  ASSERT_FALSE(frame);
+  EXPECT_EQ(frame.error(), transport_errc::invalid_message);
 }
 
 TEST(WireCodecTest, RoundTripsEnvelopesAndTheirInnerFrame) {

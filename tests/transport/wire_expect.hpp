@@ -50,6 +50,7 @@ inline void expect_same(const kv_fetch_request& a, const kv_fetch_request& b) {
 inline void expect_same(const kv_fetch_reply& a, const kv_fetch_reply& b) {
   EXPECT_TRUE(a.layout == b.layout);
   EXPECT_EQ(a.more, b.more);
+  EXPECT_EQ(a.busy, b.busy);
   ASSERT_EQ(a.blocks.size(), b.blocks.size());
   for (size_t i = 0; i < a.blocks.size(); ++i) {
     EXPECT_EQ(a.blocks[i].hash, b.blocks[i].hash);

@@ -92,4 +92,7 @@ struct KvFetchReply {
   blocks @1 :List(KvFetchedBlock);
   # Stopped at maxBytes (more may be there), not at a miss.
   more @2 :Bool;
+  # The store was at its bound of fetches in flight and read nothing:
+  # compute now rather than wait.
+  busy @3 :Bool;
 }

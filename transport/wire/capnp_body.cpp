@@ -254,6 +254,7 @@ void put(capnp::MessageBuilder& mb, const kv_fetch_reply& m) {
     dst.setData(kj::arrayPtr(reinterpret_cast<const kj::byte*>(src.data.data()), src.data.size()));
   }
   b.setMore(m.more);
+  b.setBusy(m.busy);
 }
 
 // ---------------------------------------------------------------------------
@@ -546,6 +547,7 @@ kv_fetch_reply get(s::KvFetchReply::Reader r, const wire_limits& lim) {
     m.blocks.push_back(std::move(out));
   }
   m.more = r.getMore();
+  m.busy = r.getBusy();
   return m;
 }
 

@@ -319,6 +319,9 @@ struct kv_fetch_reply {
   /// True when the reply stopped at max_bytes (the next block may be
   /// there); false when it stopped at a miss or the chain's end.
   bool more = false;
+  /// True when the store was at its bound of fetches in flight and read
+  /// nothing (no blocks): the asker computes at once instead of waiting.
+  bool busy = false;
 };
 
 /// Any message that crosses a process. The alternatives are in

@@ -288,6 +288,8 @@ problem check(const kv_fetch_request& m, const wire_limits& lim) {
 }
 
 problem check(const kv_fetch_reply& m, const wire_limits& lim) {
+  if (m.busy && (!m.blocks.empty() || m.more))
+    return "a busy reply carries no blocks and no more";
   if (m.blocks.empty())
     return {};
   if (m.blocks.size() > lim.max_blocks_per_batch)
