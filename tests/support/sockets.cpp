@@ -7,9 +7,7 @@
 
 namespace tessera::test {
 
-namespace {
-
-sockaddr_in loopback(uint16_t port) {
+sockaddr_in loopback_address(uint16_t port) {
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(port);
@@ -17,11 +15,9 @@ sockaddr_in loopback(uint16_t port) {
   return a;
 }
 
-} // namespace
-
 uint16_t free_port() {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  auto a = loopback(0);
+  auto a = loopback_address(0);
   ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
   socklen_t len = sizeof(a);
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
@@ -33,7 +29,7 @@ bool raw_send(uint16_t port, const std::vector<uint8_t>& bytes, std::chrono::mil
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0)
     return false;
-  auto a = loopback(port);
+  auto a = loopback_address(port);
   bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
   if (ok && !bytes.empty())
     ok = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());

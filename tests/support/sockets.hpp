@@ -7,7 +7,12 @@
 #include <cstdint>
 #include <vector>
 
+#include <netinet/in.h>
+
 namespace tessera::test {
+
+/// 127.0.0.1:`port` as a socket address.
+[[nodiscard]] sockaddr_in loopback_address(uint16_t port);
 
 /// A TCP port on 127.0.0.1 that was free a moment ago (bound, read, closed).
 [[nodiscard]] uint16_t free_port();

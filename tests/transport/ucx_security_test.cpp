@@ -79,14 +79,6 @@ bool wait_rejected(const transport& t, const std::string& reason, uint64_t n) {
   return false;
 }
 
-sockaddr_in loopback(uint16_t port) {
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(port);
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  return sa;
-}
-
 uint16_t port_of(const std::string& address) {
   return static_cast<uint16_t>(std::stoi(address.substr(address.rfind(':') + 1)));
 }
@@ -198,7 +190,7 @@ TEST(UcxSecurityTest, AReplayedHandshakeIsRefused) {
   };
   auto open = [&] {
     int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    auto sa = loopback(port);
+    auto sa = tessera::test::loopback_address(port);
     EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
     return fd;
   };

@@ -30,11 +30,11 @@ caf::expected<std::string> ucx_core::listen(const std::string& address) {
   fo.id = opts_.identity;
   fo.worker_address = worker_address_;
   fo.handshake_timeout = opts_.peer_timeout;
-  fo.on_peer = [this](const handshake_peer& hp, uint64_t my_session) {
+  fo.on_peer = [this](const handshake_peer& hp, uint64_t my_session, const std::string& from) {
     // Registered on the progress thread before the final message leaves,
     // so the client's HELLO always finds its session.
-    auto ok = call<bool>([this, hp, my_session]() -> caf::expected<bool> {
-      return accept_peer(hp, my_session, hp.id);
+    auto ok = call<bool>([this, hp, my_session, from]() -> caf::expected<bool> {
+      return accept_peer(hp, my_session, from);
     });
     return ok && *ok;
   };
@@ -59,20 +59,13 @@ caf::expected<peer_id> ucx_core::connect(const std::string& address) {
                                 "ucx: connect address '" + address + "' is not host:port");
   const auto deadline = clock::now() + opts_.peer_timeout;
   const auto my_session = random_session();
+  auto why = handshake_failure::malformed;
   auto hp = front_door_connect(sa, opts_.cluster_secret,
                                handshake_offer{opts_.identity, worker_address_, my_session},
-                               opts_.peer_timeout);
+                               opts_.peer_timeout, &why);
   if (!hp) {
-    if (hp.error().code() == static_cast<uint8_t>(transport_errc::unauthenticated)) {
-      // The text names the handshake_failure ("handshake <reason>: ...").
-      const auto text = error_message(hp.error());
-      auto why = rejection::malformed;
-      for (size_t i = 0; i < handshake_failure_count; ++i)
-        if (text.find(std::string{"handshake "} + to_string(static_cast<handshake_failure>(i)))
-            != std::string::npos)
-          why = static_cast<rejection>(i);
-      count_rejection(why, address, text);
-    }
+    if (hp.error().code() == static_cast<uint8_t>(transport_errc::unauthenticated))
+      count_rejection(static_cast<rejection>(why), address, error_message(hp.error()));
     return hp.error();
   }
   auto prom = std::make_shared<std::promise<caf::expected<peer_id>>>();

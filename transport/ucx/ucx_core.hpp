@@ -344,6 +344,9 @@ private:
   /// send() on the progress thread.
   void send_now(peer_id to, message msg, completion done);
 
+  /// `header` headed by the session `p` drew for us (what on_am reads).
+  static std::vector<std::byte> with_session(const peer& p, std::span<const std::byte> header);
+
   /// Sends an active message on `p`; `done` (may be empty) gets the result.
   void am_send(peer& p, unsigned id, std::vector<std::byte> header, std::vector<std::byte> data,
                completion done);

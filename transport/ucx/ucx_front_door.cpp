@@ -230,7 +230,7 @@ void front_door::run() {
           break;
         }
         if (c.hs.done()) {
-          if (!opts_.on_peer || !opts_.on_peer(c.hs.peer(), c.my_session)) {
+          if (!opts_.on_peer || !opts_.on_peer(c.hs.peer(), c.my_session, c.from)) {
             reject(c, handshake_failure::refused, "refused by this node");
             break;
           }
@@ -248,7 +248,13 @@ void front_door::run() {
 
 caf::expected<handshake_peer> front_door_connect(const sockaddr_in& sa, const std::string& secret,
                                                  handshake_offer me,
-                                                 std::chrono::milliseconds timeout) {
+                                                 std::chrono::milliseconds timeout,
+                                                 handshake_failure* why) {
+  auto refused = [why](handshake_failure f, const std::string& text) {
+    if (why != nullptr)
+      *why = f;
+    return make_transport_error(transport_errc::unauthenticated, text);
+  };
   const auto deadline = clock::now() + timeout;
   const auto where = address_of(sa);
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -314,17 +320,15 @@ caf::expected<handshake_peer> front_door_connect(const sockaddr_in& sa, const st
       if (auto body = take_frame(in, oversize))
         return std::move(*body);
       if (oversize)
-        return make_transport_error(transport_errc::unauthenticated,
-                                    "handshake oversize: the server at " + where
-                                      + " declared an oversized message");
+        return refused(handshake_failure::oversize,
+                       "handshake oversize: the server at " + where + " declared an oversized message");
       if (auto err = wait(POLLIN))
         return err;
       std::byte buf[4096];
       auto n = ::recv(fd, buf, sizeof(buf), 0);
       if (n == 0)
-        return make_transport_error(transport_errc::unauthenticated,
-                                    "handshake closed: the node at " + where
-                                      + " closed the connection (wrong cluster secret?)");
+        return refused(handshake_failure::closed, "handshake closed: the node at " + where
+                                                    + " closed the connection (wrong cluster secret?)");
       if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
         return make_transport_error(transport_errc::peer_unreachable,
                                     "connect to " + where + ": " + std::strerror(errno));
@@ -341,8 +345,7 @@ caf::expected<handshake_peer> front_door_connect(const sockaddr_in& sa, const st
       return body.error();
     auto reply = hs.on_message(*body);
     if (!reply)
-      return make_transport_error(transport_errc::unauthenticated,
-                                  "node at " + where + ": " + error_message(reply.error()));
+      return refused(hs.failure(), "node at " + where + ": " + error_message(reply.error()));
     if (!reply->empty())
       if (auto err = send_all(*reply))
         return err;

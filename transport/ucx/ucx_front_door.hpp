@@ -44,9 +44,11 @@ struct front_door_options {
   /// at once (counted as refused). Default: 64.
   size_t max_pending = 64;
   /// Called (on the front door's thread) for each authenticated peer
-  /// with the session this side drew for it, before the final message
+  /// with the session this side drew for it and its TCP address ("from"),
+  /// before the final message
   /// leaves; false refuses the peer (its connection is closed).
-  std::function<bool(const handshake_peer& peer, uint64_t my_session)> on_peer;
+  std::function<bool(const handshake_peer& peer, uint64_t my_session, const std::string& from)>
+    on_peer;
   /// Called for each refused handshake, with its reason and the peer's
   /// address (for counting and rate-limited logging).
   std::function<void(handshake_failure why, const std::string& from, const std::string& what)>
@@ -83,10 +85,10 @@ private:
 
 /// Connects to a front door at `sa` and runs the client side of the
 /// handshake, bounded by `timeout` in all. Errors: peer_unreachable (no
-/// connection), timeout, unauthenticated (the handshake failed: the
-/// text names the handshake_failure).
+/// connection), timeout, unauthenticated (the handshake failed; `why`,
+/// when given, gets its handshake_failure).
 [[nodiscard]] caf::expected<handshake_peer>
 front_door_connect(const sockaddr_in& sa, const std::string& secret, handshake_offer me,
-                   std::chrono::milliseconds timeout);
+                   std::chrono::milliseconds timeout, handshake_failure* why = nullptr);
 
 } // namespace tessera::transport::detail

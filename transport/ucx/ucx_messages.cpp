@@ -34,9 +34,7 @@ void ucx_core::send_unchecked(peer_id to, const std::string& actor,
     if (!p)
       return;
     auto* op = new_op(p->id, done);
-    op->header.resize(session_bytes + actor.size());
-    std::memcpy(op->header.data(), &p->peer_session, session_bytes);
-    std::memcpy(op->header.data() + session_bytes, actor.data(), actor.size());
+    op->header = with_session(*p, {reinterpret_cast<const std::byte*>(actor.data()), actor.size()});
     ucp_request_param_t rp{};
     rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA
                       | UCP_OP_ATTR_FIELD_FLAGS;
@@ -59,6 +57,14 @@ void ucx_core::send_now(peer_id to, message msg, completion done) {
   std::vector<std::byte> header(msg.actor.size());
   std::memcpy(header.data(), msg.actor.data(), msg.actor.size());
   am_send(*p, am_message, std::move(header), std::move(msg.frame), std::move(done));
+}
+
+std::vector<std::byte> ucx_core::with_session(const peer& p, std::span<const std::byte> header) {
+  std::vector<std::byte> out(session_bytes + header.size());
+  std::memcpy(out.data(), &p.peer_session, session_bytes);
+  if (!header.empty())
+    std::memcpy(out.data() + session_bytes, header.data(), header.size());
+  return out;
 }
 
 ucx_core::pending_op* ucx_core::new_op(peer_id peer, completion done) {
@@ -111,10 +117,7 @@ void ucx_core::on_send_done(void* request, ucs_status_t status, void* user_data)
 void ucx_core::am_send(peer& p, unsigned id, std::vector<std::byte> header,
                        std::vector<std::byte> data, completion done) {
   auto* op = new_op(p.id, std::move(done));
-  op->header.resize(session_bytes + header.size());
-  std::memcpy(op->header.data(), &p.peer_session, session_bytes);
-  if (!header.empty())
-    std::memcpy(op->header.data() + session_bytes, header.data(), header.size());
+  op->header = with_session(p, header);
   op->data = std::move(data);
   ucp_request_param_t rp{};
   rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA
