@@ -8,29 +8,14 @@
 #include <caf/sec.hpp>
 #include <toml++/toml.h>
 
+#include "cluster/host_port.hpp"
+#include "cluster/nearest_name.hpp"
+#include "common/error.hpp"
+#include "transport/wire/limits.hpp"
+
 namespace tessera::cluster {
 
 namespace {
-
-/// Splits "host:port" into host and port; returns an error text naming
-/// `key`, or "" when it is good.
-std::string host_port(const std::string& value, const std::string& key, std::string& host, uint16_t& port) {
-  auto colon = value.rfind(':');
-  if (colon == std::string::npos)
-    return key + " must be host:port";
-  try {
-    size_t used = 0;
-    const auto tail = value.substr(colon + 1);
-    int p = std::stoi(tail, &used);
-    if (used != tail.size() || p < 0 || p > 65535)
-      throw std::out_of_range("port");
-    host = value.substr(0, colon);
-    port = static_cast<uint16_t>(p);
-  } catch (const std::exception&) {
-    return key + " has a bad port: '" + value + "'";
-  }
-  return {};
-}
 
 std::string toml_number(double v) {
   std::ostringstream os;
@@ -38,23 +23,225 @@ std::string toml_number(double v) {
   return os.str();
 }
 
-caf::error bad(const std::string& name, const std::string& what) {
-  return caf::make_error(caf::sec::invalid_argument, name + ": " + what);
-}
-
 const std::set<std::string> known_roles{"frontend", "router", "prefill", "decode", "worker"};
 
-const std::set<std::string> sim_keys{"gpu",
-                                     "time_scale",
-                                     "payload_scale",
-                                     "tensor_parallel",
-                                     "memory_efficiency",
-                                     "compute_efficiency",
-                                     "step_overhead_us",
-                                     "gpu_memory_utilization",
-                                     "eos_probability"};
+// Every key a config may have, in the order the header documents them (the
+// order "did you mean" prefers on a tie).
+const std::vector<std::string> top_keys{"model",
+                                        "served_model_name",
+                                        "router_policy",
+                                        "max_local_prefill_tokens",
+                                        "transport",
+                                        "ucx_tls",
+                                        "cluster_secret_file",
+                                        "threads_per_worker",
+                                        "kv_cache_mb",
+                                        "max_model_len",
+                                        "kvstore_host_mb",
+                                        "kvstore_disk_dir",
+                                        "kvstore_disk_mb",
+                                        "kvstore_int8",
+                                        "kvstore_offer_mb",
+                                        "kv_remote_fetch",
+                                        "engine",
+                                        "sim",
+                                        "node"};
+
+const std::vector<std::string> node_keys{"id", "address", "roles", "workers", "http", "metrics"};
+
+const std::vector<std::string> sim_keys{"gpu",
+                                        "time_scale",
+                                        "payload_scale",
+                                        "tensor_parallel",
+                                        "memory_efficiency",
+                                        "compute_efficiency",
+                                        "step_overhead_us",
+                                        "gpu_memory_utilization",
+                                        "eos_probability"};
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names)
+    out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+
+/// Reads one TOML file's keys into a cluster_config, collecting every
+/// problem instead of stopping at the first.
+class reader {
+public:
+  explicit reader(std::string name) : name_(std::move(name)) {}
+
+  void problem(const std::string& what) { problems_.push_back(name_ + ": " + what); }
+  std::vector<std::string> take_problems() { return std::move(problems_); }
+  [[nodiscard]] size_t count() const { return problems_.size(); }
+
+  /// Each key of `t` must be one of `known`; `prefix` names the table.
+  void known_keys(const toml::table& t, const std::vector<std::string>& known, const std::string& prefix) {
+    for (const auto& [k, _] : t) {
+      const std::string key{k.str()};
+      if (std::find(known.begin(), known.end(), key) != known.end())
+        continue;
+      if (prefix.empty())
+        problem("unknown key " + quote_input(key) + did_you_mean(key, known));
+      else
+        problem("unknown key " + quote_input(prefix + key) + did_you_mean(key, known) + " (known in " +
+                prefix.substr(0, prefix.size() - 1) + ": " + joined(known) + ")");
+    }
+  }
+
+  void str(const toml::node_view<const toml::node>& v, const std::string& key, std::string& out) {
+    if (!v)
+      return;
+    if (auto s = v.value_exact<std::string>())
+      out = *s;
+    else
+      problem("'" + key + "' must be a string");
+  }
+
+  template <class T>
+  void num(const toml::node_view<const toml::node>& v, const std::string& key, int64_t lo, int64_t hi, T& out) {
+    if (!v)
+      return;
+    auto x = v.value_exact<int64_t>();
+    if (!x || *x < lo || *x > hi) {
+      problem("'" + key + "' must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]" +
+              (x ? ", got " + std::to_string(*x) : std::string{}));
+      return;
+    }
+    out = static_cast<T>(*x);
+  }
+
+  template <class T>
+  void flt(const toml::node_view<const toml::node>& v, const std::string& key, double lo, double hi, T& out) {
+    if (!v)
+      return;
+    auto x = v.value<double>();
+    if (!x || !(*x >= lo && *x <= hi)) {
+      problem("'" + key + "' must be a number in [" + toml_number(lo) + ", " + toml_number(hi) + "]");
+      return;
+    }
+    out = *x;
+  }
+
+  void flag(const toml::node_view<const toml::node>& v, const std::string& key, bool& out) {
+    if (!v)
+      return;
+    if (auto b = v.value_exact<bool>())
+      out = *b;
+    else
+      problem("'" + key + "' must be true or false");
+  }
+
+private:
+  std::string name_;
+  std::vector<std::string> problems_;
+};
+
+void read_sim(reader& r, const toml::node_view<const toml::node>& sim, sim_config& m) {
+  auto* st = sim.as_table();
+  if (st == nullptr) {
+    r.problem("'sim' must be a table ([sim])");
+    return;
+  }
+  r.known_keys(*st, sim_keys, "sim.");
+  r.str(sim["gpu"], "sim.gpu", m.gpu);
+  r.flt(sim["time_scale"], "sim.time_scale", 0.0, 1e6, m.time_scale);
+  r.num(sim["payload_scale"], "sim.payload_scale", 1, 1 << 20, m.payload_scale);
+  r.num(sim["tensor_parallel"], "sim.tensor_parallel", 1, 1024, m.tensor_parallel);
+  r.flt(sim["memory_efficiency"], "sim.memory_efficiency", 0.001, 1.0, m.memory_efficiency);
+  r.flt(sim["compute_efficiency"], "sim.compute_efficiency", 0.001, 1.0, m.compute_efficiency);
+  r.flt(sim["step_overhead_us"], "sim.step_overhead_us", 0.0, 1e7, m.step_overhead_us);
+  r.flt(sim["gpu_memory_utilization"], "sim.gpu_memory_utilization", 0.001, 1.0, m.gpu_memory_utilization);
+  r.flt(sim["eos_probability"], "sim.eos_probability", 0.0, 1.0, m.eos_probability);
+  const auto& gpus = sim_gpu_names();
+  if (std::find(gpus.begin(), gpus.end(), m.gpu) == gpus.end())
+    r.problem("'sim.gpu' must be one of " + joined(gpus) + ", got " + quote_input(m.gpu));
+}
+
+/// Reads [[node]] number `i` into `n`, reporting each problem to `r`.
+void read_node(reader& r, const toml::node& entry, size_t i, node_spec& n) {
+  const std::string at = "node[" + std::to_string(i) + "]";
+  auto* nt = entry.as_table();
+  if (nt == nullptr) {
+    r.problem(at + " is not a table");
+    return;
+  }
+  r.known_keys(*nt, node_keys, at + ".");
+  toml::node_view<const toml::node> v{*nt};
+  r.str(v["id"], at + ".id", n.id);
+  r.str(v["address"], at + ".address", n.address);
+  r.num(v["workers"], at + ".workers", 1, 64, n.workers);
+  std::string http, metrics;
+  r.str(v["http"], at + ".http", http);
+  r.str(v["metrics"], at + ".metrics", metrics);
+  const size_t max_name = transport::wire::wire_limits{}.max_name_bytes;
+  if (!v["id"])
+    r.problem(at + ".id is missing");
+  else if (n.id.empty())
+    r.problem(at + ".id is empty");
+  else if (n.id.size() > max_name)
+    r.problem(at + ".id is " + std::to_string(n.id.size()) + " bytes; the wire carries node ids of at most " +
+              std::to_string(max_name) + " bytes: use a shorter id");
+  else if (n.id.find('/') != std::string::npos || n.id == "." || n.id == "..")
+    r.problem(at + ".id " + quote_input(n.id) + " names a directory (kvstore_disk_dir/<id>): use no '/', '.' or '..'");
+  if (!v["address"])
+    r.problem(at + ".address is missing (host:port where its transport listens)");
+  else if (n.address.size() > max_name)
+    r.problem(at + ".address is " + std::to_string(n.address.size()) + " bytes; the wire carries at most " +
+              std::to_string(max_name));
+  else if (auto a = parse_host_port(n.address, at + ".address", address_family::ipv4_only); !a)
+    r.problem(error_message(a.error()));
+  else if (a->port == 0)
+    r.problem(at + ".address " + quote_input(n.address) + " needs a port other than 0 (other nodes dial it)");
+  auto* roles = v["roles"].as_array();
+  if (roles == nullptr || roles->empty()) {
+    r.problem(at + ".roles must be a non-empty array (of frontend, router, prefill, decode, worker)");
+  } else {
+    for (const auto& role_node : *roles) {
+      auto role = role_node.value_exact<std::string>();
+      if (!role || !known_roles.contains(*role)) {
+        const std::vector<std::string> names{known_roles.begin(), known_roles.end()};
+        r.problem(at + ".roles: unknown role" + (role ? " " + quote_input(*role) + did_you_mean(*role, names) : "") +
+                  " (use frontend, router, prefill, decode, worker)");
+        continue;
+      }
+      n.roles.push_back(*role);
+    }
+  }
+  if (!http.empty()) {
+    if (auto a = parse_host_port(http, at + ".http", address_family::any); !a) {
+      r.problem(error_message(a.error()));
+    } else {
+      n.http_host = a->host;
+      n.http_port = a->port;
+    }
+  }
+  if (!metrics.empty()) {
+    if (auto a = parse_host_port(metrics, at + ".metrics", address_family::any); !a) {
+      r.problem(error_message(a.error()));
+    } else if (a->port == 0) {
+      r.problem(at + ".metrics needs a port other than 0");
+    } else {
+      n.metrics_host = a->host;
+      n.metrics_port = a->port;
+    }
+  }
+}
+
+caf::error problems_error(const std::vector<std::string>& problems) {
+  std::string text;
+  for (const auto& p : problems)
+    text += (text.empty() ? "" : "\n") + p;
+  return caf::make_error(caf::sec::invalid_argument, text);
+}
 
 } // namespace
+
+const std::vector<std::string>& cluster_config_keys() {
+  return top_keys;
+}
 
 const std::vector<std::string>& sim_gpu_names() {
   // The sim backend's presets (engine/sim/sim_gpu.cpp); a test checks the two agree.
@@ -64,6 +251,10 @@ const std::vector<std::string>& sim_gpu_names() {
 
 bool node_spec::has(const std::string& role) const {
   return std::find(roles.begin(), roles.end(), role) != roles.end();
+}
+
+bool node_spec::has_workers() const {
+  return has("prefill") || has("decode") || has("worker");
 }
 
 const node_spec* cluster_config::node(const std::string& id) const {
@@ -80,181 +271,162 @@ const node_spec& cluster_config::router_node() const {
   return nodes.front(); // unreachable for a checked config
 }
 
-caf::expected<cluster_config> parse_cluster_config(std::string_view text, const std::string& name) {
+config_reading read_cluster_config(std::string_view text, const std::string& name) {
+  config_reading out;
+  reader r{name};
   toml::table t;
   try {
     t = toml::parse(text, name);
   } catch (const toml::parse_error& e) {
     std::ostringstream os;
     os << e.description() << " (line " << e.source().begin.line << ")";
-    return bad(name, os.str());
+    r.problem(os.str());
+    out.problems = r.take_problems();
+    return out;
   }
-  cluster_config c;
-  // Each optional key must have the right type when present.
-  std::string err;
-  auto str = [&](const toml::node_view<toml::node>& v, const std::string& key, std::string& out) {
-    if (!v)
-      return;
-    if (auto s = v.value<std::string>())
-      out = *s;
-    else if (err.empty())
-      err = "'" + key + "' must be a string";
-  };
-  auto num = [&](const toml::node_view<toml::node>& v, const std::string& key, int64_t lo, int64_t hi,
-                 auto& out) {
-    if (!v)
-      return;
-    auto x = v.value<int64_t>();
-    if (!x || *x < lo || *x > hi) {
-      if (err.empty())
-        err = "'" + key + "' must be an integer in [" + std::to_string(lo) + ", " +
-              std::to_string(hi) + "]";
-      return;
-    }
-    out = static_cast<std::remove_reference_t<decltype(out)>>(*x);
-  };
-  auto flt = [&](const toml::node_view<toml::node>& v, const std::string& key, double lo, double hi,
-                 auto& out) {
-    if (!v)
-      return;
-    auto x = v.value<double>();
-    if (!x || !(*x >= lo && *x <= hi)) {
-      if (err.empty())
-        err = "'" + key + "' must be a number in [" + toml_number(lo) + ", " + toml_number(hi) +
-              "]";
-      return;
-    }
-    out = *x;
-  };
-  str(t["model"], "model", c.model);
-  str(t["served_model_name"], "served_model_name", c.served_model_name);
-  str(t["router_policy"], "router_policy", c.router_policy);
-  num(t["max_local_prefill_tokens"], "max_local_prefill_tokens", 0, 1 << 24, c.max_local_prefill_tokens);
-  str(t["transport"], "transport", c.transport);
-  str(t["ucx_tls"], "ucx_tls", c.ucx_tls);
-  str(t["cluster_secret_file"], "cluster_secret_file", c.cluster_secret_file);
-  num(t["threads_per_worker"], "threads_per_worker", 0, 1024, c.threads_per_worker);
-  num(t["kv_cache_mb"], "kv_cache_mb", 0, 1 << 20, c.kv_cache_mb);
-  num(t["max_model_len"], "max_model_len", 0, 1 << 24, c.max_model_len);
-  num(t["kvstore_host_mb"], "kvstore_host_mb", 0, int64_t{1} << 30, c.kvstore_host_mb);
-  str(t["kvstore_disk_dir"], "kvstore_disk_dir", c.kvstore_disk_dir);
-  num(t["kvstore_disk_mb"], "kvstore_disk_mb", 1, int64_t{1} << 40, c.kvstore_disk_mb);
-  num(t["kvstore_offer_mb"], "kvstore_offer_mb", 0, int64_t{1} << 20, c.kvstore_offer_mb);
-  auto flag = [&](const toml::node_view<toml::node>& v, const std::string& key, bool& out) {
-    if (!v)
-      return;
-    if (auto b = v.value_exact<bool>())
-      out = *b;
-    else if (err.empty())
-      err = "'" + key + "' must be true or false";
-  };
-  flag(t["kvstore_int8"], "kvstore_int8", c.kvstore_int8);
-  flag(t["kv_remote_fetch"], "kv_remote_fetch", c.kv_remote_fetch);
-  str(t["engine"], "engine", c.engine);
-  if (auto sim = t["sim"]; sim) {
-    auto* st = sim.as_table();
-    if (st == nullptr)
-      return bad(name, "'sim' must be a table ([sim])");
-    for (const auto& [k, _] : *st)
-      if (!sim_keys.contains(std::string{k.str()}))
-        return bad(name, "unknown key 'sim." + std::string{k.str()} +
-                           "' (known: gpu, time_scale, payload_scale, tensor_parallel, "
-                           "memory_efficiency, compute_efficiency, step_overhead_us, "
-                           "gpu_memory_utilization, eos_probability)");
-    auto& m = c.sim;
-    str(sim["gpu"], "sim.gpu", m.gpu);
-    flt(sim["time_scale"], "sim.time_scale", 0.0, 1e6, m.time_scale);
-    num(sim["payload_scale"], "sim.payload_scale", 1, 1 << 20, m.payload_scale);
-    num(sim["tensor_parallel"], "sim.tensor_parallel", 1, 1024, m.tensor_parallel);
-    flt(sim["memory_efficiency"], "sim.memory_efficiency", 0.001, 1.0, m.memory_efficiency);
-    flt(sim["compute_efficiency"], "sim.compute_efficiency", 0.001, 1.0, m.compute_efficiency);
-    flt(sim["step_overhead_us"], "sim.step_overhead_us", 0.0, 1e7, m.step_overhead_us);
-    flt(sim["gpu_memory_utilization"], "sim.gpu_memory_utilization", 0.001, 1.0,
-        m.gpu_memory_utilization);
-    flt(sim["eos_probability"], "sim.eos_probability", 0.0, 1.0, m.eos_probability);
-    if (err.empty()) {
-      const auto& gpus = sim_gpu_names();
-      if (std::find(gpus.begin(), gpus.end(), m.gpu) == gpus.end()) {
-        std::string known;
-        for (const auto& g : gpus)
-          known += (known.empty() ? "" : ", ") + g;
-        err = "'sim.gpu' must be one of " + known + ", got '" + m.gpu + "'";
-      }
-    }
-  }
-  if (!err.empty())
-    return bad(name, err);
+  auto& c = out.config;
+  r.known_keys(t, top_keys, "");
+  const toml::node_view<const toml::node> root{t};
+  const auto max_tokens = static_cast<int64_t>(transport::wire::wire_limits{}.max_tokens);
+  r.str(root["model"], "model", c.model);
+  r.str(root["served_model_name"], "served_model_name", c.served_model_name);
+  r.str(root["router_policy"], "router_policy", c.router_policy);
+  r.num(root["max_local_prefill_tokens"], "max_local_prefill_tokens", 0, 1 << 24, c.max_local_prefill_tokens);
+  r.str(root["transport"], "transport", c.transport);
+  r.str(root["ucx_tls"], "ucx_tls", c.ucx_tls);
+  r.str(root["cluster_secret_file"], "cluster_secret_file", c.cluster_secret_file);
+  r.num(root["threads_per_worker"], "threads_per_worker", 0, 1024, c.threads_per_worker);
+  r.num(root["kv_cache_mb"], "kv_cache_mb", 0, 1 << 20, c.kv_cache_mb);
+  // A prompt longer than the wire carries could never reach a worker.
+  r.num(root["max_model_len"], "max_model_len", 0, max_tokens, c.max_model_len);
+  r.num(root["kvstore_host_mb"], "kvstore_host_mb", 0, int64_t{1} << 30, c.kvstore_host_mb);
+  r.str(root["kvstore_disk_dir"], "kvstore_disk_dir", c.kvstore_disk_dir);
+  r.num(root["kvstore_disk_mb"], "kvstore_disk_mb", 1, int64_t{1} << 30, c.kvstore_disk_mb);
+  r.num(root["kvstore_offer_mb"], "kvstore_offer_mb", 0, int64_t{1} << 20, c.kvstore_offer_mb);
+  r.flag(root["kvstore_int8"], "kvstore_int8", c.kvstore_int8);
+  r.flag(root["kv_remote_fetch"], "kv_remote_fetch", c.kv_remote_fetch);
+  r.str(root["engine"], "engine", c.engine);
+  if (auto sim = root["sim"]; sim)
+    read_sim(r, sim, c.sim);
+  const std::vector<std::string> policies{"kv", "round-robin", "random", "least-loaded"};
+  if (std::find(policies.begin(), policies.end(), c.router_policy) == policies.end())
+    r.problem("'router_policy' must be one of " + joined(policies) + ", got " + quote_input(c.router_policy) +
+              did_you_mean(c.router_policy, policies));
   if (c.engine != "cpu" && c.engine != "sim")
-    return bad(name, "'engine' must be cpu or sim, got '" + c.engine + "'");
+    r.problem("'engine' must be cpu or sim, got " + quote_input(c.engine));
   if (c.transport != "ucx" && c.transport != "loopback")
-    return bad(name, "'transport' must be ucx or loopback, got '" + c.transport + "'");
-  auto* nodes = t["node"].as_array();
-  if (nodes == nullptr || nodes->empty())
-    return bad(name, "no [[node]] tables");
-  std::set<std::string> ids, addresses;
-  for (size_t i = 0; i < nodes->size(); ++i) {
-    auto* nt = (*nodes)[i].as_table();
-    const std::string at = "node[" + std::to_string(i) + "]";
-    if (nt == nullptr)
-      return bad(name, at + " is not a table");
-    toml::node_view<toml::node> v{*nt};
-    node_spec n;
-    str(v["id"], at + ".id", n.id);
-    str(v["address"], at + ".address", n.address);
-    num(v["workers"], at + ".workers", 1, 64, n.workers);
-    std::string http, metrics;
-    str(v["http"], at + ".http", http);
-    str(v["metrics"], at + ".metrics", metrics);
-    if (!err.empty())
-      return bad(name, err);
-    if (n.id.empty())
-      return bad(name, at + ".id is missing");
-    if (n.address.empty() || n.address.rfind(':') == std::string::npos)
-      return bad(name, at + ".address must be host:port");
-    if (!ids.insert(n.id).second)
-      return bad(name, at + ".id '" + n.id + "' is used twice");
-    if (!addresses.insert(n.address).second)
-      return bad(name, at + ".address '" + n.address + "' is used twice");
-    auto* roles = v["roles"].as_array();
-    if (roles == nullptr || roles->empty())
-      return bad(name, at + ".roles must be a non-empty array");
-    for (const auto& r : *roles) {
-      auto role = r.value<std::string>();
-      if (!role || !known_roles.contains(*role))
-        return bad(name, at + ".roles: unknown role (use frontend, router, prefill, decode, worker)");
-      n.roles.push_back(*role);
+    r.problem("'transport' must be ucx or loopback, got " + quote_input(c.transport));
+  auto nodes = root["node"];
+  auto* array = nodes.as_array();
+  if (nodes && array == nullptr) {
+    r.problem("'node' must be an array of tables: write each node as [[node]], not [node]");
+  } else if (array == nullptr || array->empty()) {
+    r.problem("no [[node]] tables");
+  } else {
+    std::set<std::string> ids, addresses;
+    for (size_t i = 0; i < array->size(); ++i) {
+      const size_t before = r.count();
+      node_spec n;
+      read_node(r, (*array)[i], i, n);
+      const std::string at = "node[" + std::to_string(i) + "]";
+      if (!n.id.empty() && !ids.insert(n.id).second)
+        r.problem(at + ".id " + quote_input(n.id) + " is used twice");
+      if (!n.address.empty() && !addresses.insert(n.address).second)
+        r.problem(at + ".address " + quote_input(n.address) + " is used twice");
+      if (r.count() == before)
+        c.nodes.push_back(std::move(n));
     }
-    if (!http.empty())
-      if (auto e = host_port(http, at + ".http", n.http_host, n.http_port); !e.empty())
-        return bad(name, e);
-    if (!metrics.empty()) {
-      if (auto e = host_port(metrics, at + ".metrics", n.metrics_host, n.metrics_port); !e.empty())
-        return bad(name, e);
-      if (n.metrics_port == 0)
-        return bad(name, at + ".metrics needs a port other than 0");
+    if (r.count() == 0) {
+      const auto routers = std::count_if(c.nodes.begin(), c.nodes.end(),
+                                         [](const node_spec& n) { return n.has("router"); });
+      if (routers != 1)
+        r.problem("exactly one node must have the role router, found " + std::to_string(routers));
+      for (const auto& n : c.nodes)
+        if (n.has("frontend") && !n.has("router"))
+          r.problem("node '" + n.id + "': the frontend runs on the router's node");
     }
-    c.nodes.push_back(std::move(n));
   }
-  const auto routers = std::count_if(c.nodes.begin(), c.nodes.end(),
-                                     [](const node_spec& n) { return n.has("router"); });
-  if (routers != 1)
-    return bad(name, "exactly one node must have the role router, found " + std::to_string(routers));
-  for (const auto& n : c.nodes)
-    if (n.has("frontend") && !n.has("router"))
-      return bad(name, "node '" + n.id + "': the frontend runs on the router's node");
-  return c;
+  out.problems = r.take_problems();
+  return out;
+}
+
+std::vector<std::string> resolve_cluster_addresses(const cluster_config& c, const std::string& name) {
+  std::vector<std::string> problems;
+  // Every endpoint some node listens on, resolved: two that share a port
+  // and an address clash however they are spelt (localhost, 127.0.0.1).
+  struct endpoint {
+    std::string what;    // "node[1].address 'localhost:14000'"
+    std::vector<std::string> ips;
+    uint16_t port = 0;
+  };
+  std::vector<endpoint> endpoints;
+  for (size_t i = 0; i < c.nodes.size(); ++i) {
+    const auto& n = c.nodes[i];
+    const std::string at = "node[" + std::to_string(i) + "]";
+    auto add = [&](const std::string& key, const std::string& host, uint16_t port, address_family family,
+                   const std::string& spelt) {
+      auto ips = resolve_host(host, family);
+      if (!ips) {
+        problems.push_back(name + ": " + at + "." + key + " " + quote_input(spelt) + ": " + error_message(ips.error()));
+        return;
+      }
+      endpoints.push_back({at + "." + key + " " + quote_input(spelt), std::move(*ips), port});
+    };
+    auto a = parse_host_port(n.address, at + ".address", address_family::ipv4_only);
+    if (a)
+      add("address", a->host, a->port, address_family::ipv4_only, n.address);
+    if (n.has("frontend"))
+      add("http", n.http_host, n.http_port, address_family::any, join_host_port(n.http_host, n.http_port));
+    if (n.metrics_port != 0)
+      add("metrics", n.metrics_host, n.metrics_port, address_family::any,
+          join_host_port(n.metrics_host, n.metrics_port));
+  }
+  for (size_t i = 0; i < endpoints.size(); ++i)
+    for (size_t j = 0; j < i; ++j) {
+      const auto& x = endpoints[i];
+      const auto& y = endpoints[j];
+      if (x.port == 0 || x.port != y.port)
+        continue;
+      for (const auto& ip : x.ips)
+        if (std::find(y.ips.begin(), y.ips.end(), ip) != y.ips.end()) {
+          problems.push_back(name + ": " + x.what + " is the same address as " + y.what + " (both " +
+                             join_host_port(ip, x.port) + "): give each a port of its own");
+          break;
+        }
+    }
+  return problems;
+}
+
+config_reading read_cluster_config_file(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) {
+    config_reading out;
+    out.problems.push_back(file.string() + ": cannot read the file (does it exist?)");
+    return out;
+  }
+  std::stringstream buf;
+  buf << in.rdbuf();
+  auto out = read_cluster_config(buf.str(), file.string());
+  auto& c = out.config;
+  if (!c.cluster_secret_file.empty() && std::filesystem::path{c.cluster_secret_file}.is_relative())
+    c.cluster_secret_file = (file.parent_path() / c.cluster_secret_file).string();
+  if (out.problems.empty())
+    out.problems = resolve_cluster_addresses(c, file.string());
+  return out;
+}
+
+caf::expected<cluster_config> parse_cluster_config(std::string_view text, const std::string& name) {
+  auto r = read_cluster_config(text, name);
+  if (!r.problems.empty())
+    return problems_error(r.problems);
+  return std::move(r.config);
 }
 
 caf::expected<cluster_config> load_cluster_config(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in)
-    return bad(file.string(), "cannot read the file");
-  std::stringstream buf;
-  buf << in.rdbuf();
-  auto c = parse_cluster_config(buf.str(), file.string());
-  if (c && !c->cluster_secret_file.empty() && std::filesystem::path{c->cluster_secret_file}.is_relative())
-    c->cluster_secret_file = (file.parent_path() / c->cluster_secret_file).string();
-  return c;
+  auto r = read_cluster_config_file(file);
+  if (!r.problems.empty())
+    return problems_error(r.problems);
+  return std::move(r.config);
 }
 
 } // namespace tessera::cluster

@@ -47,6 +47,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <caf/expected.hpp>
@@ -72,6 +73,8 @@ struct node_spec {
   uint16_t metrics_port = 0;
 
   [[nodiscard]] bool has(const std::string& role) const;
+  /// Whether it runs workers (prefill, decode or worker), and so a kv store.
+  [[nodiscard]] bool has_workers() const;
 };
 
 /// The [sim] table: the sim backend's settings (engine/sim/sim_backend.hpp,
@@ -143,15 +146,49 @@ struct cluster_config {
   [[nodiscard]] const node_spec& router_node() const;
 };
 
-/// Reads and checks `file`. Errors (caf::sec::invalid_argument) name the
-/// file and the key at fault: a TOML syntax error (with line), an unknown
-/// role or key type, no or two router nodes, a frontend not on the
-/// router's node, duplicate ids or addresses, workers < 1, an engine other
-/// than cpu or sim, a [sim] key unknown or out of range.
+/// A config as read, and every problem found in it. `config` is usable
+/// only when `problems` is empty.
+struct config_reading {
+  cluster_config config;
+  /// One line each, "<file>: <what is wrong and the fix>", naming the key
+  /// (node[i].address, sim.gpu, ...).
+  std::vector<std::string> problems;
+};
+
+/// Reads TOML `text` (`name` for messages) strictly, collecting every
+/// problem rather than stopping at the first: a TOML syntax error (with
+/// line); an unknown key, with the nearest known one ("did you mean
+/// 'kv_cache_mb'?"); a key of the wrong type or out of range (max_model_len
+/// at most the wire's max_tokens); an unknown role, router policy, engine
+/// or transport; no or two router nodes; a frontend off the router's node;
+/// a node id empty, over the wire's 1024 bytes (wire_limits::max_name_bytes)
+/// or with a '/'; an address that is not host:port (IPv6 only as
+/// [addr]:port, and not for node addresses: the transport is IPv4); ids
+/// or addresses written twice. Does not resolve host names.
+[[nodiscard]] config_reading read_cluster_config(std::string_view text, const std::string& name);
+
+/// Resolves every node's address, HTTP and metrics endpoint (getaddrinfo)
+/// and returns a problem for each host that does not resolve and for each
+/// two endpoints that are one after resolution (localhost:14000 and
+/// 127.0.0.1:14000). Blocks on the system resolver.
+[[nodiscard]] std::vector<std::string> resolve_cluster_addresses(const cluster_config& c,
+                                                                 const std::string& name);
+
+/// read_cluster_config on the file's text, cluster_secret_file resolved
+/// against the file's folder, then (when that found nothing)
+/// resolve_cluster_addresses.
+[[nodiscard]] config_reading read_cluster_config_file(const std::filesystem::path& file);
+
+/// read_cluster_config_file as an expected: the error
+/// (caf::sec::invalid_argument) carries every problem, one per line.
 [[nodiscard]] caf::expected<cluster_config> load_cluster_config(const std::filesystem::path& file);
 
-/// As load_cluster_config, from TOML text (`name` for messages).
+/// read_cluster_config as an expected (`name` for messages), as
+/// load_cluster_config.
 [[nodiscard]] caf::expected<cluster_config> parse_cluster_config(std::string_view text,
                                                                  const std::string& name);
+
+/// The top-level keys a config may have.
+[[nodiscard]] const std::vector<std::string>& cluster_config_keys();
 
 } // namespace tessera::cluster
