@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -79,6 +80,20 @@ public:
   /// from it to vocab_size are never sampled (as if their logit were -inf).
   /// Default: config().vocab_size.
   [[nodiscard]] virtual int32_t logits_vocab() const { return config().vocab_size; }
+  /// Wall seconds forward() was asked to last so far to emulate a device
+  /// (the sim backend: modelled step seconds x time_scale); 0 for a
+  /// backend that computes. A worker compares it with the wall time its
+  /// steps took to tell whether the host kept up.
+  [[nodiscard]] virtual double emulated_wall_seconds() const { return 0; }
+  /// Wall seconds a step computing `tokens` prompt tokens after
+  /// `start_pos` cached ones is expected to take, where the backend can
+  /// tell (the sim backend: its modelled time x time_scale); nullopt
+  /// otherwise (a worker then uses its measured token rate).
+  [[nodiscard]] virtual std::optional<double> prefill_wall_seconds(int64_t tokens, int64_t start_pos) const {
+    (void) tokens;
+    (void) start_pos;
+    return std::nullopt;
+  }
 
   /// Runs one forward step over `seqs` (all tokens of all sequences as one
   /// batch), writing each computed token's K and V into its block. For

@@ -13,6 +13,7 @@
 #include "actors/common/kv_handoff.hpp"
 #include "actors/kvstore/kvstore_actor.hpp"
 #include "actors/worker/kv_tiering.hpp"
+#include "actors/worker/worker_metrics.hpp"
 #include "common/error.hpp"
 #include "engine/engine_errc.hpp"
 
@@ -78,8 +79,11 @@ struct pending_fetch {
   /// start, when it started, and what the stores answered.
   size_t cached_at_start = 0;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+  /// When the worker stops waiting and computes what has not arrived
+  /// (fetch_cost.hpp: it follows the prefix's size and the compute saved).
+  std::chrono::steady_clock::time_point deadline;
   bool busy = false;  // a store answered busy (its bound of fetches in flight)
-  bool late = false;  // a store did not answer within fetch_timeout
+  bool late = false;  // a store did not answer before the deadline
   bool failed = false; // another error
 };
 
@@ -98,73 +102,6 @@ const char* fetch_outcome(const pending_fetch& f) {
   return f.failed ? "failed" : "miss";
 }
 
-/// The worker's series in the process's metrics registry.
-struct worker_metrics {
-  worker_metrics(cluster::metrics_registry& r, const std::string& worker)
-      : kv_used(r.gauge("tessera_kv_blocks_used", "KV blocks held by requests, per worker.",
-                        {{"worker", worker}})),
-        aborted(r.counter("tessera_requests_aborted_total",
-                          "Requests stopped before they finished (cancelled), per worker.",
-                          {{"worker", worker}})),
-        transfer_bytes(r.counter("tessera_kv_transfer_bytes_total",
-                                 "KV bytes this worker put into other workers' pools.",
-                                 {{"worker", worker}})),
-        transfer_seconds(r.counter("tessera_kv_transfer_seconds_total",
-                                   "Seconds from the start of a KV transfer to its completion.",
-                                   {{"worker", worker}})),
-        store_fetched(r.counter("tessera_kvstore_fetched_blocks_total",
-                                "Prompt blocks a worker took from its node's kv store instead of computing them.",
-                                {{"worker", worker}})),
-        peer_fetched(r.counter("tessera_kvstore_peer_fetched_blocks_total",
-                               "Prompt blocks a worker took from another node's kv store instead of computing them.",
-                               {{"worker", worker}})),
-        fetch_refused(r.counter("tessera_kvstore_fetch_refused_blocks_total",
-                                "Fetched blocks a worker refused (wrong hash, layout or checksum) and computed instead.",
-                                {{"worker", worker}})),
-        store_offered(r.counter("tessera_kvstore_offered_blocks_total",
-                                "Blocks a worker gave its node's kv store (prompts it prefilled, sequences that finished).",
-                                {{"worker", worker}})),
-        offer_dropped(r.counter("tessera_kvstore_offer_dropped_blocks_total",
-                                "Blocks a worker did not offer its node's kv store because its offers in flight "
-                                "were at the bound (worker_config::offer_max_bytes).",
-                                {{"worker", worker}})),
-        steps(r.counter("tessera_engine_steps_total", "Forward steps a worker's engine ran.",
-                        {{"worker", worker}})),
-        busy_seconds(r.counter("tessera_engine_busy_seconds_total",
-                               "Wall seconds a worker's engine spent in forward steps (its busy share "
-                               "over an interval: the increase / the interval; the sim engine's steps "
-                               "last their modelled time x time_scale).",
-                               {{"worker", worker}})),
-        fetch_seconds(r.histogram("tessera_kvstore_fetch_seconds",
-                                  "Time from a prompt's prefix fetch start to its entry into the engine.",
-                                  cluster::latency_buckets_seconds(), {{"worker", worker}})),
-        registry(r), worker_name(worker) {}
-  /// Counts one ended fetch: hit (every block wanted came), partial,
-  /// late (a store timed out, nothing came), rejected (a store was busy),
-  /// failed, miss (the stores had none).
-  void fetch_ended(const char* outcome) {
-    registry.counter("tessera_kvstore_fetch_total",
-                     "Prompt prefix fetches from kv stores by outcome: hit, partial, miss, rejected "
-                     "(a store at its bound of fetches in flight), late (a store timed out), failed.",
-                     {{"worker", worker_name}, {"outcome", outcome}})
-      .inc();
-  }
-  cluster::metric_gauge& kv_used;
-  cluster::metric_counter& aborted;
-  cluster::metric_counter& transfer_bytes;
-  cluster::metric_counter& transfer_seconds;
-  cluster::metric_counter& store_fetched;
-  cluster::metric_counter& peer_fetched;
-  cluster::metric_counter& fetch_refused;
-  cluster::metric_counter& store_offered;
-  cluster::metric_counter& offer_dropped;
-  cluster::metric_counter& steps;
-  cluster::metric_counter& busy_seconds;
-  cluster::metric_histogram& fetch_seconds;
-  cluster::metrics_registry& registry;
-  std::string worker_name;
-};
-
 struct worker_state {
   static inline const char* name = "worker";
 
@@ -178,10 +115,19 @@ struct worker_state {
   remote_actor_cache<kvstore_actor> stores;
   std::unique_ptr<worker_metrics> metrics;
   bool stepping = false;
+  /// When the step message now queued was sent (step delay, worker_metrics).
+  std::chrono::steady_clock::time_point step_due;
+  /// The backend's emulated wall seconds already exported
+  /// (tessera_sim_step_wall_seconds_total).
+  double emulated_exported = 0;
   /// Payload bytes of offers the store's writer has not answered yet.
   uint64_t offer_bytes_in_flight = 0;
   uint64_t next_batch = 1;
   uint64_t next_event = 0; // the router expects a worker's first event to be 0
+  /// Whether a prefix fetch pays (fetch_cost.hpp), and the engine's
+  /// tokens computed already fed to it.
+  fetch_cost_model fetch_costs;
+  uint64_t tokens_computed_seen = 0;
 };
 
 using worker_pointer = worker_impl::stateful_pointer<worker_state>;
@@ -201,6 +147,7 @@ void update_kv_gauge(worker_pointer self) {
 void kick(worker_pointer self) {
   if (!self->state.stepping && self->state.eng->has_unfinished()) {
     self->state.stepping = true;
+    self->state.step_due = std::chrono::steady_clock::now();
     self->send(self, step_atom_v);
   }
 }
@@ -403,15 +350,28 @@ void offer(worker_pointer self, std::span<const int32_t> tokens, const std::stri
       });
 }
 
+/// Counts a step that started at `started` (see worker_metrics.hpp).
+void count_step(worker_state& st, std::chrono::steady_clock::time_point started) {
+  using seconds = std::chrono::duration<double>;
+  auto& m = *st.metrics;
+  m.steps.inc();
+  m.busy_seconds.inc(seconds(std::chrono::steady_clock::now() - started).count());
+  m.step_delay_seconds.inc(std::max(0.0, seconds(started - st.step_due).count()));
+  const double emulated = st.eng->get_backend().emulated_wall_seconds();
+  m.sim_wall_seconds.inc(emulated - st.emulated_exported);
+  st.emulated_exported = emulated;
+}
+
 void on_step(worker_pointer self) {
   auto& st = self->state;
   const auto started = std::chrono::steady_clock::now();
   auto outputs = st.eng->step();
-  if (st.metrics) {
-    st.metrics->steps.inc();
-    st.metrics->busy_seconds.inc(
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-  }
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const auto computed = st.eng->stats().tokens_computed;
+  st.fetch_costs.observe_compute(computed - st.tokens_computed_seen, took);
+  st.tokens_computed_seen = computed;
+  if (st.metrics)
+    count_step(st, started);
   // KV events first: a client that saw this step's tokens and asks the
   // router again finds the router already knows what this step cached
   // (both go through the bridge, in order).
@@ -534,6 +494,18 @@ void finish_fetch(worker_pointer self, uint64_t id) {
     f.promise.deliver(caf::unit);
 }
 
+/// Whether to fetch the blocks `need` lacks for request `h` from the
+/// first store it would ask, and the fetch's deadline (fetch_cost.hpp).
+fetch_plan plan_fetch(worker_state& st, const prefix_need& need, const wire::request_handoff& h) {
+  const auto& layout = st.eng->get_backend().layout();
+  const auto& from = st.cfg.store_at.empty() ? h.kv_source : st.cfg.store_at;
+  const auto blocks = static_cast<int64_t>(need.hashes.size() - need.cached);
+  const int64_t tokens = blocks * layout.block_tokens;
+  const int64_t start = static_cast<int64_t>(need.cached) * layout.block_tokens;
+  return st.fetch_costs.plan(from.node + "/" + from.actor, static_cast<uint64_t>(blocks) * layout.block_bytes(),
+                             tokens, st.eng->get_backend().prefill_wall_seconds(tokens, start));
+}
+
 /// Asks the next store for the blocks request `id`'s pool still lacks: the
 /// node's store (again while it has more), then the peer store the router
 /// named, if it holds more than the pool has now; then finish_fetch.
@@ -547,7 +519,10 @@ void fetch_next(worker_pointer self, uint64_t id) {
     f.asked_local = true;
   if (f.handoff.kv_source.empty() || static_cast<size_t>(f.handoff.kv_source_blocks) <= f.need.cached)
     f.asked_peer = true; // nothing the peer holds beyond what the pool has
-  if (f.need.satisfied() || (f.asked_local && f.asked_peer))
+  const auto now = std::chrono::steady_clock::now();
+  if (!f.need.satisfied() && !(f.asked_local && f.asked_peer) && now >= f.deadline)
+    f.late = true; // what arrived stays in the pool; the rest is computed
+  if (f.need.satisfied() || (f.asked_local && f.asked_peer) || f.late)
     return finish_fetch(self, id);
   const bool peer = f.asked_local;
   const auto& at = peer ? f.handoff.kv_source : st.cfg.store_at;
@@ -557,13 +532,21 @@ void fetch_next(worker_pointer self, uint64_t id) {
                                                  f.need.hashes.begin() + static_cast<std::ptrdiff_t>(end)},
                            st.cfg.fetch_max_bytes};
   auto store = st.stores.get(self->system(), st.cfg.bridge, at.node, at.actor);
-  self->request(store, st.cfg.fetch_timeout, fetch_atom_v, std::move(q))
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(f.deadline - now);
+  self->request(store, std::max(left, std::chrono::milliseconds{1}), fetch_atom_v, std::move(q))
     .then(
-      [self, id, first, peer](wire::kv_fetch_reply& reply) {
+      [self, id, first, peer, at, now](wire::kv_fetch_reply& reply) {
         auto& st = self->state;
+        uint64_t bytes = 0;
+        for (const auto& b : reply.blocks)
+          bytes += b.data.size();
+        if (!reply.busy)
+          st.fetch_costs.observe_fetch(
+            at.node + "/" + at.actor, bytes,
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - now).count());
         auto it = st.fetching.find(id);
         if (it == st.fetching.end())
-          return; // cancelled meanwhile
+          return; // computed (or cancelled) meanwhile
         auto& f = it->second;
         const auto r = insert_fetched(*st.eng, f.need.hashes, first, reply);
         const size_t got = r.cached > f.need.cached ? r.cached - f.need.cached : 0;
@@ -582,7 +565,11 @@ void fetch_next(worker_pointer self, uint64_t id) {
           (peer ? f.asked_peer : f.asked_local) = true;
         fetch_next(self, id);
       },
-      [self, id, peer, at](caf::error& err) {
+      [self, id, peer, at, now](caf::error& err) {
+        if (err == caf::sec::request_timeout) // the store took at least this long
+          self->state.fetch_costs.observe_fetch(
+            at.node + "/" + at.actor, 0,
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - now).count());
         auto it = self->state.fetching.find(id);
         if (it == self->state.fetching.end())
           return;
@@ -619,6 +606,7 @@ worker_impl::behavior_type worker_fn(worker_pointer self, std::shared_ptr<engine
                                      worker_config cfg) {
   self->state.eng = std::move(eng);
   self->state.cfg = std::move(cfg);
+  self->state.fetch_costs = fetch_cost_model{self->state.cfg.fetch_cost};
   self->state.eng->record_kv_events(!self->state.cfg.router.empty());
   if (self->state.cfg.metrics)
     self->state.metrics =
@@ -661,12 +649,18 @@ worker_impl::behavior_type worker_fn(worker_pointer self, std::shared_ptr<engine
       if (!st.cfg.store_at.empty() || !h.kv_source.empty()) {
         auto need = prefix_need_of(*st.eng, h.request.prompt, h.request.cache_salt);
         if (!need.satisfied()) {
-          auto rp = self->make_response_promise<caf::unit_t>();
-          pending_fetch f{std::move(h), rp, std::move(need)};
-          f.cached_at_start = f.need.cached;
-          st.fetching.emplace(id, std::move(f));
-          fetch_next(self, id);
-          return rp;
+          const auto plan = plan_fetch(st, need, h);
+          if (plan.fetch) {
+            auto rp = self->make_response_promise<caf::unit_t>();
+            pending_fetch f{std::move(h), rp, std::move(need)};
+            f.cached_at_start = f.need.cached;
+            f.deadline = f.started + plan.deadline;
+            st.fetching.emplace(id, std::move(f));
+            fetch_next(self, id);
+            return rp;
+          }
+          if (st.metrics)
+            st.metrics->fetch_ended("skipped");
         }
       }
       if (auto err = admit(self, std::move(h)))

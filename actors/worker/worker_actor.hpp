@@ -56,6 +56,7 @@
 #include "actors/actor_types.hpp"
 #include "actors/bridge/bridge_actor.hpp"
 #include "actors/kvstore/kvstore_writer.hpp"
+#include "actors/worker/fetch_cost.hpp"
 #include "cluster/metrics.hpp"
 #include "engine/engine.hpp"
 #include "kvstore/block_store.hpp"
@@ -147,9 +148,10 @@ struct worker_config {
   /// from the peer store its request names (request_handoff::kv_source).
   /// Empty: no local store.
   transport::wire::actor_address store_at;
-  /// How long one fetch from a store may take before the worker computes
-  /// the rest instead. Default: 5 s.
-  std::chrono::milliseconds fetch_timeout{5000};
+  /// Whether a prefix fetch pays and how long it may take
+  /// (actors/worker/fetch_cost.hpp): the deadline follows the prefix's
+  /// size and the compute it saves, between min and max_deadline.
+  fetch_cost_options fetch_cost;
   /// Most payload bytes one fetch reply carries (larger prefixes come in
   /// several). Default: 16 MiB.
   uint64_t fetch_max_bytes = uint64_t{16} << 20;

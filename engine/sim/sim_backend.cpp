@@ -241,6 +241,17 @@ void sim_backend::forward(std::span<const forward_seq> seqs, float* logits) {
                                   std::chrono::duration<double>(last_.seconds * scale)));
 }
 
+double sim_backend::emulated_wall_seconds() const {
+  return opts_.settings.time_scale > 0 ? totals_.modelled_s * opts_.settings.time_scale : 0.0;
+}
+
+std::optional<double> sim_backend::prefill_wall_seconds(int64_t tokens, int64_t start_pos) const {
+  if (opts_.settings.time_scale <= 0 || tokens <= 0)
+    return std::nullopt;
+  const seq_shape shape{tokens, start_pos, true};
+  return costs_.step({&shape, 1}).seconds * opts_.settings.time_scale;
+}
+
 void sim_backend::copy_block(kv_block_id src, kv_block_id dst) {
   const size_t bb = layout_.block_bytes();
   std::memcpy(pool_ + static_cast<size_t>(dst) * bb, pool_ + static_cast<size_t>(src) * bb, bb);

@@ -145,6 +145,8 @@ public:
   int32_t num_blocks() const override { return num_blocks_; }
   uint64_t model_fingerprint() const override { return fingerprint_; }
   std::string description() const override;
+  double emulated_wall_seconds() const override;
+  std::optional<double> prefill_wall_seconds(int64_t tokens, int64_t start_pos) const override;
   void forward(std::span<const forward_seq> seqs, float* logits) override;
   void copy_block(kv_block_id src, kv_block_id dst) override;
   void read_block(kv_block_id id, std::span<std::byte> out) const override;

@@ -188,7 +188,8 @@ protected:
     caf::anon_send(br->actor(), publish_atom_v, kc.name, caf::actor_cast<caf::actor>(store_actor));
   }
 
-  worker_actor add_worker(const std::string& name, uint64_t offer_max_bytes = uint64_t{64} << 20) {
+  worker_actor add_worker(const std::string& name, uint64_t offer_max_bytes = uint64_t{64} << 20,
+                          fetch_cost_options fetch_cost = {}) {
     std::shared_ptr<engine::engine> eng = make_engine();
     auto region = br->register_region(eng->get_backend().kv_pool_memory()).value();
     worker_config c{"n", name, br->actor(), region};
@@ -197,6 +198,7 @@ protected:
     c.store = store;
     c.store_writer = writer;
     c.offer_max_bytes = offer_max_bytes;
+    c.fetch_cost = fetch_cost;
     if (store_actor)
       c.store_at = {"n", "kvstore"};
     auto w = spawn_worker(sys, std::move(eng), c);
@@ -305,8 +307,11 @@ TEST_F(KvOfferTest, AFetchBeyondTheStoresBoundIsAnsweredBusyAndComputesAtOnce) {
   // One reader and room for one fetch in flight; the disk hangs.
   start_store_actor(1, 1);
   store->hold_gets();
-  auto a = add_worker("a");
-  auto b = add_worker("b");
+  fetch_cost_options patient; // a's fetch outlives any test machine's pace
+  patient.min_deadline = 60s;
+  patient.max_deadline = 60s;
+  auto a = add_worker("a", uint64_t{64} << 20, patient);
+  auto b = add_worker("b", uint64_t{64} << 20, patient);
   // a's fetch waits at the store's reader ...
   wire::request_handoff h;
   h.request = tessera::test::make_request(1, tessera::test::random_prompt(70, 1), 4);
@@ -335,6 +340,31 @@ TEST_F(KvOfferTest, AFetchBeyondTheStoresBoundIsAnsweredBusyAndComputesAtOnce) {
                   });
   EXPECT_TRUE(wait_metric("tessera_kvstore_fetch_total{worker=\"a\",outcome=\"miss\"}", 1));
   EXPECT_TRUE(wait_metric("tessera_kvstore_fetch_rejected_total", 1)) << "the store's own count (per heartbeat)";
+}
+
+TEST_F(KvOfferTest, AFetchPastItsDeadlineComputesAndAStoreMeasuredSlowIsSkipped) {
+  start_store_actor();
+  store->hold_gets(); // the disk hangs
+  fetch_cost_options fc;
+  fc.min_deadline = fc.max_deadline = 300ms;
+  auto w = add_worker("w", uint64_t{64} << 20, fc);
+  // The first fetch waits out its deadline, then the request is computed.
+  const auto started = std::chrono::steady_clock::now();
+  auto r1 = tessera::test::make_request(1, tessera::test::random_prompt(70, 1), 4);
+  EXPECT_EQ(run(w, r1).tokens, alone(r1).tokens);
+  EXPECT_GE(std::chrono::steady_clock::now() - started, 300ms);
+  EXPECT_EQ(metric("tessera_kvstore_fetch_total{worker=\"w\",outcome=\"late\"}"), 1) << metrics->render();
+  // The store took 300 ms or more; computing 70 tokens takes this engine
+  // far less: the next prompt is computed without asking the store.
+  auto r2 = tessera::test::make_request(2, tessera::test::random_prompt(70, 2), 4);
+  EXPECT_EQ(run(w, r2).tokens, alone(r2).tokens);
+  EXPECT_EQ(metric("tessera_kvstore_fetch_total{worker=\"w\",outcome=\"skipped\"}"), 1) << metrics->render();
+  EXPECT_EQ(store->held_gets(), 1u) << "only the first fetch reached the store";
+  // The hung read ends after its request was computed: its answer is
+  // dropped and the worker goes on.
+  store->release_gets();
+  auto r3 = tessera::test::make_request(3, tessera::test::random_prompt(30, 3), 4);
+  EXPECT_EQ(run(w, r3).tokens, alone(r3).tokens);
 }
 
 TEST_F(KvOfferTest, ABoundOfZeroOffersNothing) {

@@ -1,0 +1,67 @@
+#include "actors/worker/fetch_cost.hpp"
+
+#include <algorithm>
+
+namespace tessera::actors {
+
+namespace {
+
+/// Smallest answer whose time says something about bandwidth rather than
+/// latency.
+constexpr uint64_t bandwidth_sample_bytes = 64 * 1024;
+
+} // namespace
+
+void fetch_cost_model::observe_fetch(const std::string& source, uint64_t bytes, double seconds) {
+  if (!(seconds >= 0))
+    return;
+  auto& s = sources_[source];
+  const double w = s.answers == 0 ? 1.0 : opts_.weight;
+  if (bytes < bandwidth_sample_bytes) {
+    s.latency_s += w * (seconds - s.latency_s);
+    if (s.answers == 0)
+      s.bytes_per_s = opts_.prior_bytes_per_s;
+  } else {
+    const double rate = static_cast<double>(bytes) / std::max(seconds - s.latency_s, 1e-6);
+    s.bytes_per_s = s.answers == 0 ? rate : s.bytes_per_s + w * (rate - s.bytes_per_s);
+    if (s.answers == 0)
+      s.latency_s = opts_.prior_latency_s;
+  }
+  ++s.answers;
+  s.skips = 0;
+}
+
+void fetch_cost_model::observe_compute(uint64_t tokens, double seconds) {
+  if (!(seconds > 0))
+    return;
+  constexpr double keep = 0.98; // about the last fifty steps
+  tokens_ = keep * tokens_ + static_cast<double>(tokens);
+  compute_seconds_ = keep * compute_seconds_ + seconds;
+}
+
+fetch_plan fetch_cost_model::plan(const std::string& source, uint64_t bytes, int64_t tokens,
+                                  std::optional<double> backend_compute_s) {
+  fetch_plan p;
+  const auto it = sources_.find(source);
+  const bool known = it != sources_.end() && it->second.answers > 0;
+  const double bw = known ? it->second.bytes_per_s : opts_.prior_bytes_per_s;
+  const double latency = known ? it->second.latency_s : opts_.prior_latency_s;
+  p.fetch_s = latency + static_cast<double>(bytes) / std::max(bw, 1.0);
+  if (backend_compute_s)
+    p.compute_s = *backend_compute_s;
+  else if (tokens_ > 0)
+    p.compute_s = static_cast<double>(tokens) * compute_seconds_ / tokens_;
+  if (known && p.compute_s && p.fetch_s > opts_.skip_ratio * *p.compute_s) {
+    auto& skips = it->second.skips;
+    p.fetch = ++skips >= opts_.probe_every; // a probe: the store may be fast again
+    if (p.fetch)
+      skips = 0;
+  }
+  const double s = std::chrono::duration<double>(opts_.min_deadline).count() + 4 * p.fetch_s +
+                   2 * p.compute_s.value_or(0.0);
+  const auto ms = std::chrono::milliseconds{static_cast<int64_t>(std::min(s, 1e9) * 1e3)};
+  p.deadline = std::clamp(ms, opts_.min_deadline, opts_.max_deadline);
+  return p;
+}
+
+} // namespace tessera::actors

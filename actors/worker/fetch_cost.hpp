@@ -1,0 +1,90 @@
+#pragma once
+/// @file
+/// The cost model of a prompt's prefix fetch (kv_tiering.hpp): is fetching
+/// the blocks a pool lacks from a store estimated cheaper than computing
+/// them, and how long may the fetch take. A plain class, fed by the worker
+/// with what it measures; no actor, no clock of its own.
+///
+/// Fetch time: the prefix's bytes over the bandwidth measured on that
+/// store's earlier answers, plus their latency (an exponentially weighted
+/// average of each; optimistic priors until a store has answered).
+/// Compute time: the backend's own estimate where it has one (the sim
+/// engine prices a prefill with its roofline model, engine::backend::
+/// prefill_wall_seconds), else the prompt tokens over the engine's measured
+/// token rate.
+///
+/// Decision: skip the fetch (compute at once, counted as outcome "skipped")
+/// only when the store has answered before and the fetch is estimated
+/// slower than `skip_ratio` x computing (the compute estimate leaves out
+/// the queue a computed prompt waits in); every `probe_every`-th skip of a
+/// store fetches anyway, so a store that was slow once is measured again.
+/// Otherwise fetch, with a deadline that follows the
+/// prefix's size and the compute it saves: floor + 4 x the estimated fetch
+/// time + 2 x the compute time, at most `max_deadline`. A fetch that runs
+/// past its deadline keeps the blocks that arrived and computes the rest.
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+namespace tessera::actors {
+
+struct fetch_cost_options {
+  /// The shortest deadline (a store's round trip on a busy node). Default: 250 ms.
+  std::chrono::milliseconds min_deadline{250};
+  /// The longest. Default: 30 s.
+  std::chrono::milliseconds max_deadline{30000};
+  /// Priors before a store has answered. Defaults: 1 GB/s, 1 ms.
+  double prior_bytes_per_s = 1e9;
+  double prior_latency_s = 1e-3;
+  /// Weight of a new observation in the averages. Default: 0.2.
+  double weight = 0.2;
+  /// Skip when fetching is estimated slower than this many times computing. Default: 2.
+  double skip_ratio = 2;
+  /// Fetch anyway after this many skips of a store in a row. Default: 16.
+  uint32_t probe_every = 16;
+};
+
+/// What the model says of one fetch.
+struct fetch_plan {
+  /// Estimated seconds to fetch, and to compute instead (nullopt: unknown).
+  double fetch_s = 0;
+  std::optional<double> compute_s;
+  /// Whether to fetch at all.
+  bool fetch = true;
+  /// The whole fetch's deadline, from its start.
+  std::chrono::milliseconds deadline{0};
+};
+
+class fetch_cost_model {
+public:
+  explicit fetch_cost_model(fetch_cost_options o = {}) : opts_(o) {}
+
+  /// A store at `source` answered `bytes` of blocks in `seconds`.
+  void observe_fetch(const std::string& source, uint64_t bytes, double seconds);
+  /// The engine computed `tokens` in `seconds` of steps.
+  void observe_compute(uint64_t tokens, double seconds);
+
+  /// The plan for fetching `bytes` from `source` instead of computing
+  /// `tokens`; `backend_compute_s` is the backend's estimate if it has one.
+  /// A plan that skips counts toward the store's next probe.
+  [[nodiscard]] fetch_plan plan(const std::string& source, uint64_t bytes, int64_t tokens,
+                                std::optional<double> backend_compute_s);
+
+private:
+  struct source_rate {
+    double bytes_per_s = 0;
+    double latency_s = 0;
+    uint64_t answers = 0;
+    uint32_t skips = 0; // in a row
+  };
+  fetch_cost_options opts_;
+  std::map<std::string, source_rate> sources_;
+  /// Decayed sums of tokens computed and their seconds.
+  double tokens_ = 0;
+  double compute_seconds_ = 0;
+};
+
+} // namespace tessera::actors

@@ -1,0 +1,86 @@
+// The prefix fetch's cost model (actors/worker/fetch_cost.hpp), without an
+// actor system: fetch only when it pays, with a deadline that grows with
+// the prefix and the compute it saves.
+#include "actors/worker/fetch_cost.hpp"
+
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+namespace tessera::actors {
+namespace {
+
+using std::chrono::milliseconds;
+
+TEST(FetchCostTest, AStoreNeverHeardFromIsAskedWhateverTheEstimates) {
+  fetch_cost_model m;
+  const auto p = m.plan("node/kvstore", uint64_t{1} << 40, 16, 1e-6);
+  EXPECT_TRUE(p.fetch) << "priors alone never skip a store";
+  EXPECT_EQ(p.deadline, fetch_cost_options{}.max_deadline) << "a terabyte from a prior is the longest wait";
+}
+
+TEST(FetchCostTest, AStoreSlowerThanComputingIsSkipped) {
+  fetch_cost_model m;
+  m.observe_fetch("disk", 100 << 20, 2.0); // 50 MB/s measured
+  const auto slow = m.plan("disk", 200 << 20, 4096, 0.5); // ~4 s to fetch, 0.5 s to compute
+  EXPECT_FALSE(slow.fetch);
+  EXPECT_NEAR(slow.fetch_s, 4.0, 0.1);
+  const auto cheap = m.plan("disk", 1 << 20, 4096, 0.5); // 20 ms to fetch
+  EXPECT_TRUE(cheap.fetch);
+  EXPECT_TRUE(m.plan("disk", 40 << 20, 4096, 0.5).fetch) << "0.8 s to fetch is within 2 x the compute";
+  EXPECT_TRUE(m.plan("other-store", 200 << 20, 4096, 0.5).fetch) << "rates are per store";
+}
+
+TEST(FetchCostTest, ASkippedStoreIsProbedAgainAndCanRecover) {
+  fetch_cost_options o;
+  o.probe_every = 4;
+  fetch_cost_model m{o};
+  m.observe_fetch("disk", 100 << 20, 2.0); // 50 MB/s
+  for (int i = 0; i < 3; ++i)
+    EXPECT_FALSE(m.plan("disk", 200 << 20, 4096, 0.5).fetch) << i;
+  EXPECT_TRUE(m.plan("disk", 200 << 20, 4096, 0.5).fetch) << "the fourth is a probe";
+  EXPECT_FALSE(m.plan("disk", 200 << 20, 4096, 0.5).fetch) << "the count starts over";
+  for (int i = 0; i < 20; ++i) // the probes find a fast store again
+    m.observe_fetch("disk", 200 << 20, 0.1);
+  EXPECT_TRUE(m.plan("disk", 200 << 20, 4096, 0.5).fetch);
+}
+
+TEST(FetchCostTest, TheDeadlineGrowsWithThePrefixAndTheComputeItSaves) {
+  fetch_cost_model m;
+  m.observe_fetch("s", 64 << 20, 0.064); // ~1 GB/s
+  const auto small = m.plan("s", 1 << 20, 64, 0.01);
+  const auto large = m.plan("s", 512 << 20, 32768, 4.0);
+  EXPECT_LT(small.deadline, milliseconds{300}) << "about the floor";
+  EXPECT_GT(large.deadline, milliseconds{8000}) << "2 x the compute saved and 4 x the expected fetch";
+  EXPECT_LT(large.deadline, milliseconds{12000});
+  EXPECT_GT(large.deadline, small.deadline);
+}
+
+TEST(FetchCostTest, WithoutABackendEstimateTheMeasuredTokenRateIsUsed) {
+  fetch_cost_model m;
+  EXPECT_FALSE(m.plan("s", 1 << 20, 1000, std::nullopt).compute_s) << "nothing measured yet";
+  m.observe_compute(2000, 1.0); // 2000 tokens/s
+  const auto p = m.plan("s", 1 << 20, 1000, std::nullopt);
+  ASSERT_TRUE(p.compute_s);
+  EXPECT_NEAR(*p.compute_s, 0.5, 1e-9);
+  m.observe_compute(0, 0.0); // an idle tick says nothing
+  EXPECT_NEAR(*m.plan("s", 1 << 20, 1000, std::nullopt).compute_s, 0.5, 1e-9);
+}
+
+TEST(FetchCostTest, SmallAnswersMeasureLatencyNotBandwidth) {
+  fetch_cost_model m;
+  m.observe_fetch("s", 4096, 0.010); // 10 ms for 4 KiB: a round trip, not 400 KB/s
+  const auto p = m.plan("s", 64 << 20, 8192, 1.0);
+  EXPECT_NEAR(p.fetch_s, 0.010 + (64 << 20) / 1e9, 1e-3) << "the prior bandwidth stands";
+  EXPECT_TRUE(p.fetch);
+}
+
+TEST(FetchCostTest, NonsenseObservationsAreIgnored) {
+  fetch_cost_model m;
+  m.observe_fetch("s", 1 << 20, -1.0);
+  m.observe_fetch("s", 1 << 20, std::nan(""));
+  EXPECT_TRUE(m.plan("s", uint64_t{1} << 40, 16, 1e-6).fetch) << "still never heard from";
+}
+
+} // namespace
+} // namespace tessera::actors
