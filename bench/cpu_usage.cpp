@@ -30,14 +30,23 @@ std::pair<uint64_t, uint64_t> cpu_jiffies() {
 
 } // namespace
 
-double cpu_idle_pct(std::chrono::milliseconds window) {
-  const auto [t1, i1] = cpu_jiffies();
-  std::this_thread::sleep_for(window); // a measuring window, not a wait for an event
-  const auto [t2, i2] = cpu_jiffies();
+cpu_sample cpu_sample_now() {
+  const auto [total, idle] = cpu_jiffies();
+  return {total, idle};
+}
+
+double cpu_busy_share(const cpu_sample& a, const cpu_sample& b) {
   // Signed: on NOHZ kernels the idle counters can step backwards a little.
-  const double total = static_cast<double>(t2) - static_cast<double>(t1);
-  const double idle = static_cast<double>(i2) - static_cast<double>(i1);
-  return total > 0 ? std::clamp(100.0 * idle / total, 0.0, 100.0) : 0;
+  const double total = static_cast<double>(b.total) - static_cast<double>(a.total);
+  const double idle = static_cast<double>(b.idle) - static_cast<double>(a.idle);
+  return total > 0 ? std::clamp(1.0 - idle / total, 0.0, 1.0) : 0;
+}
+
+double cpu_idle_pct(std::chrono::milliseconds window) {
+  const auto a = cpu_sample_now();
+  std::this_thread::sleep_for(window); // a measuring window, not a wait for an event
+  const auto b = cpu_sample_now();
+  return a.total < b.total ? 100.0 * (1.0 - cpu_busy_share(a, b)) : 0;
 }
 
 std::optional<uint64_t> stat_line_cpu_ticks(std::string_view line) {

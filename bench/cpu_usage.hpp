@@ -15,6 +15,19 @@ namespace tessera::bench {
 /// over `window`; blocks for `window`. 0 where /proc/stat cannot be read.
 [[nodiscard]] double cpu_idle_pct(std::chrono::milliseconds window);
 
+/// The machine's CPU counters at one moment (/proc/stat's first line).
+struct cpu_sample {
+  uint64_t total = 0; // all jiffies
+  uint64_t idle = 0;  // idle + iowait jiffies
+};
+
+/// Now's counters (zeros where /proc/stat cannot be read).
+[[nodiscard]] cpu_sample cpu_sample_now();
+
+/// Share (0..1, all cores) of the time between `a` and `b` the CPUs were
+/// busy; 0 when no time passed.
+[[nodiscard]] double cpu_busy_share(const cpu_sample& a, const cpu_sample& b);
+
 /// User + system clock ticks in one line of /proc/<pid>/stat (fields 14
 /// and 15, counted past the parenthesised command name, which may hold
 /// spaces and parentheses); nullopt for a line too short.

@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/cpu_usage.hpp"
+#include "bench/host_guard.hpp"
 #include "bench/http_client.hpp"
 #include "bench/mooncake_trace.hpp"
 #include "bench/server_metrics.hpp"
@@ -233,18 +235,32 @@ int run_trace_bench(const trace_bench_options& o) {
         format("; send lag max %.0f ms", 1e3 * p.max_lag_s));
   };
   // Each worker's busy share over the replay (the server's
-  // tessera_engine_busy_seconds_total; a server without it reports none).
+  // tessera_engine_busy_seconds_total; a server without it reports none),
+  // and what the host-saturation guard reads (host_guard.hpp).
   const auto busy_metric = "tessera_engine_busy_seconds_total";
-  const auto busy_before = scrape_by_label(*ep, busy_metric, "worker");
+  const auto delay_metric = "tessera_engine_step_delay_seconds_total";
+  const auto asked_metric = "tessera_sim_step_wall_seconds_total";
+  auto scrape = [&](const char* metric) {
+    auto m = scrape_by_label(*ep, metric, "worker");
+    return m ? std::move(*m) : std::map<std::string, double>{};
+  };
+  host_guard_input guard;
+  guard.busy_s.before = scrape(busy_metric);
+  guard.delay_s.before = scrape(delay_metric);
+  guard.asked_s.before = scrape(asked_metric);
+  const auto cpu_before = cpu_sample_now();
   const auto replay_started = std::chrono::steady_clock::now();
   auto replay = replay_trace(*ep, requests, ro, progress);
+  const double interval = std::chrono::duration<double>(std::chrono::steady_clock::now() - replay_started).count();
+  guard.host_cpu_busy = cpu_busy_share(cpu_before, cpu_sample_now());
   json busy = json::object();
-  if (busy_before && replay) {
-    const double interval =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - replay_started).count();
-    if (auto after = scrape_by_label(*ep, busy_metric, "worker"); after && interval > 0)
-      for (const auto& [worker, seconds] : *after)
-        if (auto b = busy_before->find(worker); b != busy_before->end())
+  if (replay) {
+    guard.busy_s.after = scrape(busy_metric);
+    guard.delay_s.after = scrape(delay_metric);
+    guard.asked_s.after = scrape(asked_metric);
+    if (interval > 0)
+      for (const auto& [worker, seconds] : guard.busy_s.after)
+        if (auto b = guard.busy_s.before.find(worker); b != guard.busy_s.before.end())
           busy[worker] = (seconds - b->second) / interval;
   }
   stop();
@@ -257,6 +273,8 @@ int run_trace_bench(const trace_bench_options& o) {
         "open-file limit of " + std::to_string(open_file_limit()));
 
   const auto summary = summarize_trace(replay->samples, optimal_hits);
+  guard.send_lag_p99_ms = summary.send_lag.p99_ms;
+  const auto verdict = judge_host(guard);
   const auto windows = trace_windows(replay->samples, optimal_hits, o.window_s);
   const std::string label =
     !o.label.empty() ? o.label : o.spawn_server ? (o.server_args.empty() ? "serve" : join(o.server_args)) : url;
@@ -270,6 +288,9 @@ int run_trace_bench(const trace_bench_options& o) {
                       {"description", description}};
   j["config"] = config;
   j["worker_busy"] = busy;
+  j["host"] = host_guard_json(verdict, guard);
+  j["host_bound"] = verdict.host_bound;
+  j["host_bound_allowed"] = o.allow_host_bound;
   j["client"] = {{"connections_opened", replay->connections_opened}, {"peak_in_flight", replay->peak_in_flight}};
   json ws = json::array();
   for (const auto& w : windows)
@@ -312,6 +333,12 @@ int run_trace_bench(const trace_bench_options& o) {
       line += " " + worker + format(" %.0f%%", 100 * share.get<double>());
     say(line);
   }
+  say(format("host: CPUs %.0f%% busy over the replay; sim steps took %.2fx the modelled wall time",
+             100 * guard.host_cpu_busy, verdict.stretch) +
+      (verdict.host_bound ? "; HOST-BOUND: " + verdict.reason +
+                              (o.allow_host_bound ? "" : " (TTFT and ITL left out of the table; "
+                                                         "--allow-host-bound shows them)")
+                          : ""));
   if (summary.errors > 0)
     say(std::to_string(summary.errors) + " request(s) failed; first: " + summary.first_error);
   if (summary.missing_cached_tokens > 0)

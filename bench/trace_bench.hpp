@@ -59,6 +59,9 @@ struct trace_bench_options {
   /// Also write one record per request into the JSON ("per_request").
   /// Default: false.
   bool per_request_json = false;
+  /// Report TTFT and ITL in the table even when the host-saturation guard
+  /// (host_guard.hpp) finds the host, not the modelled GPUs, bound the run.
+  bool allow_host_bound = false;
   /// Where to write the SVG chart ("" for none).
   std::string svg_path;
   /// Longest wait for any step of a request. Default: 300 s.

@@ -141,6 +141,14 @@ json trace_window_json(const trace_window& w) {
   return j;
 }
 
+/// triple(j, key), or "host-bound" for a run the host-saturation guard
+/// flagged (host_guard.hpp) unless it was allowed.
+std::string latency(const json& j, const char* key) {
+  if (j.value("host_bound", false) && !j.value("host_bound_allowed", false))
+    return "host-bound";
+  return triple(j, key);
+}
+
 std::string trace_table(const std::vector<json>& results) {
   size_t width = 5;
   for (const auto& j : results)
@@ -156,7 +164,7 @@ std::string trace_table(const std::vector<json>& results) {
                   j.value("label", std::string{"-"}).c_str(), j.value("requests", size_t{0}),
                   j.value("errors", size_t{0}), 100 * j.value("hit_rate", 0.0), 100 * j.value("optimal_hit_rate", 0.0),
                   j.value("fraction_of_optimal", 0.0), token_count(j.value("prefill_tokens_computed", int64_t{0})).c_str(),
-                  triple(j, "ttft_ms").c_str(), triple(j, "itl_ms").c_str(), j.value("requests_per_s", 0.0),
+                  latency(j, "ttft_ms").c_str(), latency(j, "itl_ms").c_str(), j.value("requests_per_s", 0.0),
                   j.value("output_tok_s", 0.0));
     out += line;
   }

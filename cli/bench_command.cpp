@@ -193,6 +193,8 @@ void add_trace(CLI::App* bench, std::vector<std::pair<CLI::App*, std::function<i
     ->check(CLI::Range(0.0, 1e9));
   tr->add_option("--json", o.json_path, "Write results (and per-window time series) as JSON to this file");
   tr->add_flag("--per-request", o.per_request_json, "Also write one record per request into the JSON");
+  tr->add_flag("--allow-host-bound", o.allow_host_bound,
+               "Report TTFT and ITL in the table even for a run the host-saturation guard flags host-bound");
   tr->add_option("--svg", o.svg_path, "Write charts of hit rate and TTFT over trace time as SVG to this file");
   tr->add_option("--label", o.label, "Name of this configuration in the table and JSON (default: the server "
                                      "arguments or the URL)");
