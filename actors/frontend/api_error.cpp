@@ -25,6 +25,16 @@ std::string with_detail(std::string text, std::string_view detail) {
 
 } // namespace
 
+std::string quote_input(std::string_view text, size_t max_bytes) {
+  if (text.size() <= max_bytes)
+    return std::string{text};
+  size_t cut = max_bytes;
+  // Back off continuation bytes (10xxxxxx) so no character is split.
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80)
+    --cut;
+  return std::string{text.substr(0, cut)} + "... (" + std::to_string(text.size()) + " bytes)";
+}
+
 api_error bad_request(std::string message, std::string param) {
   api_error e;
   e.message = std::move(message);
@@ -41,7 +51,7 @@ api_error body_too_large(size_t body_bytes, size_t limit_bytes) {
 
 api_error unknown_model(std::string_view model) {
   auto e = make(404, "invalid_request_error",
-                "The model `" + std::string{model} + "` does not exist.", "model_not_found");
+                "The model `" + quote_input(model) + "` does not exist.", "model_not_found");
   e.param = "model";
   return e;
 }

@@ -31,6 +31,15 @@ struct api_error {
 template <class T>
 using api_result = std::variant<T, api_error>;
 
+/// Bytes of the client's input an error message quotes at most: a 3 MB
+/// field must not come back as a 3 MB error (nor fill a log line).
+inline constexpr size_t max_quoted_bytes = 200;
+
+/// `text` as an error message quotes it: whole when it has at most
+/// `max_bytes` bytes, else its first `max_bytes` bytes (cut back to a
+/// UTF-8 character boundary) followed by "... (N bytes)".
+[[nodiscard]] std::string quote_input(std::string_view text, size_t max_bytes = max_quoted_bytes);
+
 /// 400 invalid_request_error naming `param`.
 [[nodiscard]] api_error bad_request(std::string message, std::string param = {});
 

@@ -3,7 +3,9 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <map>
 #include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -121,11 +123,98 @@ int json_depth(std::string_view body, int limit) {
   return deepest;
 }
 
+/// The JSON text of each non-integer number of a body (and of integers
+/// too large for 64 bits), by the name the field_reader gives its field
+/// ("top_p", "stop_token_ids[3]", "messages[0].x"): errors quote a number
+/// as the client wrote it, not as it reads back from a double (1e-300 is
+/// not "0", 1e400 not "inf").
+using raw_numbers = std::map<std::string, std::string, std::less<>>;
+
+/// Builds the DOM as json::parse does, noting each float's text in a
+/// raw_numbers by its path.
+class raw_number_sax {
+public:
+  raw_number_sax(json& result, raw_numbers& raw) : dom_(result, true), raw_(raw) {}
+
+  bool null() { return value() && dom_.null(); }
+  bool boolean(bool v) { return value() && dom_.boolean(v); }
+  bool number_integer(json::number_integer_t v) { return value() && dom_.number_integer(v); }
+  bool number_unsigned(json::number_unsigned_t v) { return value() && dom_.number_unsigned(v); }
+  bool number_float(json::number_float_t v, const std::string& text) {
+    if (!value())
+      return false;
+    raw_.insert_or_assign(path(), quote_input(text));
+    return dom_.number_float(v, text);
+  }
+  bool string(std::string& v) { return value() && dom_.string(v); }
+  bool binary(json::binary_t& v) { return value() && dom_.binary(v); }
+  bool start_object(std::size_t n) {
+    if (!value())
+      return false;
+    frames_.push_back({false, 0, {}});
+    return dom_.start_object(n);
+  }
+  bool key(std::string& k) {
+    frames_.back().key = k;
+    return dom_.key(k);
+  }
+  bool end_object() {
+    frames_.pop_back();
+    return dom_.end_object();
+  }
+  bool start_array(std::size_t n) {
+    if (!value())
+      return false;
+    frames_.push_back({true, 0, {}});
+    return dom_.start_array(n);
+  }
+  bool end_array() {
+    frames_.pop_back();
+    return dom_.end_array();
+  }
+  bool parse_error(std::size_t pos, const std::string& token, const nlohmann::detail::exception& e) {
+    return dom_.parse_error(pos, token, e);
+  }
+
+private:
+  struct frame {
+    bool array = false;
+    size_t next = 0; // arrays: the index of the next element
+    std::string key; // objects: the key of the current member
+  };
+
+  // A value starts: in an array it takes the next index.
+  bool value() {
+    if (!frames_.empty() && frames_.back().array)
+      ++frames_.back().next;
+    return true;
+  }
+
+  std::string path() const {
+    std::string out;
+    for (const auto& f : frames_) {
+      if (f.array) {
+        out += "[" + std::to_string(f.next - 1) + "]";
+      } else {
+        if (!out.empty())
+          out += '.';
+        out += f.key;
+      }
+    }
+    return out;
+  }
+
+  nlohmann::detail::json_sax_dom_parser<json> dom_;
+  raw_numbers& raw_;
+  std::vector<frame> frames_;
+};
+
 /// Reads the fields of one request body, remembering the first error.
 /// Every access checks the type first, so nothing here throws.
 class field_reader {
 public:
-  field_reader(const json& obj, const api_limits& limits) : obj_(obj), limits_(limits) {}
+  field_reader(const json& obj, const api_limits& limits, const raw_numbers* raw = nullptr)
+      : obj_(obj), limits_(limits), raw_(raw) {}
 
   /// The first error met, if any.
   std::optional<api_error> error;
@@ -161,15 +250,15 @@ public:
         v = static_cast<int64_t>(d);
     }
     if (!v) {
-      fail(name + " must be an integer " + range(lo, hi) + ", got " + describe(j), name);
+      fail(name + " must be an integer " + range(lo, hi) + ", got " + given(j, name), name);
       return std::nullopt;
     }
     if (*v < lo) {
-      fail(name + " must be an integer >= " + std::to_string(lo) + ", got " + describe(j), name);
+      fail(name + " must be an integer >= " + std::to_string(lo) + ", got " + given(j, name), name);
       return std::nullopt;
     }
     if (*v > hi) {
-      fail(name + " must be an integer <= " + std::to_string(hi) + ", got " + describe(j), name);
+      fail(name + " must be an integer <= " + std::to_string(hi) + ", got " + given(j, name), name);
       return std::nullopt;
     }
     return v;
@@ -193,10 +282,17 @@ public:
       fail(want + describe(*j), key);
       return std::nullopt;
     }
-    double d = j->get<double>();
-    bool ok = std::isfinite(d) && (lo_open ? d > lo : d >= lo) && d <= hi;
-    if (!ok) {
-      fail(want + describe(*j), key);
+    auto in_range = [&](double x) { return std::isfinite(x) && (lo_open ? x > lo : x >= lo) && x <= hi; };
+    const double d = j->get<double>();
+    if (!in_range(d)) {
+      fail(want + given(*j, key), key);
+      return std::nullopt;
+    }
+    // The sampling parameters are 32-bit floats: 1e-300 is in (0, 1] but
+    // becomes 0, which the engine would refuse with a confusing "got 0".
+    const double f = static_cast<double>(static_cast<float>(d));
+    if (!in_range(f)) {
+      fail(want + given(*j, key) + " (" + show(f) + " as a 32-bit float)", key);
       return std::nullopt;
     }
     return d;
@@ -204,7 +300,7 @@ public:
 
   std::optional<bool> boolean(const json& j, const std::string& name) {
     if (!j.is_boolean()) {
-      fail(name + " must be a boolean, got " + describe(j), name);
+      fail(name + " must be a boolean, got " + given(j, name), name);
       return std::nullopt;
     }
     return j.get<bool>();
@@ -220,7 +316,7 @@ public:
   /// A string of valid UTF-8 of at most `max_bytes`.
   std::optional<std::string> string(const json& j, const std::string& name, size_t max_bytes) {
     if (!j.is_string()) {
-      fail(name + " must be a string, got " + describe(j), name);
+      fail(name + " must be a string, got " + given(j, name), name);
       return std::nullopt;
     }
     const auto& s = j.get_ref<const std::string&>();
@@ -247,6 +343,15 @@ public:
   [[nodiscard]] const api_limits& limits() const { return limits_; }
 
 private:
+  // A number as the client wrote it (its JSON text, cut to
+  // max_quoted_bytes), or describe() for everything else.
+  std::string given(const json& j, std::string_view name) const {
+    if (raw_ != nullptr && j.is_number())
+      if (auto it = raw_->find(name); it != raw_->end())
+        return it->second;
+    return describe(j);
+  }
+
   static std::string range(int64_t lo, int64_t hi) {
     if (hi == int64_max)
       return ">= " + std::to_string(lo);
@@ -255,6 +360,7 @@ private:
 
   const json& obj_;
   const api_limits& limits_;
+  const raw_numbers* raw_ = nullptr;
 };
 
 /// Token ids from an array of integers.
@@ -688,17 +794,21 @@ api_result<api_request> parse_request(api_kind kind, std::string_view body,
     return bad_request("request body nests arrays and objects deeper than "
                        + std::to_string(limits.max_json_depth) + " levels");
   json j;
+  raw_numbers raw;
   try {
-    j = json::parse(body);
+    raw_number_sax sax{j, raw};
+    json::sax_parse(body, &sax);
   } catch (const json::exception& e) {
-    return bad_request(std::string{"request body is not valid JSON: "} + e.what());
+    // nlohmann quotes the offending token whole: a 3 MB number would come
+    // back as a 3 MB error.
+    return bad_request("request body is not valid JSON: " + quote_input(e.what()));
   }
   if (!j.is_object())
     return bad_request("request body must be a JSON object, got " + describe(j));
 
   api_request req;
   req.kind = kind;
-  field_reader r{j, limits};
+  field_reader r{j, limits, &raw};
   try {
     read_fields(r, req);
   } catch (const json::exception& e) {

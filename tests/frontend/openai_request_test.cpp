@@ -539,4 +539,53 @@ TEST(OpenaiRequestTest, EmptyPromptIsRejected) {
   expect_400(*e, "prompt", {"must not be empty"});
 }
 
+// ---- bounded, faithful error texts (issue 20) --------------------------------
+
+TEST(OpenaiRequestTest, NumbersInErrorsAreQuotedAsTheClientWroteThem) {
+  auto raw = [](const std::string& field, const std::string& text) {
+    return bad(api_kind::completion, R"({"model":"m","prompt":"x",")" + field + "\":" + text + "}");
+  };
+  // 1e-300 is in (0, 1] as a double but 0 as the engine's float.
+  expect_400(raw("top_p", "1e-300"), "top_p", {"got 1e-300", "(0 as a 32-bit float)"});
+  expect_400(raw("temperature", "2.50"), "temperature", {"got 2.50"});
+  expect_400(raw("temperature", "1E1"), "temperature", {"got 1E1"});
+  expect_400(raw("max_tokens", "99999999999999999999999"), "max_tokens", {"got 99999999999999999999999"});
+  expect_400(raw("max_tokens", "1.5"), "max_tokens", {"got 1.5"});
+  expect_400(bad(api_kind::completion, R"({"model":"m","prompt":"x","stop_token_ids":[1, 2, 3.25]})"),
+             "stop_token_ids[2]", {"got 3.25"});
+  expect_400(raw("user", "0.10"), "user", {"got 0.10"});
+}
+
+TEST(OpenaiRequestTest, ErrorsQuoteAtMostTwoHundredBytesOfTheInput) {
+  // A 3 MB number: nlohmann's overflow error quotes the whole token.
+  const std::string digits(3 << 20, '7');
+  auto e = bad(api_kind::completion, R"({"model":"m","prompt":"x","max_tokens":)" + digits + "}");
+  EXPECT_EQ(e.status, 400);
+  EXPECT_LT(e.message.size(), 400u) << e.message.substr(0, 400);
+  EXPECT_NE(e.message.find("not valid JSON"), std::string::npos) << e.message;
+  EXPECT_NE(e.message.find("bytes)"), std::string::npos) << e.message;
+  // A 3 MB number that parses (1.5 and 3 M zeros), where an integer goes.
+  const std::string long_half = "1.5" + std::string(3 << 20, '0');
+  e = bad(api_kind::completion, R"({"model":"m","prompt":"x","n":)" + long_half + "}");
+  EXPECT_EQ(e.param, "n");
+  EXPECT_LT(e.message.size(), 400u) << e.message.substr(0, 400);
+  EXPECT_NE(e.message.find("got 1.5000"), std::string::npos) << e.message;
+  // A 3 MB malformed literal.
+  e = bad(api_kind::completion, R"({"model":"m","prompt":"x","n":)" + std::string(3 << 20, 't') + "}");
+  EXPECT_LT(e.message.size(), 400u) << e.message.substr(0, 400);
+  // Cutting never splits a UTF-8 character.
+  const std::string euros = [] {
+    std::string s;
+    for (int i = 0; i < 100; ++i)
+      s += "\xe2\x82\xac"; // U+20AC, 3 bytes
+    return s;
+  }();
+  const auto q = quote_input(euros);
+  EXPECT_LE(q.size(), max_quoted_bytes + 20);
+  EXPECT_EQ(q.substr(0, 198), euros.substr(0, 198)) << "66 whole characters";
+  EXPECT_EQ(q.substr(198), "... (300 bytes)");
+  EXPECT_EQ(quote_input("short"), "short");
+  EXPECT_LT(unknown_model(std::string(1 << 20, 'm')).message.size(), 300u);
+}
+
 } // namespace
