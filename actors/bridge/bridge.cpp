@@ -61,6 +61,10 @@ struct bridge_state {
   /// (transport's and own, by reason).
   std::map<std::string, uint64_t> refusals;
   std::map<std::string, uint64_t> exported;
+  /// One-way messages dropped, by reason ("not_connected": the target's
+  /// node is not connected yet or any more; "other"), and what was exported.
+  std::map<std::string, uint64_t> drops;
+  std::map<std::string, uint64_t> drops_exported;
   /// Connect attempts in flight (transport::connect blocks), by id; each
   /// is joined when its result arrives (its last act is sending it).
   std::unordered_map<uint64_t, std::thread> connect_threads;
@@ -191,6 +195,17 @@ void export_refusals(bridge_pointer self) {
         ->counter("tessera_wire_rejected_peers_total",
                   "Peers and messages refused at the cluster wire (failed handshakes, messages "
                   "without a session, oversized or ungranted data, impersonation), by reason.",
+                  {{"reason", reason}})
+        .inc(static_cast<double>(n - seen));
+    seen = n;
+  }
+  for (const auto& [reason, n] : st.drops) {
+    auto& seen = st.drops_exported[reason];
+    if (n > seen)
+      st.cfg.metrics
+        ->counter("tessera_bridge_dropped_messages_total",
+                  "One-way messages the bridge dropped, by reason (not_connected: the target's node "
+                  "was not connected, as during a join, when heartbeats start before the connection).",
                   {{"reason", reason}})
         .inc(static_cast<double>(n - seen));
     seen = n;
@@ -489,8 +504,19 @@ caf::behavior bridge_fn(bridge_pointer self, transport::transport* tr,
       if (err) {
         if (is_request)
           return err;
-        spdlog::warn("bridge {}: dropped a one-way message for '{}' on '{}': {}",
-                     self->state.cfg.node_id, name, node, error_text(err));
+        // Workers and stores start heartbeating (one-way joins and loads,
+        // repeated every interval) before their node has connected to the
+        // router's: those first few drops are part of a normal join, and
+        // a node that is gone was already logged by on_peer_failed.
+        if (err == transport_errc::not_connected) {
+          ++self->state.drops["not_connected"];
+          spdlog::debug("bridge {}: dropped a one-way message for '{}' on '{}': {}",
+                        self->state.cfg.node_id, name, node, error_text(err));
+        } else {
+          ++self->state.drops["other"];
+          spdlog::warn("bridge {}: dropped a one-way message for '{}' on '{}': {}",
+                       self->state.cfg.node_id, name, node, error_text(err));
+        }
         return caf::typed_response_promise<caf::message>{};
       }
       auto call = bridge_protocol::to_wire(msg); // checked above: cannot fail
