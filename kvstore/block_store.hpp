@@ -15,6 +15,7 @@
 #include <caf/error.hpp>
 
 #include "kvstore/block.hpp"
+#include "kvstore/disk_recovery.hpp"
 #include "kvstore/store_events.hpp"
 #include "kvstore/store_stats.hpp"
 
@@ -83,6 +84,10 @@ public:
 
   /// Counters and levels now.
   [[nodiscard]] virtual store_stats stats() const = 0;
+
+  /// How the disk tier was opened (reset or left off when it could not
+  /// be; disk_recovery.hpp). Default: none (no disk tier).
+  [[nodiscard]] virtual disk_open_report disk_report() const { return {}; }
 };
 
 } // namespace tessera::kvstore

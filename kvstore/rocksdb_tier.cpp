@@ -14,7 +14,10 @@
 #include <rocksdb/slice.h>
 #include <rocksdb/write_batch.h>
 
+#include <spdlog/spdlog.h>
+
 #include "common/assert.hpp"
+#include "common/log_limiter.hpp"
 #include "kvstore/disk_codec.hpp"
 #include "kvstore/kvstore_errc.hpp"
 
@@ -83,6 +86,11 @@ struct rocksdb_tier::impl {
   order_map order;
   uint64_t used = 0;
   tier_stats stats;
+
+  // Bad blocks and failing reads are counted exactly and logged at most
+  // a burst plus one line per interval (a rotting disk must not flood the log).
+  log_limiter corrupt_log;
+  log_limiter read_error_log;
 
   ~impl() { close_db(); }
 
@@ -420,9 +428,21 @@ std::optional<stored_block> rocksdb_tier::get(const block_key& key) {
     return miss(nullptr); // evicted between the index look-up and the read
   // A read error may pass: keep the block. Corruption RocksDB itself
   // detects is handled like a failed checksum of ours.
-  if (!status.ok() && !status.IsCorruption())
+  if (!status.ok() && !status.IsCorruption()) {
+    if (auto permit = p.read_error_log.admit())
+      spdlog::warn("kvstore: {}: cannot read block {}, served as a miss: {}{}", p.opts.dir.string(),
+                   to_string(key), status.ToString(),
+                   permit.suppressed ? " (" + std::to_string(permit.suppressed) + " more since the last line)"
+                                     : std::string{});
     return miss(&tier_stats::io_errors);
+  }
   if (decoded.status != disk_codec::decode_status::ok) {
+    if (auto permit = p.corrupt_log.admit())
+      spdlog::warn("kvstore: {}: block {} failed verification ({}), dropped and served as a miss{}",
+                   p.opts.dir.string(), to_string(key),
+                   status.ok() ? std::string{disk_codec::to_string(decoded.status)} : status.ToString(),
+                   permit.suppressed ? " (" + std::to_string(permit.suppressed) + " more since the last line)"
+                                     : std::string{});
     (void)miss(&tier_stats::checksum_failures);
     p.drop_corrupt(key, seq);
     return std::nullopt;

@@ -70,6 +70,12 @@ struct store_stats {
   uint64_t int8_refused = 0;
   /// Blocks found in a tier that could not be decoded (read as misses).
   uint64_t decode_failures = 0;
+  /// Disk tiers found unusable at open, moved aside and started cold
+  /// (disk_recovery.hpp): 0 or 1 per opening.
+  uint64_t disk_resets = 0;
+  /// 1 while the configured disk tier is off because it could not be
+  /// opened (the store runs on host memory only); a level.
+  uint64_t disk_disabled = 0;
 };
 
 } // namespace tessera::kvstore

@@ -32,11 +32,13 @@ tiered_block_store::open(tiered_store_options opts) {
     return bad("unknown tier_codec " + std::to_string(static_cast<int>(opts.tier_codec)));
   std::unique_ptr<tiered_block_store> store{new tiered_block_store{opts}};
   if (opts.disk) {
-    auto disk = rocksdb_tier::open(*opts.disk, &store->events_);
+    auto disk = open_disk_tier(*opts.disk, &store->events_, opts.keep_corrupt_disk_dirs);
     if (!disk)
       return std::move(disk.error());
-    store->disk_ = std::move(*disk);
-    store->spill_thread_ = std::thread{[s = store.get()] { s->spill_loop(); }};
+    store->disk_report_ = std::move(disk->report);
+    store->disk_ = std::move(disk->tier);
+    if (store->disk_)
+      store->spill_thread_ = std::thread{[s = store.get()] { s->spill_loop(); }};
   }
   return store;
 }
@@ -255,6 +257,8 @@ store_stats tiered_block_store::stats() const {
   s.int8_blocks = int8_blocks_.load();
   s.int8_refused = int8_refused_.load();
   s.decode_failures = decode_failures_.load();
+  s.disk_resets = disk_report_.result == disk_open_report::outcome::reset ? 1 : 0;
+  s.disk_disabled = disk_report_.result == disk_open_report::outcome::disabled ? 1 : 0;
   return s;
 }
 

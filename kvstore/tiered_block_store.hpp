@@ -58,6 +58,7 @@
 #include <caf/expected.hpp>
 
 #include "kvstore/block_store.hpp"
+#include "kvstore/disk_recovery.hpp"
 #include "kvstore/host_tier.hpp"
 #include "kvstore/rocksdb_tier.hpp"
 #include "kvstore/spill_queue.hpp"
@@ -83,9 +84,14 @@ struct tiered_store_options {
   /// dropped). Default: true.
   bool drain_spills_on_close = true;
   /// Bound on undrained event hashes. Default: event_log's (1 Mi).
-  size_t max_pending_event_hashes = event_log::default_max_pending_hashes;  /// How the tiers keep blocks: exact (as put), or int8 (quantized; see
+  size_t max_pending_event_hashes = event_log::default_max_pending_hashes;
+  /// How the tiers keep blocks: exact (as put), or int8 (quantized; see
   /// the file comment). Callers see exact blocks either way. Default: exact.
   block_codec tier_codec = block_codec::exact;
+  /// How many unusable disk directories, moved aside as
+  /// <dir>.corrupt-<time> (disk_recovery.hpp), are kept; older ones are
+  /// deleted. Default: 3.
+  size_t keep_corrupt_disk_dirs = 3;
 };
 
 /// XORed into the namespace of every block an int8 store keeps: "int8kvbl".
@@ -95,8 +101,9 @@ inline constexpr uint64_t int8_namespace_tag = 0x696e74386b76626cull;
 class tiered_block_store final : public block_store {
 public:
   /// Opens the store (and its disk tier, if any) and starts the spill
-  /// thread. Errors: kvstore_errc::bad_config, and the disk tier's
-  /// (rocksdb_tier::open).
+  /// thread. A disk tier that cannot be opened never fails the store: it
+  /// is reset (moved aside, started cold) or left off, as disk_recovery.hpp
+  /// says; disk_report() tells which. Errors: kvstore_errc::bad_config.
   [[nodiscard]] static caf::expected<std::unique_ptr<tiered_block_store>>
   open(tiered_store_options opts);
 
@@ -132,6 +139,9 @@ public:
   /// The disk tier, or null when there is none (for tests and diagnostics).
   [[nodiscard]] rocksdb_tier* disk() { return disk_.get(); }
 
+  /// How the disk tier was opened (none, opened, reset or disabled).
+  [[nodiscard]] disk_open_report disk_report() const override { return disk_report_; }
+
 private:
   explicit tiered_block_store(const tiered_store_options& opts);
   void spill(const block_key& key, stored_block b);
@@ -150,6 +160,7 @@ private:
   event_log events_;
   host_tier host_;
   std::unique_ptr<rocksdb_tier> disk_;
+  disk_open_report disk_report_;
   spill_queue queue_;
   std::thread spill_thread_;
 

@@ -419,16 +419,19 @@ void start_job(frontend_pointer self, api_kind kind, http_call call) {
 
 /// GET /health: 200 once the router has a healthy worker.
 void health(frontend_pointer self, std::shared_ptr<http_response> res) {
+  const auto& kv = self->state.cfg.health_kv_store;
+  const std::string extra = kv.empty() ? std::string{} : ",\"kv_store\":" + kv;
   self->request(self->state.cfg.router, std::chrono::seconds{5}, workers_atom_v)
     .then(
-      [res](const std::vector<router_worker_view>& ws) {
+      [res, extra](const std::vector<router_worker_view>& ws) {
         size_t healthy = 0;
         for (const auto& w : ws)
           healthy += w.load.healthy ? 1 : 0;
         if (healthy > 0)
-          res->send(200, json_type, "{\"status\":\"ok\",\"workers\":" + std::to_string(healthy) + "}");
+          res->send(200, json_type,
+                    "{\"status\":\"ok\",\"workers\":" + std::to_string(healthy) + extra + "}");
         else
-          res->send(503, json_type, "{\"status\":\"starting\",\"workers\":0}");
+          res->send(503, json_type, "{\"status\":\"starting\",\"workers\":0" + extra + "}");
       },
       [res](caf::error& err) {
         res->send(503, json_type, error_body(no_worker(error_text(err))));

@@ -64,6 +64,9 @@ struct frontend_config {
   /// The node's worker supervisor (actors/node/worker_supervisor.hpp):
   /// set, POST /admin/fault is served; null, it is 404.
   caf::actor supervisor;
+  /// A JSON object GET /health reports as "kv_store" (e.g. that the disk
+  /// tier was reset at start-up); empty: no such field.
+  std::string health_kv_store;
 };
 
 /// A running frontend: the actor and its HTTP server.

@@ -168,6 +168,16 @@ void export_metrics(kvstore_pointer self) {
   export_counter(r.counter("tessera_kvstore_decode_failures_total",
                            "Blocks found in a kv store tier that could not be decoded (served as misses).", {}),
                  s.decode_failures, st.exported.decode_failures);
+  export_counter(r.counter("tessera_kvstore_disk_reset_total",
+                           "Disk tiers that could not be opened (corrupt WAL, MANIFEST, CURRENT...) and were "
+                           "moved aside to <dir>.corrupt-<time> and started cold.",
+                           {}),
+                 s.disk_resets, st.exported.disk_resets);
+  r.gauge("tessera_kvstore_disk_disabled",
+          "1 while the configured disk tier is off because it could not be opened or written (read-only, "
+          "full, locked); the store serves from host memory only.",
+          {})
+    .set(static_cast<double>(s.disk_disabled));
   export_counter(r.counter("tessera_kvstore_fetch_rejected_total",
                            "Fetches the kv store answered busy at once because max_fetches_in_flight were "
                            "queued or being read (their workers computed instead).",

@@ -190,6 +190,7 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
     fs.host = me->http_host;
     fs.port = me->http_port;
     fs.metrics = metrics;
+    fs.store = p->store;
     auto front = detail::start_frontend(sys, *p->br, p->router, *model, fs);
     if (!front)
       return front.error();

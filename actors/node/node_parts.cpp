@@ -2,6 +2,8 @@
 
 #include <random>
 
+#include <nlohmann/json.hpp>
+
 #include "actors/common/token_sink.hpp"
 #include "actors/node/worker_supervisor.hpp"
 #include "kvstore/tiered_block_store.hpp"
@@ -161,12 +163,29 @@ start_frontend(caf::actor_system& sys, bridge& br, const router_local_actor& rou
   fc.http.threads = spec.http_threads;
   fc.metrics = spec.metrics;
   fc.supervisor = spec.supervisor;
+  fc.health_kv_store = kv_store_health(spec.store.get());
   auto front = frontend::frontend::start(sys, fc);
   if (!front)
     return front.error();
   caf::anon_send(br.actor(), publish_atom_v, fc.name,
                  caf::actor_cast<caf::actor>((*front)->actor()));
   return front;
+}
+
+std::string kv_store_health(const kvstore::block_store* store) {
+  if (!store)
+    return {};
+  const auto r = store->disk_report();
+  using outcome = kvstore::disk_open_report::outcome;
+  if (r.result != outcome::reset && r.result != outcome::disabled)
+    return {};
+  nlohmann::json j = {{"disk", kvstore::to_string(r.result)},
+                      {"disk_reset", r.result == outcome::reset},
+                      {"dir", r.dir.string()},
+                      {"reason", r.reason}};
+  if (!r.moved_to.empty())
+    j["moved_to"] = r.moved_to.string();
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 int32_t model_len(const loaded_model& model, int32_t max_model_len) {

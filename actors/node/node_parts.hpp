@@ -146,7 +146,14 @@ struct frontend_spec {
   std::shared_ptr<cluster::metrics_registry> metrics;
   /// The node's worker supervisor, for POST /admin/fault; null: off.
   caf::actor supervisor;
+  /// The node's kv store, whose start-up trouble (a disk tier reset or
+  /// turned off) /health reports; null: none.
+  std::shared_ptr<kvstore::block_store> store;
 };
+
+/// The JSON object /health reports as "kv_store" for `store`: what went
+/// wrong with its disk tier at start-up; empty when nothing did.
+[[nodiscard]] std::string kv_store_health(const kvstore::block_store* store);
 
 /// Starts the frontend (HTTP listening) and publishes it on `br`. Errors: a
 /// bad --chat-template, the port in use.

@@ -137,6 +137,7 @@ caf::expected<std::unique_ptr<serve_node>> serve_node::start(caf::actor_system& 
   fs.http_threads = opts.http_threads;
   fs.limits = opts.limits;
   fs.metrics = metrics;
+  fs.store = p->store;
   if (opts.fault_injection)
     fs.supervisor = p->supervisor->actor();
   auto front = detail::start_frontend(sys, *p->br, p->router, *model, fs);
