@@ -91,6 +91,7 @@ struct rocksdb_tier::impl {
   // a burst plus one line per interval (a rotting disk must not flood the log).
   log_limiter corrupt_log;
   log_limiter read_error_log;
+  log_limiter write_error_log;
 
   ~impl() { close_db(); }
 
@@ -229,10 +230,16 @@ struct rocksdb_tier::impl {
   // Writes `batch` (holding write_mutex); on failure counts it and marks
   // the database for recovery.
   bool write_locked(rocksdb::WriteBatch& batch) {
-    if (db->Write(write_opts, &batch).ok())
+    auto s = db->Write(write_opts, &batch);
+    if (s.ok())
       return true;
     needs_recovery = true;
     count_io_error();
+    if (auto permit = write_error_log.admit())
+      spdlog::warn("kvstore: {}: a write to the disk tier failed (the block is not kept there): {}{}",
+                   opts.dir.string(), s.ToString(),
+                   permit.suppressed ? " (" + std::to_string(permit.suppressed) + " more since the last line)"
+                                     : std::string{});
     return false;
   }
 
