@@ -24,6 +24,8 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
 
 #include "common/error.hpp"
 #include "kvstore/kvstore_errc.hpp"
@@ -299,6 +301,46 @@ TEST(DiskRecoveryTest, ADamagedOptionsFileStillOpens) {
     if (r.result == outcome::opened)
       EXPECT_EQ(served, n_blocks) << "RocksDB opens with the tier's options, not the file's";
   }
+}
+
+// Blocks that fail verification on read are counted exactly and logged,
+// but a rotting disk does not flood the log: the first lines, then at
+// most one per interval.
+TEST(DiskRecoveryTest, CorruptBlocksFoundOnReadAreLoggedRateLimited) {
+  test::temp_dir root{"tessera-kvstore"};
+  const auto dir = root.path() / "disk";
+  constexpr uint64_t n = 40;
+  {
+    auto t = rocksdb_tier::open(options_for(dir));
+    ASSERT_TRUE(t) << error_text(t.error());
+    for (uint64_t i = 0; i < n; ++i)
+      ASSERT_EQ((*t)->put(key_of(i), block_for(key_of(i))), rocksdb_tier::put_status::stored);
+    ASSERT_FALSE((*t)->flush());
+  }
+  for (const auto& blob : files_of(dir, "", ".blob"))
+    for (uint64_t at = 64; at + 64 < fs::file_size(blob); at += 256)
+      flip(blob, at, 8);
+  auto t = rocksdb_tier::open(options_for(dir));
+  ASSERT_TRUE(t) << error_text(t.error());
+  auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(1000);
+  auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>("capture", sink));
+  size_t served = 0;
+  for (uint64_t i = 0; i < n; ++i)
+    if (auto b = (*t)->get(key_of(i))) {
+      EXPECT_TRUE(is_block_for(key_of(i), *b)) << i;
+      ++served;
+    }
+  spdlog::set_default_logger(previous);
+  const auto failures = (*t)->stats().checksum_failures;
+  EXPECT_EQ(failures, n - served);
+  EXPECT_GT(failures, 20u) << "the test needs more corrupt blocks than the log's burst";
+  const auto lines = sink->last_formatted();
+  size_t logged = 0;
+  for (const auto& l : lines)
+    logged += l.find("failed verification") != std::string::npos ? 1 : 0;
+  EXPECT_GE(logged, 1u);
+  EXPECT_LE(logged, 11u) << "a burst of 10, then one line per 10 s";
 }
 
 TEST(DiskRecoveryTest, KeepsOnlyTheNewestCorruptCopies) {
