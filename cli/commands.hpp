@@ -28,4 +28,7 @@ command add_node_command(CLI::App& app);
 /// `tessera bench engine`: engine micro-benchmarks.
 command add_bench_command(CLI::App& app);
 
+/// `tessera check`: a cluster's preflight and, when it runs, its health.
+command add_check_command(CLI::App& app);
+
 } // namespace tessera::cli

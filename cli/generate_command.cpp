@@ -1,5 +1,6 @@
 // `tessera generate`: offline generation with one engine, no cluster.
 #include <chrono>
+#include <limits>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -131,9 +132,23 @@ command add_generate_command(CLI::App& app) {
   sub->add_option("--prompt", a->prompt, "Prompt text")->capture_default_str();
   sub->add_option("--max-tokens", a->max_tokens, "Tokens to generate")->capture_default_str()
     ->check(CLI::Range(1, 1 << 20));
-  sub->add_option("--temperature", a->temperature, "0 for greedy")->capture_default_str();
-  sub->add_option("--top-p", a->top_p, "Nucleus sampling")->capture_default_str();
-  sub->add_option("--top-k", a->top_k, "Top-k sampling (0: off)")->capture_default_str();
+  // The same ranges as the HTTP API's (actors/frontend/openai_request.cpp).
+  sub->add_option("--temperature", a->temperature, "0 for greedy; at most 2, as the API")
+    ->capture_default_str()
+    ->check(CLI::Range(0.0, 2.0));
+  sub->add_option("--top-p", a->top_p, "Nucleus sampling, in (0, 1]")
+    ->capture_default_str()
+    ->check(CLI::Validator(
+      [](const std::string& v) -> std::string {
+        double x = 0;
+        if (!CLI::detail::lexical_cast(v, x) || !(x > 0.0 && x <= 1.0))
+          return "must be in (0, 1], got " + v;
+        return {};
+      },
+      "in (0, 1]"));
+  sub->add_option("--top-k", a->top_k, "Top-k sampling (0 or -1: off)")
+    ->capture_default_str()
+    ->check(CLI::Range(-1, std::numeric_limits<int32_t>::max()));
   sub->add_option("--seed", a->seed, "Sampling seed");
   sub->add_option("--threads", a->threads, "CPU threads (0: all cores)")->capture_default_str();
   sub->add_flag("--ignore-eos", a->ignore_eos, "Keep generating through end-of-sequence");

@@ -3,6 +3,7 @@
 // config and tokenizer: a folder for `--engine sim`.
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 
 #include "cli/commands.hpp"
 #include "common/error.hpp"
@@ -25,7 +26,18 @@ struct model_init_args {
   std::string out;
   int shards = 1;
   bool no_weights = false;
+  bool force = false;
 };
+
+/// The model files in `dir` that `model init` would replace.
+std::string existing_model_files(const std::filesystem::path& dir) {
+  std::string found;
+  std::error_code ec;
+  for (const char* f : {"config.json", "model.safetensors", "model.safetensors.index.json"})
+    if (std::filesystem::exists(dir / f, ec))
+      found += (found.empty() ? "" : ", ") + std::string{f};
+  return found;
+}
 
 int run_model_init(const model_init_args& a) {
   auto cfg = engine::model_shape(a.shape);
@@ -42,6 +54,13 @@ int run_model_init(const model_init_args& a) {
     return 2;
   }
   cfg->torch_dtype = *dt;
+  // A typo in --out must not destroy a real model's weights.
+  if (auto found = existing_model_files(a.out); !found.empty() && !a.force) {
+    std::fprintf(stderr,
+                 "tessera: %s already holds a model (%s); pass --force to overwrite it, or choose another --out\n",
+                 a.out.c_str(), found.c_str());
+    return 2;
+  }
   const auto t0 = std::chrono::steady_clock::now();
   const double params_m = static_cast<double>(cfg->parameter_count()) / 1e6;
   if (a.no_weights || cfg->parameter_count() > max_random_parameters) {
@@ -104,6 +123,8 @@ command add_model_command(CLI::App& app) {
   init->add_flag("--no-weights", args->no_weights,
                  "Write config.json and the tokenizer only (for --engine sim); implied for "
                  "shapes above 2G parameters (llama3-8b, llama3-70b)");
+  init->add_flag("--force", args->force,
+                 "Overwrite the model files (config.json, model.safetensors) already in --out");
   return {model, [args] { return run_model_init(*args); }};
 }
 

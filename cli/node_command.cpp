@@ -12,6 +12,7 @@
 #include "actors/node/cluster_node.hpp"
 #include "cli/commands.hpp"
 #include "cli/demo_model.hpp"
+#include "cli/preflight_checks.hpp"
 #include "cluster/cluster_config.hpp"
 #include "common/error.hpp"
 
@@ -40,21 +41,38 @@ int run_node(const node_args& a) {
   sigaddset(&stop, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
-  auto cfg = cluster::load_cluster_config(a.config);
-  if (!cfg)
-    return fail(error_text(cfg.error()));
+  // Preflight: every problem that would stop this node, before the model
+  // loads, all at once (exit 2).
+  cluster::preflight_report report;
+  auto reading = cluster::read_cluster_config_file(a.config);
+  auto* cfg = &reading.config;
+  std::string id;
+  // A config with problems is still checked as far as it read: every
+  // problem at once.
+  const bool config_ok = report_config(report, a.config, reading);
   if (!a.secret_file.empty())
     cfg->cluster_secret_file = a.secret_file;
-  std::string id = a.node;
-  if (id.empty()) {
+  if (!a.node.empty()) {
+    id = cfg->node(a.node) != nullptr ? a.node : config_ok ? find_node(report, *cfg, a.node) : std::string{};
+  } else {
     for (const auto& n : cfg->nodes)
       if (n.has(a.role)) {
         id = n.id;
         break;
       }
-    if (id.empty())
-      return fail("no node in " + a.config + " has the role '" + a.role + "'");
+    if (id.empty() && config_ok)
+      report.fail("", "config", "--role " + a.role, "no node in " + a.config + " has the role '" + a.role + "'");
   }
+  if (config_ok && cfg->transport != "ucx")
+    report.fail("", "config", "transport",
+                "a multi-process cluster needs transport = \"ucx\" (loopback is in-process: use tessera serve)");
+  check_cluster_wide(report, *cfg, a.insecure);
+  if (!id.empty())
+    check_node_resources(report, *cfg, *cfg->node(id), true);
+  if (auto text = report.problems_text("tessera node" + (id.empty() ? std::string{} : " " + id)); !text.empty())
+    std::fputs(text.c_str(), stderr);
+  if (report.failures() > 0)
+    return 2;
   std::filesystem::path model = cfg->model;
   if (model.empty()) {
     auto demo = ensure_demo_model();

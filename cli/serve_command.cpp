@@ -12,6 +12,7 @@
 #include "cli/commands.hpp"
 #include "cli/demo_model.hpp"
 #include "cli/engine_options.hpp"
+#include "cli/preflight_checks.hpp"
 #include "common/error.hpp"
 
 namespace tessera::cli {
@@ -39,6 +40,22 @@ int run_serve(serve_args& a) {
   sigaddset(&stop, SIGINT);
   sigaddset(&stop, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+
+  // Preflight: every problem that would stop the server, before the model
+  // loads, all at once (exit 2).
+  serve_preflight_input check;
+  check.model = a.model;
+  check.kind = a.opts.engine.kind;
+  check.host = a.opts.host;
+  check.port = a.opts.port;
+  check.kv_store_host_mb = a.kv_store_host_mb;
+  check.kv_store_disk_dir = a.kv_store_disk_dir;
+  check.kv_store_disk_mb = a.kv_store_disk_mb;
+  const auto report = serve_preflight(check);
+  if (auto text = report.problems_text("tessera serve"); !text.empty())
+    std::fputs(text.c_str(), stderr);
+  if (report.failures() > 0)
+    return 2;
 
   const bool demo = a.model.empty();
   if (demo) {

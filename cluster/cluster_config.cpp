@@ -410,8 +410,10 @@ config_reading read_cluster_config_file(const std::filesystem::path& file) {
   auto& c = out.config;
   if (!c.cluster_secret_file.empty() && std::filesystem::path{c.cluster_secret_file}.is_relative())
     c.cluster_secret_file = (file.parent_path() / c.cluster_secret_file).string();
-  if (out.problems.empty())
-    out.problems = resolve_cluster_addresses(c, file.string());
+  // The nodes that did read are resolved even when others did not: every
+  // problem at once.
+  for (auto& p : resolve_cluster_addresses(c, file.string()))
+    out.problems.push_back(std::move(p));
   return out;
 }
 

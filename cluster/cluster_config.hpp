@@ -175,8 +175,8 @@ struct config_reading {
                                                                  const std::string& name);
 
 /// read_cluster_config on the file's text, cluster_secret_file resolved
-/// against the file's folder, then (when that found nothing)
-/// resolve_cluster_addresses.
+/// against the file's folder, then resolve_cluster_addresses on the nodes
+/// that read without a problem.
 [[nodiscard]] config_reading read_cluster_config_file(const std::filesystem::path& file);
 
 /// read_cluster_config_file as an expected: the error

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cluster/cluster_secret.hpp"
+#include "cluster/host_port.hpp"
 #include "cluster/net_probe.hpp"
 #include "common/error.hpp"
 
@@ -159,8 +160,13 @@ void check_listen(preflight_report& report, const std::string& node, const std::
     report.skip(node, "port", subject, "port 0: any free port is taken at start");
     return;
   }
-  if (auto err = try_listen(host, port))
-    report.fail(node, "port", subject, "cannot listen: " + error_message(err));
+  if (auto err = try_listen(host, port)) {
+    // The subject already names the endpoint.
+    auto why = error_message(err);
+    if (const auto prefix = join_host_port(host, port) + ": "; why.starts_with(prefix))
+      why = why.substr(prefix.size());
+    report.fail(node, "port", subject, "cannot listen: " + why);
+  }
   else
     report.ok(node, "port", subject, "free");
 }

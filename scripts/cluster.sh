@@ -5,13 +5,17 @@
 #   scripts/cluster.sh CONFIG start [--dry-run]   # start every node, wait for /health
 #   scripts/cluster.sh CONFIG stop  [--dry-run]   # SIGTERM every node, wait for exit
 #   scripts/cluster.sh CONFIG status
+#   scripts/cluster.sh CONFIG check                # tessera check: preflight, or a running cluster's health
 #
+# start runs `tessera check --before-start` first (config, secret, model,
+# ports, disk tier) and starts nothing if it finds a problem. --dry-run
+# prints the commands and needs no built binary.
 # Logs and pid files go to $TESSERA_RUN_DIR (default: /tmp/tessera-<config name>).
 # The binary is build/release/cli/tessera unless $TESSERA_BIN says otherwise.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-config="${1:?usage: scripts/cluster.sh CONFIG start|stop|status [--dry-run]}"
-action="${2:?usage: scripts/cluster.sh CONFIG start|stop|status [--dry-run]}"
+config="${1:?usage: scripts/cluster.sh CONFIG start|stop|status|check [--dry-run]}"
+action="${2:?usage: scripts/cluster.sh CONFIG start|stop|status|check [--dry-run]}"
 dry=false
 [ "${3:-}" = "--dry-run" ] && dry=true
 bin="${TESSERA_BIN:-build/release/cli/tessera}"
@@ -55,6 +59,14 @@ case "$action" in
       # One secret per cluster, readable by this user only.
       run sh -c "umask 077; head -c 32 /dev/urandom | base64 > '$secret'"
       $dry || echo "made the cluster secret $secret (mode 600; copy it to every host of the cluster)"
+    fi
+    # Every problem before anything starts (exit 2: nothing was started).
+    if $dry; then
+      echo "+ $bin check --config $config --before-start"
+    elif ! "$bin" check --config "$config" --before-start > "$run_dir/check.txt"; then
+      cat "$run_dir/check.txt" >&2
+      echo "tessera check found problems (above); nothing was started" >&2
+      exit 2
     fi
     url=""
     # Start in reverse order: earlier nodes are dialled by later ones, and
@@ -106,8 +118,11 @@ case "$action" in
       fi
     done < <(read_config)
     ;;
+  check)
+    run "$bin" check --config "$config"
+    ;;
   *)
-    echo "unknown action '$action' (start, stop, status)" >&2
+    echo "unknown action '$action' (start, stop, status, check)" >&2
     exit 1
     ;;
 esac
