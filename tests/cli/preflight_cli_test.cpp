@@ -6,6 +6,7 @@
 #include <atomic>
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -15,6 +16,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tests/support/run_tessera.hpp"
@@ -114,6 +116,35 @@ TEST_F(PreflightCliTest, VersionPrintsCommitBuildTypeIsaAndCuda) {
   for (const char* line : {"\ncommit:   ", "\nbuild:    ", "\ncpu isa:  ", "\ncuda:     "})
     EXPECT_TRUE(has(r.out, line)) << line << " in\n" << r.out;
   EXPECT_TRUE(has(r.out, "avx512") || has(r.out, "avx2") || has(r.out, "generic")) << r.out;
+}
+
+/// Runs `command` through the shell; its output and exit status.
+run_result shell(const std::string& command) {
+  run_result r;
+  FILE* p = ::popen((command + " 2>&1").c_str(), "r");
+  if (p == nullptr)
+    return r;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof(buf), p))
+    r.out.append(buf, n);
+  const int status = ::pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+TEST_F(PreflightCliTest, TheVersionsCommitIsUnknownOutsideGit) {
+  // The script the build runs, on a folder that is no git checkout.
+  const auto out = dir_.path() / "build_info.hpp";
+  auto r = shell("cmake -DSOURCE_DIR=" + dir_.path().string() + " -DIN=" TESSERA_SOURCE_DIR
+                 "/cli/build_info.hpp.in -DOUT=" + out.string() +
+                 " -DPROJECT_VERSION=9.9.9 -DTESSERA_BUILD_TYPE=Debug -DTESSERA_CLI_CUDA=0 -P " TESSERA_SOURCE_DIR
+                 "/cli/build_info.cmake");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  std::stringstream text;
+  text << std::ifstream{out}.rdbuf();
+  EXPECT_TRUE(has(text.str(), "#define TESSERA_CLI_GIT_COMMIT \"unknown\"")) << text.str();
+  EXPECT_TRUE(has(text.str(), "#define TESSERA_CLI_VERSION \"9.9.9\"")) << text.str();
+  EXPECT_TRUE(has(text.str(), "#define TESSERA_CLI_CUDA 0")) << text.str();
 }
 
 TEST_F(PreflightCliTest, AnUnknownSubcommandIsNamedWithTheNearestOne) {
@@ -299,14 +330,10 @@ TEST_F(PreflightCliTest, CheckFailsANodeDownWhileOthersRun) {
 TEST_F(PreflightCliTest, TheClusterScriptChecksBeforeItStartsAnything) {
   const auto config = write_config(node("front", tessera::test::free_port(), "\"frontend\", \"router\""));
   const std::string cmd = "TESSERA_BIN=/nonexistent/tessera TESSERA_RUN_DIR=" + (dir_.path() / "run").string() +
-                          " " TESSERA_SOURCE_DIR "/scripts/cluster.sh " + config + " start --dry-run 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string out;
-  char buf[4096];
-  while (size_t n = std::fread(buf, 1, sizeof(buf), p))
-    out.append(buf, n);
-  EXPECT_EQ(::pclose(p), 0) << out << "\n(a dry run needs no binary)";
+                          " " TESSERA_SOURCE_DIR "/scripts/cluster.sh " + config + " start --dry-run";
+  const auto r = shell(cmd);
+  const auto& out = r.out;
+  EXPECT_EQ(r.exit_code, 0) << out << "\n(a dry run needs no binary)";
   const auto check = out.find("/nonexistent/tessera check --config " + config + " --before-start");
   const auto start = out.find("/nonexistent/tessera node --config");
   ASSERT_NE(check, std::string::npos) << out;
