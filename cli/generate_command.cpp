@@ -150,7 +150,8 @@ command add_generate_command(CLI::App& app) {
     ->capture_default_str()
     ->check(CLI::Range(-1, std::numeric_limits<int32_t>::max()));
   sub->add_option("--seed", a->seed, "Sampling seed");
-  sub->add_option("--threads", a->threads, "CPU threads (0: all cores)")->capture_default_str();
+  sub->add_option("--threads", a->threads, "CPU threads (0: all cores)")->capture_default_str()
+    ->check(CLI::Range(0, 1024));
   sub->add_flag("--ignore-eos", a->ignore_eos, "Keep generating through end-of-sequence");
   add_engine_options(sub, a->engine);
   sub->add_flag("--json", a->json,

@@ -132,11 +132,13 @@ command add_serve_command(CLI::App& app) {
     ->capture_default_str()->check(CLI::IsMember({"kv", "round-robin", "random", "least-loaded"}));
   sub->add_option("--max-local-prefill", o.router.options.max_local_prefill_tokens,
                   "Uncached prompt tokens a decode worker prefills itself (conditional disaggregation)")
-    ->capture_default_str();
+    ->capture_default_str()
+    ->check(CLI::Range(0, 1 << 24));
   sub->add_option("--chat-template", o.chat_template,
                   "Chat template: llama3, chatml, mistral, llama2, or a file");
   sub->add_option("--threads", o.threads_per_worker, "Compute threads per worker (0: cores shared out)")
-    ->capture_default_str();
+    ->capture_default_str()
+    ->check(CLI::Range(0, 1024));
   sub->add_option("--kv-cache-mb", a->kv_cache_mb,
                   "KV pool per worker, MiB; with --engine sim the modelled GPU's KV capacity "
                   "(0: the backend's default: cpu 256 MiB, sim what the GPU's memory leaves "
@@ -158,15 +160,18 @@ command add_serve_command(CLI::App& app) {
                   "store; more is dropped and counted in tessera_kvstore_offer_dropped_blocks_total "
                   "(0: offer nothing)")
     ->capture_default_str()->check(CLI::Range(0, 1 << 20));
-  sub->add_option("--max-model-len", o.max_model_len, "Longest prompt + output (0: the model's)")
-    ->capture_default_str();
+  // The wire carries prompts of at most 1M tokens (wire_limits::max_tokens).
+  sub->add_option("--max-model-len", o.max_model_len, "Longest prompt + output (0: the model's; at most 1048576)")
+    ->capture_default_str()
+    ->check(CLI::Range(0, 1 << 20));
   sub->add_option("--http-threads", o.http_threads, "HTTP I/O threads")->capture_default_str()
     ->check(CLI::Range(1, 64));
   sub->add_flag("--fault-injection", o.fault_injection,
                "Chaos drills: POST /admin/fault {\"worker\": \"decode-0\", \"fault\": \"crash\"} "
                "crashes that worker (the supervisor restarts it)");
   sub->add_option("--actor-threads", a->scheduler_threads, "Actor scheduler threads (0: 2)")
-    ->capture_default_str();
+    ->capture_default_str()
+    ->check(CLI::Range(0, 256));
   sub->add_option("--drain-timeout", a->drain_timeout_s,
                   "On SIGTERM/SIGINT: seconds the requests in flight may still finish (new ones "
                   "get 503); those left then end with an error")

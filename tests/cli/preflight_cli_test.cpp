@@ -172,6 +172,18 @@ TEST_F(PreflightCliTest, GenerateSamplingRangesAreTheApis) {
   EXPECT_TRUE(has(r.out, "/nonexistent/m")) << r.out;
 }
 
+TEST_F(PreflightCliTest, ServeLimitsAreRangeCheckedBeforeAnythingStarts) {
+  for (const char* bad : {"--max-model-len 2000000", "--max-model-len -5", "--threads -1", "--actor-threads 100000",
+                          "--max-local-prefill -1", "--port 70000"}) {
+    // Were the value let through, the preflight would stop the server on
+    // the missing model instead (and the test would not hang).
+    auto r = run(std::string{"serve --model /nonexistent/m "} + bad);
+    EXPECT_NE(r.exit_code, 0) << bad;
+    EXPECT_TRUE(has(r.out, std::string{bad}.substr(0, std::string{bad}.find(' ')))) << bad << ": " << r.out;
+    EXPECT_FALSE(has(r.out, "/nonexistent/m")) << "refused while parsing: " << r.out;
+  }
+}
+
 TEST_F(PreflightCliTest, ModelInitRefusesToOverwriteWithoutForce) {
   const auto out = dir_.path() / "nano";
   auto r = run("model init --shape nano --seed 1 --out " + out.string());
