@@ -50,7 +50,9 @@ using frontend_impl = token_sink_actor::extend<
   /// flight finished; at the deadline (ms) fail those left.
   caf::replies_to<drain_atom, int64_t>::with<void>,
   /// The drain's deadline passed.
-  caf::reacts_to<expire_atom>>;
+  caf::reacts_to<expire_atom>,
+  /// Time to place choice (key, index) again after its worker failed.
+  caf::reacts_to<start_atom, uint64_t, uint64_t>>;
 
 /// One choice of a completion: one engine request.
 struct job_choice {
@@ -60,6 +62,8 @@ struct job_choice {
   token_order order;
   bool admitted = false;
   bool done = false;
+  /// Times it moved to another worker after its worker failed.
+  int32_t migrations = 0;
   int32_t cached_tokens = 0;
   clock_type::time_point last_token;
 };
@@ -72,6 +76,8 @@ struct job {
   response_meta meta;
   response_options opts;
   int32_t prompt_tokens = 0;
+  /// The prompt's token ids (a migrated choice is routed again with them).
+  std::vector<int32_t> prompt;
   std::vector<job_choice> choices;
   size_t admitted = 0;
   size_t finished = 0;
@@ -99,7 +105,10 @@ struct frontend_metrics {
                          "Prompt tokens whose KV came from a prefix cache.")),
         workers(r.gauge("tessera_workers_healthy", "Workers the router sees as healthy.")),
         cancelled(r.counter("tessera_requests_cancelled_total",
-                            "Requests cancelled because the client went away.")) {}
+                            "Requests cancelled because the client went away.")),
+        migrated(r.counter("tessera_requests_migrated_total",
+                           "Times a request's stream moved to another worker after its worker or "
+                           "node failed (it goes on from the tokens already sent).")) {}
 
   void request(const std::string& endpoint) {
     registry.counter("tessera_requests_total", "HTTP requests by endpoint.", {{"endpoint", endpoint}})
@@ -120,6 +129,7 @@ struct frontend_metrics {
   cluster::metric_counter& cached;
   cluster::metric_gauge& workers;
   cluster::metric_counter& cancelled;
+  cluster::metric_counter& migrated;
 };
 
 struct frontend_state {
@@ -134,6 +144,8 @@ struct frontend_state {
   uint64_t id_base = 0; // engine ids: id_base + counter, unique across frontends
   uint64_t next_id = 0;
   int64_t created = 0;
+  /// Seeds for requests that come without one.
+  std::mt19937_64 rng{std::random_device{}()};
   /// Draining (graceful stop): new completions get 503, /health says so.
   bool draining = false;
   int64_t drain_timeout_ms = 0;
@@ -310,6 +322,28 @@ void on_tokens(frontend_pointer self, wire::token_chunk chunk) {
   }
 }
 
+/// Choice `index` of `j` runs on a worker; the stream starts once all do.
+void mark_admitted(job& j, size_t index) {
+  auto& c = j.choices[index];
+  if (c.admitted)
+    return;
+  c.admitted = true;
+  if (++j.admitted == j.choices.size() && j.req.stream && !j.streaming)
+    start_stream(j);
+}
+
+/// The request of choice `index` of `j` as a worker receives it.
+wire::request_handoff handoff_of(frontend_pointer self, const job& j, size_t index) {
+  const auto& c = j.choices[index];
+  wire::request_handoff h;
+  h.request.id = c.engine_id;
+  h.request.params = j.req.params;
+  if (h.request.params.seed && j.req.n > 1)
+    *h.request.params.seed += index; // n different choices
+  h.reply_to = {self->state.cfg.node, self->state.cfg.name};
+  return h;
+}
+
 /// Routes choice `index` of job `key` and starts it on its worker.
 void admit(frontend_pointer self, uint64_t key, size_t index, std::vector<int32_t> prompt) {
   auto& st = self->state;
@@ -327,13 +361,8 @@ void admit(frontend_pointer self, uint64_t key, size_t index, std::vector<int32_
         auto& j = it->second;
         auto& c = j.choices[index];
         c.route = a;
-        wire::request_handoff h;
-        h.request.id = c.engine_id;
+        auto h = handoff_of(self, j, index);
         h.request.prompt = std::move(prompt);
-        h.request.params = j.req.params;
-        if (h.request.params.seed && j.req.n > 1)
-          *h.request.params.seed += index; // n different choices
-        h.reply_to = {self->state.cfg.node, self->state.cfg.name};
         if (a.disaggregated)
           h.decode_at = a.decode;
         h.kv_source = a.kv_source;
@@ -352,14 +381,99 @@ void admit(frontend_pointer self, uint64_t key, size_t index, std::vector<int32_
                 self->send(self->state.cfg.router, finished_atom_v, id);
                 return;
               }
-              auto& j = it->second;
-              j.choices[index].admitted = true;
-              if (++j.admitted == j.choices.size() && j.req.stream && !j.streaming)
-                start_stream(j);
+              mark_admitted(it->second, index);
             },
             [self, key](caf::error& err) { fail_job(self, key, to_api_error(err)); });
       },
       [self, key](caf::error& err) { fail_job(self, key, to_api_error(err)); });
+}
+
+/// Moves choice `index` of job `key` to another worker after its worker
+/// failed (`why`): the old attempt is forgotten (its late chunks are
+/// dropped) and stopped wherever it may still run, and the choice is
+/// placed again after a backoff (none the first time) with the tokens its
+/// client already received (request_handoff::resume_output), so the stream
+/// goes on where it stopped, token for token as the uninterrupted run
+/// (the sampler draws by (seed, position); start_job gives every request a
+/// seed). After cfg.max_migrations moves the job fails with `why`.
+void migrate(frontend_pointer self, uint64_t key, size_t index, const api_error& why) {
+  auto& st = self->state;
+  auto it = st.jobs.find(key);
+  if (it == st.jobs.end())
+    return;
+  auto& j = it->second;
+  auto& c = j.choices[index];
+  if (c.done)
+    return;
+  if (c.migrations >= st.cfg.max_migrations ||
+      static_cast<int32_t>(c.out.token_ids.size()) >= j.req.params.max_tokens)
+    return fail_job(self, key, why);
+  spdlog::info("frontend: request {} moves to another worker after {} token(s): {}", c.engine_id,
+               c.out.token_ids.size(), why.message);
+  st.metrics->migrated.inc();
+  st.by_engine_id.erase(c.engine_id);
+  self->send(st.cfg.router, finished_atom_v, c.engine_id);
+  if (c.admitted) {
+    wire::request_cancel cancel{c.engine_id, "moved to another worker"};
+    self->send(worker_at(self, c.route.prefill), cancel_atom_v, cancel);
+    if (c.route.disaggregated)
+      self->send(worker_at(self, c.route.decode), cancel_atom_v, cancel);
+  }
+  c.engine_id = st.id_base + st.next_id++;
+  st.by_engine_id[c.engine_id] = {key, index};
+  c.order.drop_waiting();
+  const auto backoff = c.migrations == 0 ? std::chrono::milliseconds{0}
+                                         : std::min(std::chrono::milliseconds{50 << c.migrations},
+                                                    std::chrono::milliseconds{1000});
+  ++c.migrations;
+  self->delayed_send(self, backoff, start_atom_v, key, static_cast<uint64_t>(index));
+}
+
+/// Places migrated choice `index` of job `key` again: routed by prompt +
+/// the tokens sent so far, run whole on one worker (the decode worker of a
+/// disaggregated route), which computes what its caches lack.
+void resume(frontend_pointer self, uint64_t key, size_t index) {
+  auto& st = self->state;
+  auto it = st.jobs.find(key);
+  if (it == st.jobs.end() || index >= it->second.choices.size() || it->second.choices[index].done)
+    return;
+  auto& j = it->second;
+  auto& c = j.choices[index];
+  auto tokens = j.prompt;
+  tokens.insert(tokens.end(), c.out.token_ids.begin(), c.out.token_ids.end());
+  route_query q{c.engine_id, std::move(tokens), "", j.req.session_id.empty() ? j.req.user : j.req.session_id,
+                j.req.params.max_tokens};
+  const auto id = c.engine_id;
+  auto retry = [self, key, index, id](const caf::error& err) {
+    auto it = self->state.jobs.find(key);
+    if (it != self->state.jobs.end() && it->second.choices[index].engine_id == id)
+      migrate(self, key, index, to_api_error(err));
+  };
+  self->request(st.cfg.router, st.cfg.admit_timeout, route_atom_v, q)
+    .then(
+      [self, key, index, id, retry](route_answer& a) {
+        auto it = self->state.jobs.find(key);
+        if (it == self->state.jobs.end() || it->second.choices[index].engine_id != id)
+          return;
+        auto& j = it->second;
+        auto& c = j.choices[index];
+        const auto at = a.disaggregated ? a.decode : a.prefill;
+        c.route = a;
+        c.route.disaggregated = false;
+        c.route.prefill = c.route.decode = at;
+        auto h = handoff_of(self, j, index);
+        h.request.prompt = j.prompt;
+        h.resume_output = c.out.token_ids;
+        self->request(worker_at(self, at), self->state.cfg.admit_timeout, generate_atom_v, h)
+          .then(
+            [self, key, index, id]() {
+              auto it = self->state.jobs.find(key);
+              if (it != self->state.jobs.end() && it->second.choices[index].engine_id == id)
+                mark_admitted(it->second, index);
+            },
+            [retry](caf::error& err) { retry(err); });
+      },
+      [retry](caf::error& err) { retry(err); });
 }
 
 void start_job(frontend_pointer self, api_kind kind, http_call call) {
@@ -398,7 +512,12 @@ void start_job(frontend_pointer self, api_kind kind, http_call call) {
   j.meta = {make_response_id(kind, st.id_base + key), now_s, req.model};
   j.opts = options_for(req, *st.cfg.tokenizer);
   j.prompt_tokens = static_cast<int32_t>(std::get<std::vector<int32_t>>(prompt).size());
+  j.prompt = std::get<std::vector<int32_t>>(prompt);
   j.req = std::move(req);
+  // A seed for every request, so a choice that moves to another worker
+  // samples on exactly as it would have (migrate).
+  if (!j.req.params.seed)
+    j.req.params.seed = std::uniform_int_distribution<uint64_t>{}(st.rng);
   for (int i = 0; i < j.req.n; ++i) {
     job_choice c;
     c.engine_id = st.id_base + st.next_id++;
@@ -412,9 +531,8 @@ void start_job(frontend_pointer self, api_kind kind, http_call call) {
   // A client that goes away cancels the request everywhere.
   auto handle = caf::actor_cast<frontend_impl>(self);
   call.response->on_close([handle, key] { caf::anon_send(handle, closed_atom_v, key); });
-  const auto& tokens = std::get<std::vector<int32_t>>(prompt);
   for (size_t i = 0; i < n; ++i)
-    admit(self, key, i, tokens);
+    admit(self, key, i, st.jobs.at(key).prompt);
 }
 
 /// GET /health: 200 once the router has a healthy worker.
@@ -550,22 +668,24 @@ frontend_impl::behavior_type frontend_fn(frontend_pointer self, frontend_config 
       e.status = 500;
       e.type = "server_error";
       e.code = "worker_failed";
-      fail_job(self, where->second.first, e);
+      const auto [key, index] = where->second;
+      migrate(self, key, index, e);
     },
     [self](node_down_atom, const std::string& node) {
-      std::vector<uint64_t> lost;
+      std::vector<std::pair<uint64_t, size_t>> lost;
       for (const auto& [key, j] : self->state.jobs)
-        for (const auto& c : j.choices)
-          if (!c.done && (c.route.prefill.node == node || c.route.decode.node == node)) {
-            lost.push_back(key);
-            break;
-          }
-      for (auto key : lost) {
+        for (size_t i = 0; i < j.choices.size(); ++i) {
+          const auto& c = j.choices[i];
+          if (!c.done && (c.route.prefill.node == node || c.route.decode.node == node))
+            lost.emplace_back(key, i);
+        }
+      for (const auto& [key, index] : lost) {
         auto e = no_worker("node '" + node + "' failed while serving this request");
         e.code = "worker_failed";
-        fail_job(self, key, e);
+        migrate(self, key, index, e);
       }
     },
+    [self](start_atom, uint64_t key, uint64_t index) { resume(self, key, static_cast<size_t>(index)); },
     [self](closed_atom, uint64_t key) {
       if (!self->state.jobs.contains(key))
         return;

@@ -61,6 +61,9 @@ struct frontend_config {
   /// How long a choice may wait for the router and its worker to accept
   /// it. Default: 30 s.
   std::chrono::milliseconds admit_timeout{30000};
+  /// How often one choice may move to another worker after its worker
+  /// failed mid-stream (migration) before the request fails. Default: 6.
+  int32_t max_migrations = 6;
   /// The node's worker supervisor (actors/node/worker_supervisor.hpp):
   /// set, POST /admin/fault is served; null, it is 404.
   caf::actor supervisor;

@@ -23,6 +23,9 @@ public:
   [[nodiscard]] int32_t received() const { return received_; }
   /// Chunks waiting for a gap to fill.
   [[nodiscard]] size_t waiting() const { return early_.size(); }
+  /// Drops the chunks waiting for a gap: the request's worker failed and
+  /// its stream resumes after the tokens passed on (a migration).
+  void drop_waiting() { early_.clear(); }
 
 private:
   int32_t received_ = 0;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <deque>
 #include <map>
+#include <random>
 #include <stdexcept>
 #include <unordered_map>
 #include <utility>
@@ -453,6 +454,25 @@ void report_to_router(worker_pointer self) {
 
 /// Puts request h into the engine (as a prefill for h.decode_at, or to
 /// generate to the end) and starts stepping.
+/// Adds `r` to `eng`; with `output` (request_handoff::resume_output), as
+/// the continuation of a run that already produced it: an import of r's
+/// prompt + output with no KV, which the engine computes (its prefix cache
+/// serving what it holds) before it samples at output position
+/// output.size() with r's seed.
+caf::error start_request(engine::engine& eng, engine::request r, const std::vector<int32_t>& output) {
+  if (output.empty())
+    return eng.add_request(std::move(r));
+  engine::kv_export resume;
+  resume.model_fingerprint = eng.get_backend().model_fingerprint();
+  resume.layout = eng.get_backend().layout();
+  resume.tokens = r.prompt;
+  resume.tokens.insert(resume.tokens.end(), output.begin(), output.end());
+  resume.prompt_len = static_cast<int32_t>(r.prompt.size());
+  resume.num_computed = 0;
+  resume.seed = r.params.seed ? *r.params.seed : std::random_device{}();
+  return eng.import_request(std::move(r), resume);
+}
+
 caf::error admit(worker_pointer self, wire::request_handoff h) {
   auto& st = self->state;
   const auto id = h.request.id;
@@ -464,12 +484,13 @@ caf::error admit(worker_pointer self, wire::request_handoff h) {
     r.params.max_tokens = 1;
     r.params.min_tokens = std::min(r.params.min_tokens, 1);
   }
-  if (auto err = st.eng->add_request(std::move(r)))
+  if (auto err = start_request(*st.eng, std::move(r), h.resume_output))
     return err;
   auto& t = st.requests[id] = tracked{h.reply_to, prefill_only ? h.decode_at : wire::actor_address{},
                                       std::move(h.request), {}, {}};
   if (offering(st) && !prefill_only) {
     t.tokens = t.original.prompt;
+    t.tokens.insert(t.tokens.end(), h.resume_output.begin(), h.resume_output.end());
     t.cache_salt = t.original.cache_salt;
   }
   kick(self);
@@ -646,7 +667,7 @@ worker_impl::behavior_type worker_fn(worker_pointer self, std::shared_ptr<engine
       if (st.requests.contains(id) || st.fetching.contains(id))
         return make_engine_error(engine_errc::unknown_request,
                                  "request " + std::to_string(id) + " is already running here");
-      if (!st.cfg.store_at.empty() || !h.kv_source.empty()) {
+      if (h.resume_output.empty() && (!st.cfg.store_at.empty() || !h.kv_source.empty())) {
         auto need = prefix_need_of(*st.eng, h.request.prompt, h.request.cache_salt);
         if (!need.satisfied()) {
           const auto plan = plan_fetch(st, need, h);

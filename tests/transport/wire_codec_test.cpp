@@ -39,6 +39,13 @@ TEST(WireCodecTest, RoundTripsRequestHandoffWithEveryFieldSet) {
   EXPECT_EQ(std::get<request_handoff>(back).request.params.seed, 42u);
 }
 
+TEST(WireCodecTest, RoundTripsAResumedRequest) {
+  auto m = test::resumed_handoff();
+  auto back = std::get<request_handoff>(round_trip(m));
+  expect_same(m, back);
+  EXPECT_EQ(back.resume_output, (std::vector<int32_t>{9, 2, 6}));
+}
+
 TEST(WireCodecTest, RoundTripsRequestHandoffWithOptionalFieldsUnset) {
   auto m = test::minimal_handoff();
   auto back = std::get<request_handoff>(round_trip(m));
@@ -215,6 +222,12 @@ TEST(WireCodecTest, EncodeRefusesInconsistentMessagesNamingTheField) {
   tokens.blocks[0].token_count = 5;
   auto half_source = test::full_handoff();
   half_source.kv_source_blocks = 0;
+  auto resume_with_kv = test::full_handoff();
+  resume_with_kv.resume_output = {1};
+  auto resume_past_max = test::resumed_handoff();
+  resume_past_max.resume_output.assign(12, 1);
+  auto resume_bad_id = test::resumed_handoff();
+  resume_bad_id.resume_output[1] = -4;
   std::vector<bad_case> cases = {
     {store_and_worker, "roles[0] must be prefill or decode (or kvstore alone)"},
     {no_fetch, "kv_fetch_request: block_hashes must not be empty"},
@@ -222,6 +235,9 @@ TEST(WireCodecTest, EncodeRefusesInconsistentMessagesNamingTheField) {
     {short_block, "blocks[1].data must hold layout.block_bytes() = 64 bytes, got 63"},
     {tokens, "blocks[0].token_count must be in [1, 4], got 5"},
     {half_source, "kv_source and kv_source_blocks must both be set or neither"},
+    {resume_with_kv, "resume_output cannot come with kv or decode_at"},
+    {resume_past_max, "resume_output holds 12 tokens, at or past params.max_tokens 12"},
+    {resume_bad_id, "resume_output[1]"},
     {router_role, "roles[0] must be prefill or decode"},
     {half_address, "reply_to: node and actor must both be set or both be empty"},
     {long_actor, "decode_at.actor has 65 bytes, more than the maximum 64"},

@@ -64,6 +64,7 @@ inline void expect_same(const request_handoff& a, const request_handoff& b) {
   EXPECT_EQ(a.kv_source.node, b.kv_source.node);
   EXPECT_EQ(a.kv_source.actor, b.kv_source.actor);
   EXPECT_EQ(a.kv_source_blocks, b.kv_source_blocks);
+  EXPECT_EQ(a.resume_output, b.resume_output);
   EXPECT_EQ(a.reply_to.node, b.reply_to.node);
   EXPECT_EQ(a.reply_to.actor, b.reply_to.actor);
   EXPECT_EQ(a.decode_at.node, b.decode_at.node);

@@ -51,6 +51,18 @@ inline request_handoff full_handoff() {
   return m;
 }
 
+/// A migrated request: the output its client already received.
+inline request_handoff resumed_handoff() {
+  request_handoff m;
+  m.request.id = 9;
+  m.request.prompt = {3, 1, 4, 1, 5};
+  m.request.params.seed = 7;
+  m.request.params.max_tokens = 12;
+  m.reply_to = {"front", "frontend"};
+  m.resume_output = {9, 2, 6};
+  return m;
+}
+
 /// Defaults everywhere (seed and logprobs unset, no KV export).
 inline request_handoff minimal_handoff() {
   request_handoff m;
@@ -220,7 +232,7 @@ inline kv_fetch_reply sample_fetch_reply() {
 
 /// One of each kind and variant above, in a fixed order.
 inline std::vector<wire_message> all_samples() {
-  return {full_handoff(),     minimal_handoff(), chunk_with_logprobs(), plain_chunk(),
+  return {full_handoff(),     minimal_handoff(), resumed_handoff(),     chunk_with_logprobs(), plain_chunk(),
           sample_batch(),     stored_event(),    removed_event(),       sample_membership(),
           sample_heartbeat(), sample_error(),    sample_grant(),        request_envelope(),
           empty_response(),  sample_cancel(),     sample_join(),         sample_fetch(),

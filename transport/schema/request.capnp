@@ -63,6 +63,10 @@ struct RequestHandoff {
   kvSourceNode @12 :Text;
   kvSourceActor @13 :Text;
   kvSourceBlocks @14 :Int32;
+  # Migration: output tokens the client already received for this request
+  # from a worker that failed. The receiver computes prompt + these and
+  # generates on after them, as the interrupted run would have.
+  resumeOutput @15 :List(Int32);
 }
 
 # Stop a request wherever it is (the client went away, or it was migrated).

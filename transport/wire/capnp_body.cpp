@@ -88,6 +88,7 @@ void put(capnp::MessageBuilder& mb, const request_handoff& m) {
   b.setKvSourceNode(text(m.kv_source.node));
   b.setKvSourceActor(text(m.kv_source.actor));
   b.setKvSourceBlocks(m.kv_source_blocks);
+  put_ints(b.initResumeOutput(static_cast<unsigned>(m.resume_output.size())), m.resume_output);
   b.setHasKv(m.kv.has_value());
   if (!m.kv)
     return;
@@ -359,6 +360,7 @@ request_handoff get(s::RequestHandoff::Reader r, const wire_limits& lim) {
   m.kv_source.node = get_text("kv_source.node", r.getKvSourceNode(), lim.max_name_bytes);
   m.kv_source.actor = get_text("kv_source.actor", r.getKvSourceActor(), lim.max_name_bytes);
   m.kv_source_blocks = r.getKvSourceBlocks();
+  m.resume_output = get_list<int32_t>("resume_output", r.getResumeOutput(), lim.max_tokens, "tokens");
   if (r.getHasKv()) {
     auto kr = r.getKv();
     kv_export_info kv;

@@ -95,6 +95,16 @@ struct request_handoff {
   /// or both set.
   actor_address kv_source;
   int32_t kv_source_blocks = 0;
+  /// Migration: output tokens the client already received for this request
+  /// from a worker that failed (the frontend's stream goes on). The
+  /// receiver computes the KV of prompt + these, then generates after them
+  /// exactly as the interrupted run would have: the sampler's draw is a
+  /// function of (params.seed, output position), penalties count these as
+  /// output, they count towards max_tokens, and text held back for a stop
+  /// string is emitted as it would have been (engine::import_request of an
+  /// export with no KV). Empty for a fresh request; never with kv or
+  /// decode_at; fewer than params.max_tokens.
+  std::vector<int32_t> resume_output;
 };
 
 /// Tokens generated for one request in one step (engine::request_output):

@@ -84,6 +84,17 @@ problem check(const request_handoff& m, const wire_limits& lim) {
     return "kv_source and kv_source_blocks must both be set or neither";
   if (m.kv_source_blocks < 0)
     return "kv_source_blocks must be >= 0, got " + to_string(m.kv_source_blocks);
+  if (!m.resume_output.empty()) {
+    if (auto p = check_token_ids("resume_output", m.resume_output, lim.max_tokens); !p.empty())
+      return p;
+    if (m.kv || !m.decode_at.empty())
+      return "resume_output cannot come with kv or decode_at (a resumed request runs where it is sent)";
+    if (r.prompt.empty())
+      return "resume_output needs the request's prompt";
+    if (static_cast<int64_t>(m.resume_output.size()) >= r.params.max_tokens)
+      return "resume_output holds " + to_string(m.resume_output.size()) +
+             " tokens, at or past params.max_tokens " + to_string(r.params.max_tokens);
+  }
   if (!m.kv)
     return {};
   const auto& kv = *m.kv;
