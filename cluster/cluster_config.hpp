@@ -3,19 +3,27 @@
 /// A cluster's layout from a TOML file (configs/*.toml): the model, the
 /// router and transport settings, and every node with its transport
 /// address and roles. Every node of a cluster reads the same file and
-/// starts the part whose id it was given.
+/// starts the part whose id it was given. Reading is strict: a key not
+/// listed below (each with its default) is an error, with the nearest
+/// known key suggested, and every problem of a file is reported at once
+/// (read_cluster_config).
 ///
 ///   model = ""                      # a model folder; "" = the demo model
 ///   served_model_name = "tessera-demo"
 ///   router_policy = "kv"            # kv, round-robin, random, least-loaded
+///   max_local_prefill_tokens = 1000 # uncached tokens a decode worker prefills
 ///   transport = "ucx"               # ucx (tls below) or loopback (one process)
 ///   ucx_tls = "tcp"
 ///   cluster_secret_file = "x.secret" # the cluster secret (cluster_secret.hpp),
 ///                                   # relative to this file's folder; a
 ///                                   # multi-node cluster needs one (or
 ///                                   # tessera node --insecure)
+///   threads_per_worker = 0          # 0: the cores shared out
+///   kv_cache_mb = 256               # per worker; 0: the backend's default
+///   max_model_len = 0               # 0: the model's; at most 1048576
 ///   kvstore_host_mb = 1024          # per node with workers; 0: no kv store
 ///   kvstore_disk_dir = ""           # RocksDB tier under <dir>/<node id>
+///   kvstore_disk_mb = 16384         # its capacity per node
 ///   kvstore_int8 = false            # keep the store's blocks as int8
 ///   kvstore_offer_mb = 64           # per worker: blocks on their way to the store
 ///   kv_remote_fetch = true          # fetch prefixes from other nodes' stores

@@ -1,5 +1,8 @@
 #include "cluster/cluster_config.hpp"
 
+#include <fstream>
+#include <sstream>
+
 #include <gtest/gtest.h>
 
 #include "common/error.hpp"
@@ -214,6 +217,17 @@ TEST(ClusterConfigTest, AddressesAreComparedAfterResolution) {
                            "c.toml");
   ASSERT_TRUE(c);
   EXPECT_TRUE(resolve_cluster_addresses(*c, "c.toml").empty());
+}
+
+TEST(ClusterConfigTest, TheHeaderDocumentsEveryKeyItAccepts) {
+  std::stringstream header;
+  header << std::ifstream{TESSERA_SOURCE_DIR "/cluster/cluster_config.hpp"}.rdbuf();
+  ASSERT_FALSE(header.str().empty());
+  for (const auto& key : cluster_config_keys()) {
+    const auto documented = "///   " + key + " = ";
+    EXPECT_TRUE(header.str().find(documented) != std::string::npos || key == "sim" || key == "node")
+      << key << " is accepted but not documented at the top of cluster_config.hpp";
+  }
 }
 
 TEST(ClusterConfigTest, UnresolvableHostsAreNamed) {
