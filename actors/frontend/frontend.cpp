@@ -582,7 +582,7 @@ void admin_fault(frontend_pointer self, const http_call& call) {
   const auto worker = body["worker"].get<std::string>();
   const auto fault = body["fault"].get<std::string>();
   if (fault != "crash")
-    return send_error(call.response, bad_request("unknown fault '" + fault + "' (known: crash)", "fault"));
+    return send_error(call.response, bad_request("unknown fault '" + quote_input(fault) + "' (known: crash)", "fault"));
   spdlog::warn("frontend: fault '{}' injected into worker {} (POST /admin/fault from {})", fault, worker,
                call.request.remote);
   auto res = call.response;
@@ -605,7 +605,7 @@ void on_http(frontend_pointer self, http_call call) {
                         ? path
                         : "other");
   auto wrong_method = [&](const char* allowed) {
-    api_error e = bad_request("method " + method + " is not allowed on " + path + " (use " +
+    api_error e = bad_request("method " + quote_input(method) + " is not allowed on " + quote_input(path) + " (use " +
                               allowed + ")");
     e.status = 405;
     send_error(call.response, e);
@@ -641,7 +641,7 @@ void on_http(frontend_pointer self, http_call call) {
     model_card card{st.cfg.model_name, st.created, "tessera", st.cfg.max_model_len};
     return call.response->send(200, json_type, models_response(std::span{&card, 1}));
   }
-  api_error e = bad_request("no such endpoint: " + method + " " + path);
+  api_error e = bad_request("no such endpoint: " + quote_input(method) + " " + quote_input(path));
   e.status = 404;
   e.type = "not_found_error";
   send_error(call.response, e);
