@@ -46,7 +46,9 @@ struct check_result {
 /// Every check's outcome, in the order they ran. Not thread-safe.
 class preflight_report {
 public:
+  /// Appends `r`.
   void add(check_result r);
+  /// Appends a result with status ok, failed, warning or skipped.
   void ok(const std::string& node, const std::string& check, const std::string& subject, const std::string& detail);
   void fail(const std::string& node, const std::string& check, const std::string& subject,
             const std::string& detail);
@@ -55,9 +57,11 @@ public:
   void skip(const std::string& node, const std::string& check, const std::string& subject,
             const std::string& detail);
 
+  /// Every result, in the order added.
   [[nodiscard]] const std::vector<check_result>& results() const { return results_; }
-  /// Results with status failed.
+  /// Results with status failed: a process refuses to start (exit 2).
   [[nodiscard]] size_t failures() const;
+  /// Results with status warning.
   [[nodiscard]] size_t warnings() const;
 
   /// The failures and warnings, one "  - subject: detail" line each under
