@@ -133,6 +133,8 @@ caf::expected<std::filesystem::path> move_aside(const std::filesystem::path& dir
 
 caf::expected<disk_open_result> open_disk_tier(rocksdb_tier_options opts, event_log* events,
                                                size_t keep_corrupt_dirs) {
+  if (opts.dir.empty())
+    return make_kvstore_error(kvstore_errc::bad_config, "kvstore: the disk tier has no directory");
   disk_open_result out;
   auto& r = out.report;
   r.dir = opts.dir;

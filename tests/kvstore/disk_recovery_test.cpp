@@ -405,6 +405,9 @@ TEST(DiskRecoveryTest, BadOptionsAreStillErrors) {
   auto r = open_disk_tier(o, nullptr);
   ASSERT_FALSE(r);
   EXPECT_TRUE(r.error() == kvstore_errc::bad_config);
+  auto nowhere = open_disk_tier(options_for({}), nullptr);
+  ASSERT_FALSE(nowhere);
+  EXPECT_TRUE(nowhere.error() == kvstore_errc::bad_config);
 }
 
 TEST(DiskRecoveryTest, APathThatIsAFileTurnsTheDiskTierOffAndLeavesItAlone) {
