@@ -127,6 +127,7 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
     rc.options.max_local_prefill_tokens = cfg.max_local_prefill_tokens;
     rc.options.remote_fetch = cfg.kv_remote_fetch;
     rc.bridge = caf::actor_cast<caf::actor>(p->br->actor());
+    rc.node = node_id; // health canaries' tokens come back here
     auto router = spawn_router(sys, rc);
     if (!router)
       return router.error();

@@ -64,6 +64,7 @@ caf::expected<std::unique_ptr<serve_node>> serve_node::start(caf::actor_system& 
     bridge_config{node_id, detail::node_protocol(), std::chrono::seconds{30}, {}});
   auto rc = opts.router;
   rc.bridge = caf::actor_cast<caf::actor>(p->br->actor());
+  rc.node = node_id; // health canaries' tokens come back here
   auto router = spawn_router(sys, rc);
   if (!router)
     return router.error();

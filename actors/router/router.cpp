@@ -2,13 +2,17 @@
 
 #include <algorithm>
 #include <map>
+#include <random>
 #include <unordered_map>
 
 #include <spdlog/spdlog.h>
 
+#include "actors/bridge/remote_actor.hpp"
 #include "actors/router/prefix_index.hpp"
 #include "actors/router/router_errc.hpp"
 #include "actors/router/router_policy.hpp"
+#include "actors/worker/worker_actor.hpp"
+#include "common/error.hpp"
 #include "engine/block_hash.hpp"
 
 namespace tessera::actors {
@@ -18,10 +22,18 @@ namespace {
 namespace wire = transport::wire;
 using clock_type = std::chrono::steady_clock;
 
+/// The router's interface plus its own timer.
+using router_impl = router_local_actor::extend<
+  /// Time to expire late canaries and send the due ones.
+  caf::reacts_to<step_atom>>;
+
 struct known_worker {
   wire::worker_join join;
   worker_load load;
-  clock_type::time_point last_seen;
+  /// Heartbeats, node_down and canaries (worker_health.hpp).
+  worker_health health{clock_type::time_point{}};
+  /// Whether its turning unhealthy was logged (health_tick logs changes).
+  bool logged_unhealthy = false;
   /// Bytes of one KV block (from its heartbeats' pool capacity).
   uint64_t block_bytes = 0;
 };
@@ -50,9 +62,14 @@ struct router_state {
     clock_type::time_point last_seen;
   };
   std::unordered_map<std::string, known_store> stores;
+  /// Canaries in flight: canary id -> worker id. Ids count up from a
+  /// random base, apart from the frontends' request ids.
+  std::unordered_map<uint64_t, uint64_t> canaries;
+  uint64_t next_canary = 0;
+  remote_actor_cache<worker_actor> worker_proxies;
 };
 
-using router_pointer = router_local_actor::stateful_pointer<router_state>;
+using router_pointer = router_impl::stateful_pointer<router_state>;
 
 std::string key_of(const wire::actor_address& a) {
   return a.node + "/" + a.actor;
@@ -94,7 +111,7 @@ void on_join(router_pointer self, const wire::worker_join& j) {
     // Workers repeat their join with every heartbeat (so a router that
     // started late or restarted learns them); a restarted worker comes
     // back under a new id.
-    old->second.last_seen = clock_type::now();
+    old->second.health.heard(clock_type::now());
     return;
   }
   if (auto prev = st.by_address.find(key_of(j.at)); prev != st.by_address.end()) {
@@ -108,7 +125,7 @@ void on_join(router_pointer self, const wire::worker_join& j) {
   w.join = j;
   w.load.id = j.worker_id;
   w.load.role = role_of(j);
-  w.last_seen = clock_type::now();
+  w.health = worker_health{clock_type::now()};
   st.workers[j.worker_id] = w;
   st.by_address[key_of(j.at)] = j.worker_id;
   spdlog::info("router: worker {} ({} on node '{}', {}) joined", j.worker_id, j.at.actor, j.at.node,
@@ -121,7 +138,7 @@ void on_heartbeat(router_pointer self, const wire::heartbeat& h) {
   if (id == st.by_address.end())
     return; // not joined (yet): its join carries what we need
   auto& w = st.workers.at(id->second);
-  w.last_seen = clock_type::now();
+  w.health.heard(clock_type::now());
   w.load.active_requests = static_cast<int32_t>(h.queue_depth);
   for (const auto& u : h.kv_usage)
     if (u.tier == wire::kv_tier::g1_pool && w.join.num_blocks > 0) {
@@ -138,9 +155,9 @@ caf::expected<route_answer> route(router_pointer self, const route_query& q) {
   const auto now = clock_type::now();
   std::vector<worker_load> loads;
   for (auto& [id, w] : st.workers) {
-    w.load.healthy = now - w.last_seen <= st.cfg.heartbeat_timeout;
+    w.load.healthy = w.health.check(now, st.cfg.health).healthy;
     auto store = st.stores.find(w.join.at.node);
-    w.load.store_id = store != st.stores.end() && now - store->second.last_seen <= st.cfg.heartbeat_timeout
+    w.load.store_id = store != st.stores.end() && now - store->second.last_seen <= st.cfg.store_timeout
                         ? store->second.id
                         : 0;
     loads.push_back(w.load);
@@ -214,12 +231,109 @@ void on_finished(router_pointer self, uint64_t request_id) {
   dequeue_prefill(st, f);
 }
 
-router_local_actor::behavior_type router_fn(router_pointer self, std::shared_ptr<router_policy> policy,
-                                            router_config cfg) {
+/// The worker's state now, for /health and /ready.
+worker_status status_of(const known_worker& w, clock_type::time_point now, const health_options& opts) {
+  auto v = w.health.check(now, opts);
+  worker_status s;
+  s.name = w.join.at.actor;
+  s.node = w.join.at.node;
+  s.role = w.load.role;
+  s.healthy = v.healthy;
+  s.reason = std::move(v.reason);
+  s.last_seen_ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - w.health.last_seen()).count();
+  if (auto l = w.health.last_canary_latency())
+    s.canary_ms = l->count();
+  return s;
+}
+
+/// Canary `id` ended: passed (no error) or failed with `why`.
+void on_canary_result(router_pointer self, uint64_t id, const std::string* why) {
+  auto& st = self->state;
+  auto c = st.canaries.find(id);
+  if (c == st.canaries.end())
+    return; // expired already, or its worker was replaced
+  const auto worker_id = c->second;
+  st.canaries.erase(c);
+  auto w = st.workers.find(worker_id);
+  if (w == st.workers.end())
+    return;
+  const auto now = clock_type::now();
+  if (!why) {
+    w->second.health.canary_passed(id, now);
+    return;
+  }
+  w->second.health.canary_failed(id, *why, now);
+}
+
+/// Sends worker `w` a canary: a 1-token prompt, max_tokens 1, greedy, at
+/// canary_priority (ahead of every user request in its engine, and taken
+/// even when its queue is full). Its token comes back as token_atom.
+void send_canary(router_pointer self, uint64_t worker_id, known_worker& w, clock_type::time_point now) {
+  auto& st = self->state;
+  const auto id = st.next_canary++;
+  wire::request_handoff h;
+  h.request.id = id;
+  h.request.prompt = {1};
+  h.request.params.max_tokens = 1;
+  h.request.params.temperature = 0;
+  h.request.params.ignore_eos = true;
+  h.request.priority = canary_priority;
+  h.reply_to = {st.cfg.node, st.cfg.name};
+  w.health.canary_sent(id, now);
+  st.canaries[id] = worker_id;
+  auto proxy = st.worker_proxies.get(self->system(), caf::actor_cast<bridge_actor>(st.cfg.bridge),
+                                     w.join.at.node, w.join.at.actor);
+  self->request(proxy, st.cfg.health.canary_timeout, generate_atom_v, std::move(h))
+    .then([]() {}, // admitted; its token decides
+          [self, id](caf::error& err) {
+            const std::string why = "not admitted: " + error_text(err);
+            on_canary_result(self, id, &why);
+          });
+}
+
+/// Whether the router sends canaries (it needs its own address for their
+/// tokens, and the bridge).
+bool canaries_on(const router_state& st) {
+  return !st.cfg.node.empty() && st.cfg.bridge && st.cfg.health.canary_interval.count() > 0;
+}
+
+/// Every quarter canary interval (250 ms without canaries): late canaries
+/// become failures (and are cancelled on their worker), due ones are sent,
+/// and a worker that turned unhealthy, or healthy again, is logged once.
+void health_tick(router_pointer self) {
+  auto& st = self->state;
+  const auto now = clock_type::now();
+  std::erase_if(st.canaries, [&](const auto& c) { return !st.workers.contains(c.second); });
+  for (auto& [worker_id, w] : st.workers) {
+    if (auto late = w.health.expire_canary(now, st.cfg.health)) {
+      st.canaries.erase(*late);
+      caf::anon_send(st.cfg.bridge, forward_atom_v, w.join.at.node, w.join.at.actor,
+                     caf::make_message(cancel_atom_v, wire::request_cancel{*late, "health canary timed out"}));
+    }
+    if (canaries_on(st) && w.health.canary_due(now, st.cfg.health))
+      send_canary(self, worker_id, w, now);
+    auto v = w.health.check(now, st.cfg.health);
+    if (!v.healthy && !w.logged_unhealthy)
+      spdlog::warn("router: worker {} ({} on node '{}') is unhealthy: {}", worker_id, w.join.at.actor,
+                   w.join.at.node, v.reason);
+    else if (v.healthy && w.logged_unhealthy)
+      spdlog::info("router: worker {} ({} on node '{}') is healthy again", worker_id, w.join.at.actor,
+                   w.join.at.node);
+    w.logged_unhealthy = !v.healthy;
+  }
+  const auto tick = canaries_on(st) ? std::max(st.cfg.health.canary_interval / 4, std::chrono::milliseconds{50})
+                                    : std::chrono::milliseconds{250};
+  self->delayed_send(self, tick, step_atom_v);
+}
+
+router_impl::behavior_type router_fn(router_pointer self, std::shared_ptr<router_policy> policy,
+                                     router_config cfg) {
   // Shared only because spawn arguments are copied; the router is its
   // only user.
   self->state.policy = std::move(policy);
   self->state.cfg = std::move(cfg);
+  self->state.next_canary = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
+  self->send(self, step_atom_v);
   return {
     [self](join_atom, const wire::worker_join& j) { on_join(self, j); },
     [self](kv_events_atom, const wire::kv_event& ev) {
@@ -253,7 +367,8 @@ router_local_actor::behavior_type router_fn(router_pointer self, std::shared_ptr
     [self](node_down_atom, const std::string& node) {
       for (auto& [id, w] : self->state.workers)
         if (w.join.at.node == node) {
-          w.last_seen = clock_type::time_point{}; // unhealthy until it reports again
+          w.health.node_down(node, clock_type::now()); // unhealthy until it reports again
+          w.logged_unhealthy = true; // here
           self->state.index.remove_worker(id);
           spdlog::warn("router: worker {} ({} on node '{}') is down", id, w.join.at.actor, node);
         }
@@ -264,10 +379,20 @@ router_local_actor::behavior_type router_fn(router_pointer self, std::shared_ptr
     },
     [self](workers_atom) {
       std::vector<router_worker_view> out;
-      for (const auto& [id, w] : self->state.workers)
-        out.push_back({w.join, w.load});
+      const auto now = clock_type::now();
+      for (const auto& [id, w] : self->state.workers) {
+        router_worker_view v{w.join, w.load, status_of(w, now, self->state.cfg.health)};
+        v.load.healthy = v.status.healthy;
+        out.push_back(std::move(v));
+      }
       return out;
     },
+    [self](token_atom, const wire::token_chunk& c) {
+      if (!c.tokens.empty() || c.finish != engine::finish_reason::none)
+        on_canary_result(self, c.id, nullptr);
+    },
+    [self](failed_atom, const wire::request_cancel& c) { on_canary_result(self, c.request_id, &c.reason); },
+    [self](step_atom) { health_tick(self); },
   };
 }
 
@@ -278,7 +403,7 @@ caf::expected<router_local_actor> spawn_router(caf::actor_system& sys, router_co
   if (!policy)
     return policy.error();
   std::shared_ptr<router_policy> shared = std::move(*policy);
-  return sys.spawn(router_fn, shared, std::move(cfg));
+  return caf::actor_cast<router_local_actor>(sys.spawn(router_fn, shared, std::move(cfg)));
 }
 
 } // namespace tessera::actors

@@ -10,8 +10,13 @@
 ///   worker --join--> router          (again after a restart: replaces it)
 ///   worker --kv_events / heartbeat--> router   (a worker silent for
 ///                                    heartbeat_timeout is unhealthy)
+///   router --generate(canary)--> worker --token / failed--> router
+///                                    (about once a second per worker, at
+///                                    canary_priority; worker_health.hpp)
 ///   frontend --route(query)--> router --answer--> frontend
 ///   frontend --finished(id)--> router          (its load estimate drops)
+///   frontend --workers--> router --each worker's state and reason-->
+///                                    (GET /health, /ready)
 
 #include <chrono>
 #include <cstdint>
@@ -22,6 +27,7 @@
 
 #include "actors/actor_types.hpp"
 #include "actors/router/route_types.hpp"
+#include "actors/router/worker_health.hpp"
 #include "transport/wire/messages.hpp"
 
 namespace tessera::actors {
@@ -33,7 +39,11 @@ using router_actor = caf::typed_actor<
   /// A batch of a worker's prefix-cache changes.
   caf::reacts_to<kv_events_atom, transport::wire::kv_event>,
   /// A worker's load; heartbeat.node_id is the worker's "node/actor".
-  caf::reacts_to<heartbeat_atom, transport::wire::heartbeat>>;
+  caf::reacts_to<heartbeat_atom, transport::wire::heartbeat>,
+  /// The token of a health canary (chunk.id is the canary's id): passed.
+  caf::reacts_to<token_atom, transport::wire::token_chunk>,
+  /// A health canary failed on its worker (c.reason says why).
+  caf::reacts_to<failed_atom, transport::wire::request_cancel>>;
 
 /// A request to route, as the frontend has it.
 struct route_query {
@@ -60,10 +70,12 @@ struct route_answer {
   int32_t kv_source_blocks = 0;
 };
 
-/// A worker as the router sees it (for /metrics and tests).
+/// A worker as the router sees it (for /health, /ready, /metrics and
+/// tests); load.healthy equals status.healthy, as of the query.
 struct router_worker_view {
   transport::wire::worker_join join;
   worker_load load;
+  worker_status status;
 };
 
 } // namespace tessera::actors
@@ -95,9 +107,17 @@ struct router_config {
   /// make_router_policy's name: kv, round-robin, random, least-loaded.
   std::string policy = "kv";
   router_options options;
-  /// A worker without a heartbeat (or join) for this long is unhealthy.
-  /// Default: 5 s.
-  std::chrono::milliseconds heartbeat_timeout{5000};
+  /// When a worker counts as unhealthy (heartbeat timeout) and how its
+  /// canaries run (worker_health.hpp).
+  health_options health;
+  /// This node's id: canaries' tokens come back to {node, name} through
+  /// the bridge. Empty: no canaries (heartbeats and node_down only).
+  std::string node;
+  /// The router's published name on its node. Default: "router".
+  std::string name = "router";
+  /// A kv store without a heartbeat for this long is not offered to the
+  /// policy. Default: 5 s.
+  std::chrono::milliseconds store_timeout{5000};
   /// The node's bridge: how the router asks a worker whose KV events it
   /// lost to resend its view (kv_events_atom). Unset: the gap is only
   /// logged and the view stays stale until the worker clears its cache.

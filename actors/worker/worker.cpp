@@ -661,7 +661,8 @@ worker_impl::behavior_type worker_fn(worker_pointer self, std::shared_ptr<engine
       auto& st = self->state;
       const auto id = h.request.id;
       const auto queued = st.eng->num_unfinished() + st.fetching.size();
-      if (queued >= st.cfg.max_waiting)
+      // A health canary gets in even so: a full queue is not a dead worker.
+      if (queued >= st.cfg.max_waiting && h.request.priority != canary_priority)
         return make_engine_error(engine_errc::overloaded,
                                  "worker " + st.cfg.name + " has " + std::to_string(queued) + " requests; retry later");
       if (st.requests.contains(id) || st.fetching.contains(id))

@@ -47,6 +47,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -63,12 +64,18 @@
 
 namespace tessera::actors {
 
+/// The priority of the router's health canaries (worker_health.hpp): the
+/// engine's top one, so a canary runs ahead of every user request, and
+/// generate takes it even when max_waiting requests wait already. Users'
+/// requests run at 0.
+inline constexpr int32_t canary_priority = std::numeric_limits<int32_t>::max();
+
 /// The worker's interface (what other nodes may call through the bridge).
 using worker_actor = caf::typed_actor<
   /// Starts h.request; tokens go to h.reply_to. With h.decode_at set, this
   /// worker prefills and hands over to that worker. Replies once the
   /// engine accepted the request. Errors: bad_request (naming the
-  /// problem), overloaded (queue full).
+  /// problem), overloaded (queue full; never for a canary_priority request).
   caf::replies_to<generate_atom, transport::wire::request_handoff>::with<void>,
   /// The decode side of a hand-off: reserves blocks for h (h.kv set) and
   /// replies where each block goes.
@@ -119,8 +126,9 @@ struct worker_config {
   /// What the worker tells the router it does: prefill, decode, or both.
   std::vector<transport::wire::node_role> roles{transport::wire::node_role::prefill,
                                                 transport::wire::node_role::decode};
-  /// How often it sends the router its join and load. Default: 1 s.
-  std::chrono::milliseconds heartbeat_interval{1000};
+  /// How often it sends the router its join and load (the router's
+  /// health_options::heartbeat_timeout allows two missed). Default: 500 ms.
+  std::chrono::milliseconds heartbeat_interval{500};
   /// The process's metrics (KV blocks used, requests aborted, KV bytes and
   /// seconds transferred, each labelled worker="<name>"); null: none.
   std::shared_ptr<cluster::metrics_registry> metrics;
