@@ -264,3 +264,83 @@ TEST(ClusterTest, ANextTurnOnAnotherNodeFetchesItsPrefixFromThatNodesStore) {
 }
 
 } // namespace
+
+namespace {
+
+// Two decode nodes: the one serving a seeded stream is killed with
+// SIGKILL mid-stream; the frontend's bridge notices, and the stream goes
+// on on the other node from the tokens already sent, ending exactly as
+// one engine alone would have (the client sees one uninterrupted answer).
+TEST(ClusterTest, AStreamWhoseNodeIsKilledGoesOnOnAnotherNodeTokenForToken) {
+  tessera::test::temp_dir dir;
+  const auto http = free_port();
+  const uint16_t metrics[2] = {free_port(), free_port()};
+  std::ofstream(dir.path() / "c.toml")
+    << "model = \"" << tessera::test::test_model_dir("small").string() << "\"\n"
+    << "served_model_name = \"nano\"\nthreads_per_worker = 1\nkv_cache_mb = 32\nucx_tls = \"tcp\"\n"
+    << secret_line(dir.path()) << "[[node]]\nid = \"front\"\naddress = \"127.0.0.1:" << free_port()
+    << "\"\nroles = [\"frontend\", \"router\"]\nhttp = \"127.0.0.1:" << http << "\"\n"
+    << "[[node]]\nid = \"a\"\naddress = \"127.0.0.1:" << free_port()
+    << "\"\nroles = [\"decode\"]\nmetrics = \"127.0.0.1:" << metrics[0] << "\"\n"
+    << "[[node]]\nid = \"b\"\naddress = \"127.0.0.1:" << free_port()
+    << "\"\nroles = [\"decode\"]\nmetrics = \"127.0.0.1:" << metrics[1] << "\"\n";
+  auto nodes = start_nodes(dir.path() / "c.toml", {"a", "b", "front"});
+  ASSERT_EQ(nodes.size(), 3u);
+  const std::string url = "http://127.0.0.1:" + std::to_string(http);
+  ASSERT_TRUE(wait_healthy(url, 2)) << "the cluster did not come up";
+  std::mt19937_64 rng{5};
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 30; ++i)
+    prompt.push_back(static_cast<int32_t>(8 + rng() % 500));
+  json body = {{"model", "nano"}, {"prompt", prompt}, {"max_tokens", 200}, {"temperature", 0.8},
+               {"seed", 3},       {"ignore_eos", true}, {"logprobs", 0},   {"stream", true}};
+  std::ofstream(dir.path() / "b") << body.dump();
+  auto client = child_process::spawn("/usr/bin/curl", {"-sN", "-H", "Content-Type: application/json", "--data-binary",
+                                                       "@" + (dir.path() / "b").string(), url + "/v1/completions"});
+  ASSERT_TRUE(client);
+  auto first = client->read_line(30s);
+  ASSERT_TRUE(first) << "no first chunk";
+  // The node whose worker holds the stream's KV blocks serves it.
+  size_t serving = 2;
+  for (size_t i = 0; i < 2 && serving == 2; ++i)
+    if (tessera::test::metric_sum(
+          tessera::test::http_get("http://127.0.0.1:" + std::to_string(metrics[i]) + "/metrics").body,
+          "tessera_kv_blocks_used") > 0)
+      serving = i;
+  ASSERT_LT(serving, 2u) << "neither node holds the stream";
+  // The longest pause between chunks after the kill is the time the
+  // stream took to go on elsewhere (detection, routing, recomputing).
+  nodes[serving].kill(SIGKILL);
+  std::string stream = *first + "\n";
+  auto last = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::duration recovered{};
+  for (;;) {
+    auto line = client->read_line(60s);
+    if (!line)
+      break;
+    const auto now = std::chrono::steady_clock::now();
+    recovered = std::max(recovered, now - last);
+    last = now;
+    stream.append(*line).push_back('\n');
+  }
+  (void) nodes[serving].wait(10s);
+  const auto recovery_ms = std::chrono::duration_cast<std::chrono::milliseconds>(recovered).count();
+  RecordProperty("recovery_ms", static_cast<int>(recovery_ms));
+  std::printf("longest pause of the stream after the kill: %lld ms\n", static_cast<long long>(recovery_ms));
+  EXPECT_LT(recovered, 5s) << "the stream must go on within 5 s";
+  (void) client->wait(5s);
+  bool ended = false;
+  const auto got = tessera::test::from_completion_stream(stream, ended);
+  EXPECT_TRUE(ended) << stream.substr(stream.size() > 2000 ? stream.size() - 2000 : 0);
+  EXPECT_EQ(stream.find("\"error\""), std::string::npos) << "no error event";
+  const auto alone = tessera::test::run_alone("small", prompt, 200, 0.8f, 3);
+  EXPECT_EQ(got.text, alone.text);
+  EXPECT_EQ(got.finish, "length");
+  const auto moved = tessera::test::metric_sum(tessera::test::http_get(url + "/metrics").body,
+                                               "tessera_requests_migrated_total");
+  EXPECT_GE(moved, 1);
+  nodes.erase(nodes.begin() + static_cast<std::ptrdiff_t>(serving));
+  stop_nodes(nodes);
+}
+
+} // namespace
