@@ -294,6 +294,12 @@ cluster::preflight_report check_cluster(const cluster_check_options& o) {
     // A running node holds its own ports: bind only where nothing answers.
     check_node_resources(report, c, n, static_cast<bool>(p.unreachable));
   }
+  // Nodes of this machine whose disk tiers share a disk need room together.
+  std::vector<cluster::disk_tier_use> tiers;
+  for (const auto& p : probes)
+    if (p.local && p.node->has_workers() && c.kvstore_host_mb > 0 && !c.kvstore_disk_dir.empty())
+      tiers.push_back({p.node->id, fs::path{c.kvstore_disk_dir} / p.node->id, c.kvstore_disk_mb << 20});
+  cluster::check_shared_disks(report, tiers, "kvstore_disk_mb");
   return report;
 }
 

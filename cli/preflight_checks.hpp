@@ -78,7 +78,8 @@ struct cluster_check_options {
 
 /// `tessera check`: the config; the secret and the model; per node, the
 /// ports and disk tier where the node is on this machine (others are
-/// skipped) and not running; and, when the cluster is running, each
+/// skipped) and not running, and the disk tiers that share a disk
+/// together (check_shared_disks); and, when the cluster is running, each
 /// node's reachability (TCP connect to its address) and the frontend's
 /// GET /health and /v1/models. A node that does not answer while others
 /// do is a failure; none answering is a cluster not started (skipped).

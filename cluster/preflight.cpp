@@ -45,6 +45,19 @@ uint64_t bytes_under(const fs::path& dir) {
   return total;
 }
 
+/// `dir` if it exists, else its deepest ancestor that does: where the
+/// folder will be made, and whose file system it will be on.
+fs::path deepest_existing(const fs::path& dir) {
+  std::error_code ec;
+  fs::path existing = dir;
+  while (!existing.empty() && !fs::exists(existing, ec) && existing.has_parent_path() &&
+         existing.parent_path() != existing)
+    existing = existing.parent_path();
+  if (existing.empty() || !fs::exists(existing, ec))
+    existing = ".";
+  return existing;
+}
+
 } // namespace
 
 const char* to_string(check_status s) {
@@ -180,13 +193,7 @@ void check_disk_tier(preflight_report& report, const std::string& node, const st
     report.fail(node, "disk", subject, dir.string() + " is a file, not a folder: name a folder for the disk tier");
     return;
   }
-  // The deepest folder that exists: where the tier's folder will be made.
-  fs::path existing = exists ? dir : dir.parent_path();
-  while (!existing.empty() && !fs::exists(existing, ec) && existing.has_parent_path() &&
-         existing.parent_path() != existing)
-    existing = existing.parent_path();
-  if (existing.empty())
-    existing = ".";
+  const fs::path existing = deepest_existing(dir);
   if (!fs::is_directory(existing, ec)) {
     report.fail(node, "disk", subject,
                 "cannot make " + dir.string() + ": " + existing.string() + " is not a folder; choose another path");
@@ -233,6 +240,55 @@ void check_secret_file(preflight_report& report, const std::string& node, const 
     report.fail(node, "secret", subject, error_message(s.error()));
   else
     report.ok(node, "secret", subject, "readable, mode 600, " + std::to_string(s->size()) + " bytes");
+}
+
+void check_shared_disks(preflight_report& report, const std::vector<disk_tier_use>& tiers,
+                        const std::string& capacity_flag) {
+  // Tiers on one file system (statvfs's f_fsid) share its free space.
+  struct file_system {
+    std::string nodes;
+    uint64_t capacity_bytes = 0;
+    uint64_t used_bytes = 0;
+    uint64_t free_bytes = 0;
+    size_t tiers = 0;
+    std::string where;
+  };
+  std::vector<std::pair<unsigned long, file_system>> systems;
+  for (const auto& t : tiers) {
+    const auto existing = deepest_existing(t.dir);
+    struct statvfs vfs {};
+    if (::statvfs(existing.c_str(), &vfs) != 0)
+      continue;
+    auto it = std::find_if(systems.begin(), systems.end(), [&](const auto& s) { return s.first == vfs.f_fsid; });
+    if (it == systems.end()) {
+      systems.push_back({vfs.f_fsid, {}});
+      it = systems.end() - 1;
+      it->second.free_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+      it->second.where = existing.string();
+    }
+    auto& fsys = it->second;
+    fsys.nodes += (fsys.nodes.empty() ? "" : ", ") + t.node;
+    fsys.capacity_bytes += t.capacity_bytes;
+    std::error_code ec;
+    fsys.used_bytes += fs::exists(t.dir, ec) ? bytes_under(t.dir) : 0;
+    ++fsys.tiers;
+  }
+  for (const auto& [id, fsys] : systems) {
+    if (fsys.tiers < 2)
+      continue;
+    const std::string subject = "disk of " + fsys.where;
+    if (fsys.free_bytes + fsys.used_bytes < fsys.capacity_bytes)
+      report.fail("", "disk", subject,
+                  "the disk tiers of nodes " + fsys.nodes + " share it and may grow to " +
+                    mib_text(fsys.capacity_bytes) + " together, but it has " + mib_text(fsys.free_bytes) +
+                    " free" + (fsys.used_bytes > 0 ? " (+ " + mib_text(fsys.used_bytes) + " they already use)" : "") +
+                    ": free space, or lower " + capacity_flag + " to at most " +
+                    std::to_string(((fsys.free_bytes + fsys.used_bytes) / fsys.tiers) >> 20));
+    else
+      report.ok("", "disk", subject,
+                "nodes " + fsys.nodes + ": " + mib_text(fsys.capacity_bytes) + " together, " +
+                  mib_text(fsys.free_bytes) + " free");
+  }
 }
 
 } // namespace tessera::cluster

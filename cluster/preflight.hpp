@@ -94,6 +94,20 @@ void check_listen(preflight_report& report, const std::string& node, const std::
 void check_disk_tier(preflight_report& report, const std::string& node, const std::string& flag,
                      const std::filesystem::path& dir, uint64_t capacity_bytes, const std::string& capacity_flag);
 
+/// One node's disk tier, for check_shared_disks.
+struct disk_tier_use {
+  std::string node;
+  std::filesystem::path dir;
+  uint64_t capacity_bytes = 0;
+};
+
+/// Where several of `tiers` (nodes on this machine) share a file system,
+/// checks that it has room for all of them together (check_disk_tier
+/// checks each alone). One result per shared file system; none where
+/// every tier has a disk of its own.
+void check_shared_disks(preflight_report& report, const std::vector<disk_tier_use>& tiers,
+                        const std::string& capacity_flag);
+
 /// Checks the cluster secret file (load_cluster_secret: present, a
 /// regular file, mode 600 or stricter, long enough). `subject` names the
 /// key or flag that set it.

@@ -109,6 +109,23 @@ TEST(PreflightTest, ADiskTierNeedsRoomForItsCapacity) {
     << last(r).detail;
 }
 
+TEST(PreflightTest, DiskTiersSharingADiskNeedRoomTogether) {
+  tessera::test::temp_dir tmp{"tessera-preflight"};
+  preflight_report r;
+  check_shared_disks(r, {{"a", tmp.path() / "a", uint64_t{1} << 20}}, "kvstore_disk_mb");
+  EXPECT_TRUE(r.results().empty()) << "one tier on a disk: nothing more to check";
+  check_shared_disks(r, {{"a", tmp.path() / "a", uint64_t{1} << 20}, {"b", tmp.path() / "b", uint64_t{1} << 20}},
+                     "kvstore_disk_mb");
+  ASSERT_EQ(r.results().size(), 1u);
+  EXPECT_EQ(last(r).status, check_status::ok) << last(r).detail;
+  EXPECT_NE(last(r).detail.find("nodes a, b: 2 MiB together"), std::string::npos) << last(r).detail;
+  check_shared_disks(r, {{"a", tmp.path() / "a", uint64_t{1} << 59}, {"b", tmp.path() / "b", uint64_t{1} << 59}},
+                     "kvstore_disk_mb");
+  EXPECT_EQ(last(r).status, check_status::failed);
+  EXPECT_NE(last(r).detail.find("the disk tiers of nodes a, b share it"), std::string::npos) << last(r).detail;
+  EXPECT_NE(last(r).detail.find("lower kvstore_disk_mb to at most"), std::string::npos) << last(r).detail;
+}
+
 TEST(PreflightTest, ASecretOthersCanReadFailsWithTheFix) {
   tessera::test::temp_dir tmp{"tessera-preflight"};
   const auto file = tmp.path() / "c.secret";
