@@ -1,6 +1,9 @@
 #include "kvstore/host_tier.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include "common/assert.hpp"
+#include "common/log_limiter.hpp"
 
 namespace tessera::kvstore {
 
@@ -65,17 +68,26 @@ std::optional<stored_block> host_tier::get(const block_key& key) {
   }
   // Hash outside the lock: a 1 MiB block takes tens of microseconds.
   bool ok = verify_block(b);
-  std::lock_guard guard{mutex_};
-  if (ok) {
-    ++stats_.hits;
-    return b;
+  {
+    std::lock_guard guard{mutex_};
+    if (ok) {
+      ++stats_.hits;
+      return b;
+    }
+    ++stats_.checksum_failures;
+    ++stats_.misses;
+    // Drop it only if it is still the same bytes (another thread may have
+    // removed it and stored a good copy meanwhile).
+    if (auto it = index_.find(key); it != index_.end() && it->second.block.payload == b.payload)
+      remove_locked(it);
   }
-  ++stats_.checksum_failures;
-  ++stats_.misses;
-  // Drop it only if it is still the same bytes (another thread may have
-  // removed it and stored a good copy meanwhile).
-  if (auto it = index_.find(key); it != index_.end() && it->second.block.payload == b.payload)
-    remove_locked(it);
+  // Bytes that changed in memory: rare and worth a line, but bounded.
+  static log_limiter corrupt_log;
+  if (auto permit = corrupt_log.admit())
+    spdlog::warn("kvstore: block {} in host memory failed verification, dropped and served as a miss{}",
+                 to_string(key),
+                 permit.suppressed ? " (" + std::to_string(permit.suppressed) + " more since the last line)"
+                                   : std::string{});
   return std::nullopt;
 }
 
