@@ -535,21 +535,53 @@ void start_job(frontend_pointer self, api_kind kind, http_call call) {
     admit(self, key, i, st.jobs.at(key).prompt);
 }
 
-/// GET /health: 200 once the router has a healthy worker.
-void health(frontend_pointer self, std::shared_ptr<http_response> res) {
+/// The /health body: the cluster's status, whether it is ready, the
+/// healthy workers' count (as before) and each worker's state and reason.
+std::string health_body(const serving_health& h, const std::vector<router_worker_view>& ws) {
+  nlohmann::ordered_json workers = nlohmann::ordered_json::array();
+  for (const auto& w : ws) {
+    const auto& s = w.status;
+    nlohmann::ordered_json o = {{"name", s.name},
+                                {"node", s.node},
+                                {"role", to_string(s.role)},
+                                {"state", s.healthy ? "healthy" : "unhealthy"},
+                                {"reason", s.reason},
+                                {"last_seen_ms", s.last_seen_ms}};
+    if (s.canary_ms >= 0)
+      o["canary_ms"] = s.canary_ms;
+    workers.push_back(std::move(o));
+  }
+  nlohmann::ordered_json j = {{"status", to_string(h.status)},
+                              {"ready", h.ready},
+                              {"workers", h.healthy},
+                              {"worker_states", std::move(workers)}};
+  if (!h.reason.empty())
+    j["reason"] = h.reason;
+  return j.dump();
+}
+
+/// GET /health (each worker's state; 200 while a complete serving path is
+/// healthy, else 503) and GET /ready (200 or 503 alike, a short body).
+void health(frontend_pointer self, std::shared_ptr<http_response> res, bool ready_only = false) {
   const auto& kv = self->state.cfg.health_kv_store;
   const std::string extra = kv.empty() ? std::string{} : ",\"kv_store\":" + kv;
   self->request(self->state.cfg.router, std::chrono::seconds{5}, workers_atom_v)
     .then(
-      [res, extra](const std::vector<router_worker_view>& ws) {
-        size_t healthy = 0;
+      [res, extra, ready_only](const std::vector<router_worker_view>& ws) {
+        std::vector<worker_status> states;
         for (const auto& w : ws)
-          healthy += w.load.healthy ? 1 : 0;
-        if (healthy > 0)
-          res->send(200, json_type,
-                    "{\"status\":\"ok\",\"workers\":" + std::to_string(healthy) + extra + "}");
-        else
-          res->send(503, json_type, "{\"status\":\"starting\",\"workers\":0" + extra + "}");
+          states.push_back(w.status);
+        const auto h = assess_serving(states);
+        const int code = h.ready ? 200 : 503;
+        if (ready_only) {
+          nlohmann::ordered_json j = {{"status", h.ready ? "ready" : to_string(h.status)}, {"workers", h.healthy}};
+          if (!h.ready)
+            j["reason"] = h.reason;
+          return res->send(code, json_type, j.dump());
+        }
+        auto body = health_body(h, ws);
+        body.insert(body.size() - 1, extra);
+        res->send(code, json_type, body);
       },
       [res](caf::error& err) {
         res->send(503, json_type, error_body(no_worker(error_text(err))));
@@ -600,7 +632,7 @@ void on_http(frontend_pointer self, http_call call) {
   auto& st = self->state;
   const auto& method = call.request.method;
   auto path = call.request.target.substr(0, call.request.target.find('?'));
-  st.metrics->request(path.starts_with("/v1/") || path == "/health" || path == "/live" ||
+  st.metrics->request(path.starts_with("/v1/") || path == "/health" || path == "/ready" || path == "/live" ||
                           path == "/metrics"
                         ? path
                         : "other");
@@ -628,12 +660,12 @@ void on_http(frontend_pointer self, http_call call) {
     return wrong_method("GET");
   if (path == "/live")
     return call.response->send(200, json_type, "{\"status\":\"ok\"}");
-  if (path == "/health") {
+  if (path == "/health" || path == "/ready") {
     if (st.draining)
       return call.response->send(503, json_type,
                                  "{\"status\":\"draining\",\"in_flight\":" + std::to_string(st.jobs.size())
                                    + "}");
-    return health(self, call.response);
+    return health(self, call.response, path == "/ready");
   }
   if (path == "/metrics")
     return metrics(self, call.response);

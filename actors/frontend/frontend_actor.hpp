@@ -12,8 +12,10 @@
 ///        <-- SSE / JSON <-- token chunks (in order) <-- worker(s)
 ///
 /// Endpoints: POST /v1/completions, POST /v1/chat/completions,
-/// GET /v1/models, GET /health (503 until a worker has joined and is
-/// healthy), GET /live, GET /metrics (Prometheus text); with fault
+/// GET /v1/models, GET /health (each worker's state and the reason, from
+/// the router's heartbeats and canaries; 200 while a complete serving path
+/// is healthy, else 503), GET /ready (200 or 503 alike, short), GET /live,
+/// GET /metrics (Prometheus text); with fault
 /// injection on, POST /admin/fault {"worker": "decode-0", "fault": "crash"}
 /// (a worker of this node) for chaos drills.
 
