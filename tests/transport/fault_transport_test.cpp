@@ -269,6 +269,55 @@ TEST(FaultTransportTest, PeerFilterLimitsARuleToOnePeer) {
   EXPECT_EQ(f.a->counters().of(fault_kind::drop), 10u);
 }
 
+TEST(FaultTransportTest, ARuleNamesItsPeerByIdentityAndSetPlanReplacesTheRulesAndHeals) {
+  auto fabric = loopback_fabric::make();
+  recorder rb, rc, ra;
+  auto with_identity = [](const char* id) {
+    transport_options o;
+    o.identity = id;
+    return o;
+  };
+  loopback_transport b{fabric, with_identity("decode-b")};
+  loopback_transport c{fabric, with_identity("decode-c")};
+  b.set_handler(&rb);
+  c.set_handler(&rc);
+  auto plan = fault_plan::parse("partition,peer=decode-b");
+  ASSERT_TRUE(plan) << to_string(plan.error());
+  EXPECT_EQ(plan->rules[0].peer_name, "decode-b");
+  EXPECT_EQ(fault_plan::parse(plan->to_string())->rules[0].peer_name, "decode-b");
+  fault_transport a{std::make_unique<loopback_transport>(fabric, with_identity("front")), *plan};
+  a.set_handler(&ra);
+  auto to_b = a.connect(*b.listen("b:0"));
+  auto to_c = a.connect(*c.listen("c:0"));
+  ASSERT_TRUE(to_b && to_c);
+  EXPECT_EQ(a.peer_identity(*to_b), "decode-b");
+  completion_log done;
+  a.send(*to_b, message{"w", heartbeat_frame(1)}, done.make(1));
+  a.send(*to_c, message{"w", heartbeat_frame(2)}, done.make(2));
+  ASSERT_TRUE(done.wait_for_count(2));
+  EXPECT_EQ(code_of(done.of(1).at(0)), code(transport_errc::peer_unreachable)) << "decode-b is cut off";
+  EXPECT_FALSE(done.of(2).at(0)) << "decode-c is not";
+  EXPECT_TRUE(a.partitioned(*to_b));
+  // A harness replaces the plan at run time: the partition heals and the
+  // new rule drops what goes to decode-c.
+  a.set_plan(*fault_plan::parse("seed=3; drop,peer=decode-c"));
+  EXPECT_FALSE(a.partitioned(*to_b));
+  EXPECT_NE(a.plan().to_string().find("peer=decode-c"), std::string::npos) << a.plan().to_string();
+  a.send(*to_b, message{"w", heartbeat_frame(3)}, done.make(3));
+  a.send(*to_c, message{"w", heartbeat_frame(4)}, done.make(4));
+  ASSERT_TRUE(done.wait_for_count(4));
+  EXPECT_FALSE(done.of(3).at(0));
+  EXPECT_FALSE(done.of(4).at(0)) << "a drop reports success";
+  ASSERT_TRUE(rb.wait([&] { return rb.messages.size() >= 1; })); // wait() holds rb.mu
+  drain(c);
+  EXPECT_EQ(rc.message_count(), 1u) << "only message 2 reached decode-c";
+  // An empty plan injects nothing.
+  a.set_plan({});
+  a.send(*to_c, message{"w", heartbeat_frame(5)}, done.make(5));
+  ASSERT_TRUE(done.wait_for_count(5));
+  ASSERT_TRUE(rc.wait([&] { return rc.messages.size() >= 2; }));
+}
+
 TEST(FaultTransportTest, AllocatedRegionsAreForwardedAndCorruptibleLikeRegisteredOnes) {
   fault_fixture f{"corrupt,op=transfer,every=2"};
   constexpr size_t block = 1024;

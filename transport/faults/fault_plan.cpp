@@ -125,6 +125,11 @@ caf::expected<fault_plan> fault_plan::parse(std::string_view text) {
         if (!v)
           return bad();
         rule.probability = *v;
+      } else if (key == "peer" && !parse_u64(value)) {
+        // A name: the peer's proven identity (a node id).
+        if (value.empty() || value.find_first_of(" \t") != std::string_view::npos)
+          return bad();
+        rule.peer_name = std::string{value};
       } else if (key == "err") {
         auto v = parse_errc(value);
         if (!v)
@@ -169,6 +174,8 @@ std::string fault_plan::to_string() const {
       out << ",p=" << *r.probability;
     if (r.peer)
       out << ",peer=" << *r.peer;
+    if (!r.peer_name.empty())
+      out << ",peer=" << r.peer_name;
     if (r.from != 1)
       out << ",from=" << r.from;
     if (r.after.count() != 0)

@@ -21,7 +21,9 @@
 ///   seed=42; drop,op=send,every=3; delay,ms=20,p=0.25;
 ///   partition,peer=2,from=10,limit=1; fail,op=transfer,every=5,err=peer_failed
 ///
-/// Keys: op=send|transfer|any (default any), every=N, p=0..1, peer=ID,
+/// Keys: op=send|transfer|any (default any), every=N, p=0..1, peer=ID
+/// (a number: the decorator's peer id; else the peer's proven identity,
+/// e.g. peer=decode-a),
 /// from=N, after_ms=MS, limit=N, ms=MS (delay), err=<transport_errc name>
 /// (fail; default injected_fault).
 
@@ -91,6 +93,10 @@ struct fault_rule {
   std::optional<double> probability;
   /// Only operations to this peer (the decorator's peer ids). Default: all.
   std::optional<peer_id> peer;
+  /// Only operations to the peer that proved this identity (its node id,
+  /// transport::peer_identity; `peer=NAME` in the text form, a peer=
+  /// value that is not a number). Default: empty (all).
+  std::string peer_name;
   /// Inactive before the Nth matching operation. Default: 1.
   uint64_t from = 1;
   /// Inactive until this long after the decorator was created (by its

@@ -158,6 +158,23 @@ void fault_transport::partition(peer_id peer) {
   partitioned_.insert(peer);
 }
 
+void fault_transport::set_plan(fault_plan plan) {
+  {
+    std::lock_guard lock{mu_};
+    plan_ = std::move(plan);
+    rng_ = fault_rng{plan_.seed};
+    rule_states_.assign(plan_.rules.size(), rule_state{});
+    start_ = now();
+    partitioned_.clear();
+  }
+  flush();
+}
+
+fault_plan fault_transport::plan() const {
+  std::lock_guard lock{mu_};
+  return plan_;
+}
+
 void fault_transport::heal(peer_id peer) {
   std::lock_guard lock{mu_};
   partitioned_.erase(peer);
@@ -223,7 +240,8 @@ void fault_transport::release_held(peer_id peer) {
   forward(std::move(*op));
 }
 
-fault_transport::decision fault_transport::decide_locked(const operation& op, bool corruptible) {
+fault_transport::decision fault_transport::decide_locked(const operation& op, bool corruptible,
+                                                         const std::string& peer_name) {
   decision d;
   uint64_t index = ++counters_.operations;
   auto record = [&](fault_kind k) {
@@ -240,7 +258,8 @@ fault_transport::decision fault_transport::decide_locked(const operation& op, bo
   for (size_t i = 0; i < plan_.rules.size(); ++i) {
     const auto& r = plan_.rules[i];
     auto& st = rule_states_[i];
-    if (!matches(r.ops, op.op) || (r.peer && *r.peer != op.to))
+    if (!matches(r.ops, op.op) || (r.peer && *r.peer != op.to) ||
+        (!r.peer_name.empty() && r.peer_name != peer_name))
       continue;
     ++st.matched;
     bool fire = true;
@@ -257,7 +276,8 @@ fault_transport::decision fault_transport::decide_locked(const operation& op, bo
       fire = false;
     if (fire && !d.faulted) {
       ++st.fired;
-      d.rule = &r;
+      d.delay = r.delay;
+      d.error = r.error;
       record(r.kind);
     }
   }
@@ -270,6 +290,9 @@ fault_transport::decision fault_transport::decide_locked(const operation& op, bo
 
 void fault_transport::submit(operation op) {
   decision d;
+  // Asked before taking mu_: the inner transport's lock is never taken
+  // under ours (its threads call the relay, which takes ours).
+  const auto peer_name = inner_->peer_identity(op.to);
   {
     std::lock_guard lock{mu_};
     bool corruptible = false;
@@ -285,7 +308,7 @@ void fault_transport::submit(operation op) {
         break;
       }
     }
-    d = decide_locked(op, corruptible);
+    d = decide_locked(op, corruptible, peer_name);
     if (d.faulted && d.kind == fault_kind::reorder) {
       // Held under the same lock as the decision, so a concurrent operation
       // to this peer sees the slot taken.
@@ -316,7 +339,7 @@ void fault_transport::apply(operation op, const decision& d) {
       return;
     case fault_kind::delay: {
       auto done = op.done;
-      auto due = std::chrono::steady_clock::now() + d.rule->delay;
+      auto due = std::chrono::steady_clock::now() + d.delay;
       auto shared = std::make_shared<operation>(std::move(op));
       bool posted = loop_.post_at(
         due, [this, shared] { forward(std::move(*shared)); },
@@ -370,7 +393,7 @@ void fault_transport::apply(operation op, const decision& d) {
       forward(std::move(op));
       return;
     case fault_kind::fail:
-      complete(op.done, injected(d.rule->error, "operation failed"));
+      complete(op.done, injected(d.error, "operation failed"));
       return;
     case fault_kind::partition:
       complete(op.done, injected(transport_errc::peer_unreachable, "peer partitioned"));

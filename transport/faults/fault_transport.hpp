@@ -130,6 +130,16 @@ public:
   /// Forwards every operation held by reorder now, in peer order.
   void flush();
 
+  /// Replaces the plan at run time (a fault harness driving a running
+  /// node): rule counters start over, the generator is reseeded with the
+  /// new plan's seed, rules' `after` counts from now, every partition
+  /// heals and held operations are forwarded. An empty plan injects
+  /// nothing.
+  void set_plan(fault_plan plan);
+
+  /// The plan in force.
+  [[nodiscard]] fault_plan plan() const;
+
   /// A snapshot of the counters.
   [[nodiscard]] fault_counters counters() const;
 
@@ -149,7 +159,10 @@ private:
     completion done;
   };
   struct decision {
-    const fault_rule* rule = nullptr;
+    /// The firing rule's delay and error (copies: set_plan may replace
+    /// the rules while the decision is applied).
+    std::chrono::milliseconds delay{0};
+    transport_errc error = transport_errc::injected_fault;
     fault_kind kind = fault_kind::drop;
     uint64_t draw = 0;
     bool faulted = false;
@@ -160,7 +173,7 @@ private:
   };
 
   void submit(operation op);
-  decision decide_locked(const operation& op, bool corruptible);
+  decision decide_locked(const operation& op, bool corruptible, const std::string& peer_name);
   void apply(operation op, const decision& d);
   void forward(operation op);
   bool corrupt_transfer(operation& op, uint64_t draw);

@@ -76,6 +76,9 @@ public:
     /// The id the remote uses for us; 0 while connect() is completing.
     peer_id remote_id = 0;
     bool alive = true;
+    /// The remote's transport_options::identity (in one process nothing
+    /// needs proving).
+    std::string identity;
   };
 
   std::shared_ptr<loopback_fabric> fabric_;
@@ -131,7 +134,7 @@ public:
       return make_transport_error(transport_errc::peer_unreachable,
                                   "loopback: the listener is shutting down");
     peer_id id = next_peer_++;
-    links_[id] = link{from, from_id, true};
+    links_[id] = link{from, from_id, true, from->options_.identity};
     post_event_locked([id, from_address](transport_handler& h) {
       h.on_peer_connected(id, from_address);
     });
@@ -340,7 +343,7 @@ caf::expected<peer_id> loopback_transport::connect(const std::string& address) {
       return closed_error();
     id = core_->next_peer_++;
     // Exists before the listener learns of us, so its first message finds it.
-    core_->links_[id] = detail::loopback_core::link{remote, 0, true};
+    core_->links_[id] = detail::loopback_core::link{remote, 0, true, remote->options_.identity};
     my_address = core_->address_locked();
   }
   auto rid = remote->accept(core_, id, my_address);
@@ -457,6 +460,12 @@ void loopback_transport::transfer(peer_id to, transfer_batch batch, completion d
   }
   auto& [remote, rid] = *route;
   core_->complete(done, remote->deliver_blocks(rid, std::move(batch), src));
+}
+
+std::string loopback_transport::peer_identity(peer_id peer) const {
+  std::lock_guard lock{core_->mu_};
+  auto i = core_->links_.find(peer);
+  return i == core_->links_.end() ? std::string{} : i->second.identity;
 }
 
 void loopback_transport::disconnect(peer_id peer) {

@@ -119,6 +119,9 @@ public:
   /// errors as send.
   void transfer(peer_id to, transfer_batch batch, completion done) override;
 
+  /// The identity (transport_options::identity) the peer's transport was
+  /// made with; empty if it has none or is unknown.
+  [[nodiscard]] std::string peer_identity(peer_id peer) const override;
   void disconnect(peer_id peer) override;
 
   /// Test hook: simulates a crash of this process. Every peer sees
