@@ -187,16 +187,22 @@ void check_listen(preflight_report& report, const std::string& node, const std::
 void check_disk_tier(preflight_report& report, const std::string& node, const std::string& flag,
                      const fs::path& dir, uint64_t capacity_bytes, const std::string& capacity_flag) {
   const std::string subject = flag + " " + dir.string();
+  // The tier is a cache and never keeps a node from starting (the store
+  // then runs on host memory only, kvstore/disk_recovery.hpp): what is
+  // wrong with it is a warning, said before start rather than found later.
+  const std::string without = "; the kv store would run on host memory only";
   std::error_code ec;
   const bool exists = fs::exists(dir, ec);
   if (exists && !fs::is_directory(dir, ec)) {
-    report.fail(node, "disk", subject, dir.string() + " is a file, not a folder: name a folder for the disk tier");
+    report.warn(node, "disk", subject,
+                dir.string() + " is a file, not a folder: name a folder for the disk tier" + without);
     return;
   }
   const fs::path existing = deepest_existing(dir);
   if (!fs::is_directory(existing, ec)) {
-    report.fail(node, "disk", subject,
-                "cannot make " + dir.string() + ": " + existing.string() + " is not a folder; choose another path");
+    report.warn(node, "disk", subject,
+                "cannot make " + dir.string() + ": " + existing.string() + " is not a folder (choose another path)" +
+                  without);
     return;
   }
   // Write there for real: permissions, read-only mounts and full disks
@@ -204,12 +210,13 @@ void check_disk_tier(preflight_report& report, const std::string& node, const st
   const fs::path probe = existing / (".tessera-preflight-" + std::to_string(::getpid()));
   if (::mkdir(probe.c_str(), 0700) != 0) {
     const int err = errno;
-    report.fail(node, "disk", subject,
+    report.warn(node, "disk", subject,
                 "cannot " + std::string{exists ? "write in " : "make folders in "} + existing.string() + ": " +
                   std::strerror(err) +
                   (err == EROFS    ? " (a read-only file system: choose a folder on a writable disk)"
                    : err == ENOSPC ? " (the disk is full: free space or choose another disk)"
-                                   : " (fix its owner or mode, or choose another folder)"));
+                                   : " (fix its owner or mode, or choose another folder)") +
+                  without);
     return;
   }
   ::rmdir(probe.c_str());
@@ -222,11 +229,11 @@ void check_disk_tier(preflight_report& report, const std::string& node, const st
   const uint64_t used_bytes = exists ? bytes_under(dir) : 0;
   const std::string where = exists ? "exists" : "will be made";
   if (free_bytes + used_bytes < capacity_bytes) {
-    report.fail(node, "disk", subject,
+    report.warn(node, "disk", subject,
                 "the disk tier may grow to " + mib_text(capacity_bytes) + " (" + capacity_flag + ") but its disk has " +
                   mib_text(free_bytes) + " free" + (used_bytes > 0 ? " (+ " + mib_text(used_bytes) + " it already uses)" : "") +
-                  ": free space, or set " + capacity_flag + " to at most " +
-                  std::to_string((free_bytes + used_bytes) >> 20));
+                  ", and its writes fail once the disk is full: free space, or set " + capacity_flag +
+                  " to at most " + std::to_string((free_bytes + used_bytes) >> 20));
     return;
   }
   report.ok(node, "disk", subject,
@@ -278,11 +285,12 @@ void check_shared_disks(preflight_report& report, const std::vector<disk_tier_us
       continue;
     const std::string subject = "disk of " + fsys.where;
     if (fsys.free_bytes + fsys.used_bytes < fsys.capacity_bytes)
-      report.fail("", "disk", subject,
+      report.warn("", "disk", subject,
                   "the disk tiers of nodes " + fsys.nodes + " share it and may grow to " +
                     mib_text(fsys.capacity_bytes) + " together, but it has " + mib_text(fsys.free_bytes) +
                     " free" + (fsys.used_bytes > 0 ? " (+ " + mib_text(fsys.used_bytes) + " they already use)" : "") +
-                    ": free space, or lower " + capacity_flag + " to at most " +
+                    ", and their writes fail once it is full: free space, or lower " + capacity_flag +
+                    " to at most " +
                     std::to_string(((fsys.free_bytes + fsys.used_bytes) / fsys.tiers) >> 20));
     else
       report.ok("", "disk", subject,

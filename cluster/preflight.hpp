@@ -91,6 +91,8 @@ void check_listen(preflight_report& report, const std::string& node, const std::
 /// left behind), files can be written in it, and its file system has room
 /// for `capacity_bytes` (statvfs free space plus what the tier already
 /// uses there). `capacity_flag` names the setting that lowers the need.
+/// A problem is a warning, not a failure: the tier is a cache, and a node
+/// whose tier cannot be used runs on host memory (kvstore/disk_recovery.hpp).
 void check_disk_tier(preflight_report& report, const std::string& node, const std::string& flag,
                      const std::filesystem::path& dir, uint64_t capacity_bytes, const std::string& capacity_flag);
 
@@ -103,8 +105,8 @@ struct disk_tier_use {
 
 /// Where several of `tiers` (nodes on this machine) share a file system,
 /// checks that it has room for all of them together (check_disk_tier
-/// checks each alone). One result per shared file system; none where
-/// every tier has a disk of its own.
+/// checks each alone). One result per shared file system (ok, or a
+/// warning); none where every tier has a disk of its own.
 void check_shared_disks(preflight_report& report, const std::vector<disk_tier_use>& tiers,
                         const std::string& capacity_flag);
 

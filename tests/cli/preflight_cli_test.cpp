@@ -4,6 +4,7 @@
 // problem at once, exit 2), and `tessera check` on a stopped, a running
 // and a half-running cluster (a fake node and a fake frontend on loopback).
 #include <atomic>
+#include <csignal>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -19,6 +20,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/child_process.hpp"
+#include "common/error.hpp"
 #include "tests/support/run_tessera.hpp"
 #include "tests/support/sockets.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -207,14 +210,45 @@ TEST_F(PreflightCliTest, ServeReportsEveryProblemAtOnceBeforeLoading) {
                " --kv-store-disk-dir " + (dir_.path() / "file" / "cache").string());
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds{10});
-  EXPECT_TRUE(has(r.out, "tessera serve: 3 problems found before start:")) << r.out;
+  EXPECT_TRUE(has(r.out, "tessera serve: 2 problems found before start (and 1 warning):")) << r.out;
   EXPECT_TRUE(has(r.out, "--host/--port 127.0.0.1:" + std::to_string(busy.port()) +
                            ": cannot listen: already in use by another process"))
     << r.out;
   EXPECT_TRUE(has(r.out, "--model " + (dir_.path() / "missing").string() + ": ")) << r.out;
   EXPECT_TRUE(has(r.out, "tessera model init --out")) << r.out;
-  EXPECT_TRUE(has(r.out, "--kv-store-disk-dir " + (dir_.path() / "file" / "cache").string() + ": cannot make"))
+  EXPECT_TRUE(has(r.out, "  - warning: --kv-store-disk-dir " + (dir_.path() / "file" / "cache").string() +
+                           ": cannot make"))
     << r.out;
+}
+
+TEST_F(PreflightCliTest, ADiskTierProblemIsAWarningAndTheServerStartsAnyway) {
+  // The kv store's disk tier is a cache: a node whose tier cannot be used
+  // runs on host memory (kvstore/disk_recovery.hpp), so the preflight says
+  // so before start and does not refuse.
+  const auto model = dir_.path() / "llama3-8b";
+  ASSERT_EQ(run("model init --shape llama3-8b --out " + model.string()).exit_code, 0);
+  std::ofstream(dir_.path() / "file") << "x";
+  const auto port = tessera::test::free_port();
+  auto c = tessera::child_process::spawn(
+    "/bin/sh", {"-c", "exec " + tessera::test::tessera_binary() + " serve --model " + model.string() +
+                        " --engine sim --sim-time-scale 0 --kv-cache-mb 0 --mode agg --port " + std::to_string(port) +
+                        " --kv-store-host-mb 16 --kv-store-disk-dir " + (dir_.path() / "file" / "kv").string() +
+                        " 2>&1"});
+  ASSERT_TRUE(c) << tessera::error_text(c.error());
+  std::string out;
+  for (int i = 0; i < 100 && !has(out, "listening on"); ++i) {
+    auto line = c->read_line(std::chrono::seconds{60});
+    if (!line)
+      break;
+    out += *line + "\n";
+  }
+  EXPECT_TRUE(has(out, "tessera serve: 1 warning:")) << out;
+  EXPECT_TRUE(has(out, "  - warning: --kv-store-disk-dir " + (dir_.path() / "file" / "kv").string())) << out;
+  EXPECT_TRUE(has(out, "listening on")) << out;
+  c->kill(SIGTERM);
+  auto code = c->wait(std::chrono::seconds{30});
+  ASSERT_TRUE(code) << tessera::error_text(code.error());
+  EXPECT_EQ(*code, 0);
 }
 
 TEST_F(PreflightCliTest, ServeNamesABrokenModelFileBeforeLoading) {

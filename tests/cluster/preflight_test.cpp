@@ -85,17 +85,21 @@ TEST(PreflightTest, ADiskTierThatCanBeMadeIsOkAndNothingIsLeftBehind) {
   EXPECT_TRUE(fs::is_empty(tmp.path())) << "the probe was removed";
 }
 
-TEST(PreflightTest, ADiskTierUnderAFileFailsNamingTheFlag) {
+// The tier is a cache: what is wrong with it is said before start, as a
+// warning (the node runs on host memory), never a refusal to start.
+TEST(PreflightTest, ADiskTierUnderAFileIsAWarningNamingTheFlag) {
   tessera::test::temp_dir tmp{"tessera-preflight"};
   std::ofstream(tmp.path() / "file") << "x";
   preflight_report r;
   check_disk_tier(r, "", "--kv-store-disk-dir", tmp.path() / "file" / "cache", uint64_t{1} << 20,
                   "--kv-store-disk-mb");
-  EXPECT_EQ(last(r).status, check_status::failed);
+  EXPECT_EQ(last(r).status, check_status::warning);
   EXPECT_NE(last(r).subject.find("--kv-store-disk-dir"), std::string::npos);
   EXPECT_NE(last(r).detail.find("is not a folder"), std::string::npos) << last(r).detail;
+  EXPECT_NE(last(r).detail.find("host memory only"), std::string::npos) << last(r).detail;
   check_disk_tier(r, "", "--kv-store-disk-dir", tmp.path() / "file", uint64_t{1} << 20, "--kv-store-disk-mb");
-  EXPECT_EQ(last(r).status, check_status::failed);
+  EXPECT_EQ(last(r).status, check_status::warning);
+  EXPECT_EQ(r.failures(), 0u);
   EXPECT_NE(last(r).detail.find("is a file, not a folder"), std::string::npos) << last(r).detail;
 }
 
@@ -104,7 +108,7 @@ TEST(PreflightTest, ADiskTierNeedsRoomForItsCapacity) {
   preflight_report r;
   // An exabyte: more than any test machine's disk.
   check_disk_tier(r, "", "--kv-store-disk-dir", tmp.path(), uint64_t{1} << 60, "--kv-store-disk-mb");
-  EXPECT_EQ(last(r).status, check_status::failed);
+  EXPECT_EQ(last(r).status, check_status::warning);
   EXPECT_NE(last(r).detail.find("free space, or set --kv-store-disk-mb to at most"), std::string::npos)
     << last(r).detail;
 }
@@ -121,7 +125,7 @@ TEST(PreflightTest, DiskTiersSharingADiskNeedRoomTogether) {
   EXPECT_NE(last(r).detail.find("nodes a, b: 2 MiB together"), std::string::npos) << last(r).detail;
   check_shared_disks(r, {{"a", tmp.path() / "a", uint64_t{1} << 59}, {"b", tmp.path() / "b", uint64_t{1} << 59}},
                      "kvstore_disk_mb");
-  EXPECT_EQ(last(r).status, check_status::failed);
+  EXPECT_EQ(last(r).status, check_status::warning);
   EXPECT_NE(last(r).detail.find("the disk tiers of nodes a, b share it"), std::string::npos) << last(r).detail;
   EXPECT_NE(last(r).detail.find("lower kvstore_disk_mb to at most"), std::string::npos) << last(r).detail;
 }
