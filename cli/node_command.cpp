@@ -26,6 +26,7 @@ struct node_args {
   std::string role;
   std::string secret_file;
   bool insecure = false;
+  bool fault_injection = false;
   double drain_timeout_s = 10.0;
 };
 
@@ -52,6 +53,8 @@ int run_node(const node_args& a) {
   const bool config_ok = report_config(report, a.config, reading);
   if (!a.secret_file.empty())
     cfg->cluster_secret_file = a.secret_file;
+  if (a.fault_injection)
+    cfg->fault_injection = true;
   if (!a.node.empty()) {
     id = cfg->node(a.node) != nullptr ? a.node : config_ok ? find_node(report, *cfg, a.node) : std::string{};
   } else {
@@ -119,6 +122,10 @@ command add_node_command(CLI::App& app) {
                   "On SIGTERM/SIGINT: seconds a frontend node's requests in flight may still "
                   "finish (new ones get 503); those left then end with an error")
     ->capture_default_str()->check(CLI::Range(0.0, 3600.0));
+  sub->add_flag("--fault-injection", a->fault_injection,
+                "Run this node's transport through the fault decorator and take POST /admin/faults "
+                "{\"plan\": ...} on its metrics endpoint (as fault_injection = true in the config; "
+                "for testing clusters only)");
   sub->add_flag("--insecure", a->insecure,
                 "Run a multi-node cluster without a cluster secret: any process that reaches a "
                 "node can join (logged as a warning)");

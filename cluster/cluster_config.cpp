@@ -44,6 +44,7 @@ const std::vector<std::string> top_keys{"model",
                                         "kvstore_offer_mb",
                                         "kv_remote_fetch",
                                         "engine",
+                                        "fault_injection",
                                         "sim",
                                         "node"};
 
@@ -306,6 +307,7 @@ config_reading read_cluster_config(std::string_view text, const std::string& nam
   r.flag(root["kvstore_int8"], "kvstore_int8", c.kvstore_int8);
   r.flag(root["kv_remote_fetch"], "kv_remote_fetch", c.kv_remote_fetch);
   r.str(root["engine"], "engine", c.engine);
+  r.flag(root["fault_injection"], "fault_injection", c.fault_injection);
   if (auto sim = root["sim"]; sim)
     read_sim(r, sim, c.sim);
   const std::vector<std::string> policies{"kv", "round-robin", "random", "least-loaded"};

@@ -28,6 +28,9 @@
 ///   kvstore_offer_mb = 64           # per worker: blocks on their way to the store
 ///   kv_remote_fetch = true          # fetch prefixes from other nodes' stores
 ///   engine = "cpu"                  # or "sim": no model math, a GPU's timing
+///   fault_injection = false         # every node's transport through the fault
+///                                   # decorator; POST /admin/faults on each
+///                                   # node's metrics endpoint sets its plan
 ///   [sim]                           # only with engine = "sim"; all optional
 ///   gpu = "h100"                    # a100, h100, h200
 ///   time_scale = 1.0                # wall seconds per modelled second (0: no wait)
@@ -144,6 +147,11 @@ struct cluster_config {
   bool kv_remote_fetch = true;
   /// The workers' backend: "cpu" or "sim". Default: cpu.
   std::string engine = "cpu";
+  /// Every node's transport runs through transport/faults/fault_transport
+  /// (no faults until told), and each node's metrics endpoint takes
+  /// POST /admin/faults {"plan": "<fault_plan text>"} (a fault harness:
+  /// tessera chaos). For testing clusters only. Default: false.
+  bool fault_injection = false;
   /// The [sim] table.
   sim_config sim;
   std::vector<node_spec> nodes;

@@ -12,6 +12,7 @@
 #include "cluster/cluster_secret.hpp"
 #include "common/error.hpp"
 #include "engine/engine_errc.hpp"
+#include "transport/faults/fault_transport.hpp"
 #include "transport/ucx/ucx_transport.hpp"
 
 namespace tessera::actors {
@@ -109,9 +110,23 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
   auto tr = transport::ucx_transport::make(to, uo);
   if (!tr)
     return tr.error();
+  std::unique_ptr<transport::transport> wire = std::move(*tr);
+  // Fault injection (a test cluster under tessera chaos): the transport
+  // goes through the fault decorator, with no fault until a plan comes
+  // (POST /admin/faults on the metrics endpoint). The bridge owns it and
+  // outlives the endpoint (impl's members go before node_actors').
+  transport::fault_transport* faults = nullptr;
+  if (cfg.fault_injection) {
+    auto f = std::make_unique<transport::fault_transport>(std::move(wire), transport::fault_plan{});
+    faults = f.get();
+    wire = std::move(f);
+    spdlog::warn("node '{}': fault injection is on: POST /admin/faults on its metrics endpoint changes what its "
+                 "transport drops, delays or cuts off (a test cluster only)",
+                 node_id);
+  }
   auto p = std::make_unique<impl>(sys);
   auto metrics = std::make_shared<cluster::metrics_registry>();
-  p->br = std::make_unique<bridge>(sys, std::move(*tr),
+  p->br = std::make_unique<bridge>(sys, std::move(wire),
                                    bridge_config{node_id, detail::node_protocol(),
                                                  std::chrono::seconds{30}, {}, metrics});
   auto bound = p->br->transport().listen(me->address);
@@ -199,7 +214,17 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
     caf::anon_send(p->br->actor(), watch_atom_v, caf::actor_cast<caf::actor>(p->front->actor()));
   }
   if (me->metrics_port != 0) {
-    auto http = detail::start_metrics_endpoint(me->metrics_host, me->metrics_port, metrics);
+    detail::fault_control control;
+    if (faults)
+      control = [faults, node_id](const std::string& text) -> caf::error {
+        auto plan = transport::fault_plan::parse(text);
+        if (!plan)
+          return std::move(plan.error());
+        spdlog::warn("node '{}': fault plan now '{}'", node_id, plan->to_string());
+        faults->set_plan(std::move(*plan));
+        return {};
+      };
+    auto http = detail::start_metrics_endpoint(me->metrics_host, me->metrics_port, metrics, std::move(control));
     if (!http)
       return http.error();
     p->metrics_http = std::move(*http);

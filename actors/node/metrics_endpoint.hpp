@@ -5,6 +5,7 @@
 /// transfers, restarts) here, so every node of a cluster is a Prometheus
 /// scrape target; the frontend node has /metrics on its API.
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -15,10 +16,17 @@
 
 namespace tessera::actors::detail {
 
-/// Listens on host:port; GET /metrics renders `metrics`, GET /live is 200,
-/// anything else 404. Errors: the HTTP server's (port in use).
+/// Sets a node's fault plan from its text form (transport/faults); the
+/// error names what is wrong with the text.
+using fault_control = std::function<caf::error(const std::string& plan)>;
+
+/// Listens on host:port; GET /metrics renders `metrics`, GET /live is 200;
+/// with `faults` (a node with fault injection on), POST /admin/faults
+/// {"plan": "<fault_plan text>"} sets the node's plan ("" clears it and
+/// heals every partition): 200, or 400 naming the problem; anything else
+/// 404. Errors: the HTTP server's (port in use).
 [[nodiscard]] caf::expected<std::unique_ptr<frontend::http_server>>
 start_metrics_endpoint(const std::string& host, uint16_t port,
-                       std::shared_ptr<const cluster::metrics_registry> metrics);
+                       std::shared_ptr<const cluster::metrics_registry> metrics, fault_control faults = {});
 
 } // namespace tessera::actors::detail
