@@ -31,4 +31,7 @@ command add_bench_command(CLI::App& app);
 /// `tessera check`: a cluster's preflight and, when it runs, its health.
 command add_check_command(CLI::App& app);
 
+/// `tessera chaos`: a cluster under a scenario's faults, with known answers.
+command add_chaos_command(CLI::App& app);
+
 } // namespace tessera::cli

@@ -74,6 +74,7 @@ int main(int argc, char** argv) {
     tessera::cli::add_serve_command(app),
     tessera::cli::add_node_command(app),
     tessera::cli::add_check_command(app),
+    tessera::cli::add_chaos_command(app),
     tessera::cli::add_generate_command(app),
     tessera::cli::add_model_command(app),
     tessera::cli::add_bench_command(app),
