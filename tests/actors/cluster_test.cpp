@@ -121,6 +121,38 @@ void stop_nodes(std::vector<child_process>& nodes) {
   }
 }
 
+/// A frontend + router node and two decode nodes "a" and "b" (each with a
+/// metrics endpoint) from a config with `settings` (the model and what
+/// else a test sets) on top of one thread per worker, tcp and a cluster
+/// secret: started, in the order a, b, front, and healthy.
+struct two_decode_cluster {
+  std::vector<child_process> nodes;
+  std::string url;
+  uint16_t metrics[2] = {};
+};
+
+two_decode_cluster start_two_decode_nodes(const tessera::test::temp_dir& dir, const std::string& settings) {
+  two_decode_cluster c;
+  const auto http = free_port();
+  c.metrics[0] = free_port();
+  c.metrics[1] = free_port();
+  std::ofstream(dir.path() / "c.toml")
+    << settings << "served_model_name = \"nano\"\nthreads_per_worker = 1\nucx_tls = \"tcp\"\n"
+    << secret_line(dir.path()) << "[[node]]\nid = \"front\"\naddress = \"127.0.0.1:" << free_port()
+    << "\"\nroles = [\"frontend\", \"router\"]\nhttp = \"127.0.0.1:" << http << "\"\n"
+    << "[[node]]\nid = \"a\"\naddress = \"127.0.0.1:" << free_port()
+    << "\"\nroles = [\"decode\"]\nmetrics = \"127.0.0.1:" << c.metrics[0] << "\"\n"
+    << "[[node]]\nid = \"b\"\naddress = \"127.0.0.1:" << free_port()
+    << "\"\nroles = [\"decode\"]\nmetrics = \"127.0.0.1:" << c.metrics[1] << "\"\n";
+  c.nodes = start_nodes(dir.path() / "c.toml", {"a", "b", "front"});
+  c.url = "http://127.0.0.1:" + std::to_string(http);
+  if (c.nodes.size() == 3 && !wait_healthy(c.url, 2)) {
+    ADD_FAILURE() << "the cluster did not come up";
+    c.nodes.clear();
+  }
+  return c;
+}
+
 TEST(ClusterTest, ThreeProcessesOverUcxEqualOneEngine) {
   tessera::test::temp_dir dir;
   const auto http = free_port();
@@ -211,22 +243,13 @@ TEST(ClusterTest, ThreeProcessesOverUcxEqualOneEngine) {
 // still answers exactly as one engine alone.
 TEST(ClusterTest, ANextTurnOnAnotherNodeFetchesItsPrefixFromThatNodesStore) {
   tessera::test::temp_dir dir;
-  const auto http = free_port();
-  const uint16_t metrics[2] = {free_port(), free_port()};
-  std::ofstream(dir.path() / "c.toml")
-    << "model = \"" << tessera::test::test_model_dir("nano").string() << "\"\n"
-    << "served_model_name = \"nano\"\nrouter_policy = \"round-robin\"\nthreads_per_worker = 1\n"
-    << "kv_cache_mb = 8\nkvstore_host_mb = 16\nucx_tls = \"tcp\"\n" << secret_line(dir.path())
-    << "[[node]]\nid = \"front\"\naddress = \"127.0.0.1:" << free_port()
-    << "\"\nroles = [\"frontend\", \"router\"]\nhttp = \"127.0.0.1:" << http << "\"\n"
-    << "[[node]]\nid = \"a\"\naddress = \"127.0.0.1:" << free_port()
-    << "\"\nroles = [\"decode\"]\nmetrics = \"127.0.0.1:" << metrics[0] << "\"\n"
-    << "[[node]]\nid = \"b\"\naddress = \"127.0.0.1:" << free_port()
-    << "\"\nroles = [\"decode\"]\nmetrics = \"127.0.0.1:" << metrics[1] << "\"\n";
-  auto nodes = start_nodes(dir.path() / "c.toml", {"a", "b", "front"});
+  auto cluster = start_two_decode_nodes(
+    dir, "model = \"" + tessera::test::test_model_dir("nano").string() + "\"\nrouter_policy = \"round-robin\"\n"
+         "kv_cache_mb = 8\nkvstore_host_mb = 16\n");
+  auto& nodes = cluster.nodes;
   ASSERT_EQ(nodes.size(), 3u);
-  const std::string url = "http://127.0.0.1:" + std::to_string(http);
-  ASSERT_TRUE(wait_healthy(url, 2)) << "the cluster did not come up";
+  const auto& url = cluster.url;
+  const auto& metrics = cluster.metrics;
   auto complete = [&](const std::vector<int32_t>& prompt) {
     json body = {{"model", "nano"}, {"prompt", prompt}, {"max_tokens", 10}, {"temperature", 0},
                  {"ignore_eos", true}, {"logprobs", 0}};
@@ -273,21 +296,12 @@ namespace {
 // one engine alone would have (the client sees one uninterrupted answer).
 TEST(ClusterTest, AStreamWhoseNodeIsKilledGoesOnOnAnotherNodeTokenForToken) {
   tessera::test::temp_dir dir;
-  const auto http = free_port();
-  const uint16_t metrics[2] = {free_port(), free_port()};
-  std::ofstream(dir.path() / "c.toml")
-    << "model = \"" << tessera::test::test_model_dir("small").string() << "\"\n"
-    << "served_model_name = \"nano\"\nthreads_per_worker = 1\nkv_cache_mb = 32\nucx_tls = \"tcp\"\n"
-    << secret_line(dir.path()) << "[[node]]\nid = \"front\"\naddress = \"127.0.0.1:" << free_port()
-    << "\"\nroles = [\"frontend\", \"router\"]\nhttp = \"127.0.0.1:" << http << "\"\n"
-    << "[[node]]\nid = \"a\"\naddress = \"127.0.0.1:" << free_port()
-    << "\"\nroles = [\"decode\"]\nmetrics = \"127.0.0.1:" << metrics[0] << "\"\n"
-    << "[[node]]\nid = \"b\"\naddress = \"127.0.0.1:" << free_port()
-    << "\"\nroles = [\"decode\"]\nmetrics = \"127.0.0.1:" << metrics[1] << "\"\n";
-  auto nodes = start_nodes(dir.path() / "c.toml", {"a", "b", "front"});
+  auto cluster = start_two_decode_nodes(
+    dir, "model = \"" + tessera::test::test_model_dir("small").string() + "\"\nkv_cache_mb = 32\n");
+  auto& nodes = cluster.nodes;
   ASSERT_EQ(nodes.size(), 3u);
-  const std::string url = "http://127.0.0.1:" + std::to_string(http);
-  ASSERT_TRUE(wait_healthy(url, 2)) << "the cluster did not come up";
+  const auto& url = cluster.url;
+  const auto& metrics = cluster.metrics;
   std::mt19937_64 rng{5};
   std::vector<int32_t> prompt;
   for (int i = 0; i < 30; ++i)
