@@ -10,6 +10,7 @@
 
 #include "actors/bridge/region_table.hpp"
 #include "common/error.hpp"
+#include "common/log_limiter.hpp"
 #include "transport/transport_errc.hpp"
 #include "transport/wire/codec.hpp"
 
@@ -65,6 +66,12 @@ struct bridge_state {
   /// node is not connected yet or any more; "other"), and what was exported.
   std::map<std::string, uint64_t> drops;
   std::map<std::string, uint64_t> drops_exported;
+  /// Warnings another node (or a stray process) can cause at will, one
+  /// rate-limited stream each: a flood of them is counted, not logged.
+  log_limiter refusal_log;
+  log_limiter bogus_reply_log;
+  log_limiter failed_tell_log;
+  log_limiter drop_log;
   /// Connect attempts in flight (transport::connect blocks), by id; each
   /// is joined when its result arrives (its last act is sending it).
   std::unordered_map<uint64_t, std::thread> connect_threads;
@@ -149,11 +156,17 @@ void finish_call(bridge_pointer self, uint64_t id, wire_reply r) {
   done(std::move(r));
 }
 
+/// " (N more since the last line)" for a rate-limited line, or "".
+std::string left_out(const log_permit& p) {
+  return p.suppressed ? " (" + std::to_string(p.suppressed) + " more since the last line)" : std::string{};
+}
+
 void answer(bridge_pointer self, peer_id peer, const wire::envelope& req, wire_reply r) {
   if (req.kind != wire::envelope_kind::request) {
     if (!r)
-      spdlog::warn("bridge {}: one-way '{}' from {} failed: {}", self->state.cfg.node_id,
-                   req.operation, self->state.node_of(peer), error_text(r.error()));
+      if (auto permit = self->state.failed_tell_log.admit())
+        spdlog::warn("bridge {}: one-way '{}' from {} failed: {}{}", self->state.cfg.node_id, req.operation,
+                     self->state.node_of(peer), error_text(r.error()), left_out(permit));
     return;
   }
   wire::envelope env{wire::envelope_kind::response, req.call_id, {}, {}};
@@ -175,7 +188,9 @@ void answer(bridge_pointer self, peer_id peer, const wire::envelope& req, wire_r
 void refuse(bridge_pointer self, peer_id peer, const std::string& reason, const std::string& why) {
   auto& st = self->state;
   ++st.refusals[reason];
-  spdlog::warn("bridge {}: refused {} ({}): {}", st.cfg.node_id, st.node_of(peer), reason, why);
+  if (auto permit = st.refusal_log.admit())
+    spdlog::warn("bridge {}: refused {} ({}): {}{}", st.cfg.node_id, st.node_of(peer), reason, why,
+                 left_out(permit));
   st.tr->disconnect(peer);
 }
 
@@ -358,8 +373,9 @@ void settle(bridge_pointer self, peer_id peer, const wire::envelope& env) {
   auto& st = self->state;
   auto it = st.calls.find(env.call_id);
   if (it == st.calls.end() || it->second.peer != peer) {
-    spdlog::warn("bridge {}: a reply from {} for unknown call {} (late or bogus), dropped",
-                 st.cfg.node_id, st.node_of(peer), env.call_id);
+    if (auto permit = st.bogus_reply_log.admit())
+      spdlog::warn("bridge {}: a reply from {} for unknown call {} (late or bogus), dropped{}", st.cfg.node_id,
+                   st.node_of(peer), env.call_id, left_out(permit));
     return;
   }
   std::optional<wire::wire_message> value;
@@ -514,8 +530,9 @@ caf::behavior bridge_fn(bridge_pointer self, transport::transport* tr,
                         self->state.cfg.node_id, name, node, error_text(err));
         } else {
           ++self->state.drops["other"];
-          spdlog::warn("bridge {}: dropped a one-way message for '{}' on '{}': {}",
-                       self->state.cfg.node_id, name, node, error_text(err));
+          if (auto permit = self->state.drop_log.admit())
+            spdlog::warn("bridge {}: dropped a one-way message for '{}' on '{}': {}{}", self->state.cfg.node_id,
+                         name, node, error_text(err), left_out(permit));
         }
         return caf::typed_response_promise<caf::message>{};
       }
