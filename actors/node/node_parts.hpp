@@ -119,8 +119,10 @@ struct kv_store_spec {
   bool int8 = false;
 };
 
-/// Opens the node's store; null when spec.host_bytes is 0. Errors: the
-/// store's (a disk directory that cannot be opened, named).
+/// Opens the node's store; null when spec.host_bytes is 0. A disk
+/// directory that cannot be opened does not fail it: the disk tier is reset
+/// or left off (kvstore/disk_recovery.hpp; kv_store_health says which).
+/// Errors: bad options (kvstore_errc::bad_config).
 [[nodiscard]] caf::expected<std::shared_ptr<kvstore::block_store>> open_kv_store(const kv_store_spec& spec);
 
 /// Spawns the store's actor (announces it to `router`, exports its metrics)
