@@ -205,6 +205,7 @@ std::string report_json(const chaos_report& r) {
   auto& requests = j["requests"] = ordered_json::array();
   for (const auto& q : r.requests) {
     ordered_json o = {{"index", q.index},
+                      {"due_s", q.due_s},
                       {"send_s", q.send_s},
                       {"end_s", q.end_s >= 0 ? ordered_json(q.end_s) : ordered_json(nullptr)},
                       {"temperature", q.temperature},

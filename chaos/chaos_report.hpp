@@ -61,6 +61,8 @@ struct verdict {
 /// One request of the run as reported.
 struct request_record {
   size_t index = 0;
+  /// When the schedule had it sent, and when it was.
+  double due_s = 0;
   double send_s = 0;
   /// < 0: it never ended.
   double end_s = -1;

@@ -318,6 +318,7 @@ caf::expected<chaos_report> run_chaos(const chaos_options& o) {
     for (size_t i = 0; i < reqs.size(); ++i) {
       request_record q;
       q.index = i;
+      q.due_s = reqs[i].send_s;
       q.send_s = obs.send_s(i) >= 0 ? obs.send_s(i) : reqs[i].send_s;
       const auto& a = obs.observed(i);
       q.end_s = a.ended ? a.end_s : -1;

@@ -24,12 +24,16 @@ caf::expected<std::vector<std::string>> reference_engine::texts(const std::vecto
   engine::backend_options bo;
   bo.choice = opts_.choice;
   bo.threads = opts_.threads;
-  // Enough KV for one batch of these requests, not a server's pool.
+  // Enough KV for one batch of these requests (4 bytes a value at most),
+  // not a server's pool.
   size_t longest = 0;
   for (const auto& r : reqs)
     longest = std::max(longest, r.prompt.size() + static_cast<size_t>(r.max_tokens));
+  const auto& c = files_->config;
+  const size_t token_bytes = size_t{2} * 4 * static_cast<size_t>(c.num_hidden_layers) *
+                             static_cast<size_t>(c.num_key_value_heads) * static_cast<size_t>(c.head_dim);
   if (opts_.choice.kind == engine::backend_kind::cpu)
-    bo.kv_cache_bytes = std::max<size_t>(size_t{64} << 20, longest * opts_.batch * 64 * 1024);
+    bo.kv_cache_bytes = std::max<size_t>(size_t{16} << 20, 2 * (longest + 64) * opts_.batch * token_bytes);
   auto be = engine::make_backend(*files_, bo);
   if (!be)
     return be.error();

@@ -78,7 +78,7 @@ std::string render_timeline_svg(const chaos_report& r) {
   const double rows_top = top + strip + gap;
 
   std::string s;
-  char buf[512];
+  char buf[4096];
   std::snprintf(buf, sizeof buf,
                 "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" font-family=\"sans-serif\" "
                 "font-size=\"11\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
@@ -88,7 +88,7 @@ std::string render_timeline_svg(const chaos_report& r) {
   std::snprintf(buf, sizeof buf,
                 "<text x=\"%.0f\" y=\"18\" font-size=\"14\">chaos: %s  (sent %zu, ok %zu, failed %zu, wrong %zu, "
                 "lost %zu)</text>\n",
-                left, escape(r.scenario).c_str(), t.sent, t.ok, t.failed, t.wrong, t.lost);
+                left, escape(r.scenario.substr(0, 200)).c_str(), t.sent, t.ok, t.failed, t.wrong, t.lost);
   s += buf;
   // Legend.
   double lx = left;
@@ -148,17 +148,26 @@ std::string render_timeline_svg(const chaos_report& r) {
                 "<line x1=\"%.1f\" y1=\"%.0f\" x2=\"%.1f\" y2=\"%.0f\" stroke=\"#999\" stroke-dasharray=\"2,3\"/>\n",
                 x(r.duration_s), top, x(r.duration_s), axis_y);
   s += buf;
-  // Events.
-  for (size_t i = 0; i < r.events.size(); ++i) {
+  // Events; those of one action within 0.2 s of each other (a plan set on
+  // every node) share one line and label.
+  for (size_t i = 0, label = 0; i < r.events.size(); ++label) {
     const auto& e = r.events[i];
+    std::string nodes = e.event.node;
+    size_t j = i + 1;
+    for (; j < r.events.size() && r.events[j].event.action == e.event.action &&
+           r.events[j].event.plan.empty() == e.event.plan.empty() && r.events[j].applied_s - e.applied_s < 0.2;
+         ++j)
+      nodes += ", " + r.events[j].event.node;
     const double ex = x(e.applied_s);
-    const std::string label = std::string{to_string(e.event.action)} + " " + e.event.node;
+    const bool heal = e.event.action == event_action::faults && e.event.plan.empty();
+    const std::string label_text = (heal ? std::string{"heal"} : std::string{to_string(e.event.action)}) + " " + nodes;
     std::snprintf(buf, sizeof buf,
                   "<line x1=\"%.1f\" y1=\"%.0f\" x2=\"%.1f\" y2=\"%.0f\" stroke=\"#1f77b4\" stroke-width=\"1.5\" "
                   "stroke-dasharray=\"6,3\"><title>%s</title></line>\n<text x=\"%.1f\" y=\"%.0f\" fill=\"#1f77b4\">%s</text>\n",
-                  ex, top - 4, ex, axis_y, escape(label + " " + e.event.plan).c_str(), ex + 3,
-                  rows_top - 6 - 10.0 * static_cast<double>(i % 2), escape(label).c_str());
+                  ex, top - 4, ex, axis_y, escape((label_text + " " + e.event.plan).substr(0, 400)).c_str(), ex + 3,
+                  rows_top - 6 - 10.0 * static_cast<double>(label % 2), escape(label_text.substr(0, 200)).c_str());
     s += buf;
+    i = j;
   }
   s += "</svg>\n";
   return s;

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "chaos/chaos_report.hpp"
@@ -163,6 +165,27 @@ TEST(ChaosReportTest, TheTimelineDrawsEveryRequestByOutcomeAndEachEvent) {
   EXPECT_NE(svg.find("</svg>"), std::string::npos);
   for (const char* want : {"#0 ok", "#1 failed", "#3 wrong", ">kill decode-a</text>"})
     EXPECT_NE(svg.find(want), std::string::npos) << want;
+}
+
+TEST(ChaosReportTest, EventsAppliedTogetherShareOneLabel) {
+  auto r = sample_report(request_outcome::ok);
+  r.events.clear();
+  for (const char* node : {"front", "decode-a"}) {
+    event_record e;
+    e.event.action = event_action::faults;
+    e.event.node = node;
+    e.event.plan = "drop,p=0.01";
+    e.applied_s = 2.0;
+    r.events.push_back(e);
+    e.event.plan = "";
+    e.applied_s = 4.0;
+    r.events.push_back(e);
+  }
+  std::stable_sort(r.events.begin(), r.events.end(),
+                   [](const auto& a, const auto& b) { return a.applied_s < b.applied_s; });
+  const auto svg = render_timeline_svg(r);
+  EXPECT_NE(svg.find(">faults front, decode-a</text>"), std::string::npos) << svg;
+  EXPECT_NE(svg.find(">heal front, decode-a</text>"), std::string::npos) << svg;
 }
 
 } // namespace
