@@ -40,9 +40,11 @@ namespace tessera::actors {
 /// How the router judges workers.
 struct health_options {
   /// A worker without a heartbeat (or join) for this long is unhealthy.
-  /// Workers beat every 500 ms (worker_config::heartbeat_interval), so
-  /// this allows two lost or late beats. Default: 1.5 s.
-  std::chrono::milliseconds heartbeat_timeout{1500};
+  /// Workers beat every 300 ms (worker_config::heartbeat_interval) from
+  /// their engine's thread, between steps, so this allows three lost
+  /// beats, or one beat late behind an engine step of up to ~0.9 s, and
+  /// leaves room under the 2 s in which /ready must tell. Default: 1.2 s.
+  std::chrono::milliseconds heartbeat_timeout{1200};
   /// How often each worker gets a canary (a 1-token prompt, max_tokens 1,
   /// at canary_priority); 0: never (heartbeats only). Default: 1 s.
   std::chrono::milliseconds canary_interval{1000};

@@ -127,8 +127,9 @@ struct worker_config {
   std::vector<transport::wire::node_role> roles{transport::wire::node_role::prefill,
                                                 transport::wire::node_role::decode};
   /// How often it sends the router its join and load (the router's
-  /// health_options::heartbeat_timeout allows two missed). Default: 500 ms.
-  std::chrono::milliseconds heartbeat_interval{500};
+  /// health_options::heartbeat_timeout, 1.2 s, allows three missed).
+  /// Default: 300 ms.
+  std::chrono::milliseconds heartbeat_interval{300};
   /// The process's metrics (KV blocks used, requests aborted, KV bytes and
   /// seconds transferred, each labelled worker="<name>"); null: none.
   std::shared_ptr<cluster::metrics_registry> metrics;

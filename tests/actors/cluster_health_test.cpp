@@ -87,11 +87,13 @@ TEST(ClusterHealthTest, ReadyTurns503Within2sWhenTheDecodeNodeHangsOrDiesAnd200W
   ASSERT_TRUE(decode && prefill && front);
   const std::string url = "http://127.0.0.1:" + std::to_string(http);
   ASSERT_TRUE(wait_status(url, "/ready", 200, clock_type::now(), 15s)) << "the cluster did not become ready";
-  // Both workers pass their canaries across the processes.
+  // Both workers joined (/ready is 200 once the decode worker has) and
+  // pass their canaries across the processes.
   json health;
-  for (int i = 0; i < 100; ++i) {
+  for (int i = 0; i < 200; ++i) {
     health = json::parse(tessera::test::http_get(url + "/health").body, nullptr, false);
-    if (decode_worker(health).contains("canary_ms"))
+    if (health.value("status", "") == "ok" && health["worker_states"].size() == 2 &&
+        decode_worker(health).contains("canary_ms"))
       break;
     std::this_thread::sleep_for(50ms);
   }
