@@ -51,7 +51,8 @@ fetch_plan fetch_cost_model::plan(const std::string& source, uint64_t bytes, int
     p.compute_s = *backend_compute_s;
   else if (tokens_ > 0)
     p.compute_s = static_cast<double>(tokens) * compute_seconds_ / tokens_;
-  if (known && p.compute_s && p.fetch_s > opts_.skip_ratio * *p.compute_s) {
+  const double min_skip = std::chrono::duration<double>(opts_.min_skip_fetch).count();
+  if (known && p.compute_s && p.fetch_s > opts_.skip_ratio * *p.compute_s && p.fetch_s > min_skip) {
     auto& skips = it->second.skips;
     p.fetch = ++skips >= opts_.probe_every; // a probe: the store may be fast again
     if (p.fetch)

@@ -16,7 +16,9 @@
 /// Decision: skip the fetch (compute at once, counted as outcome "skipped")
 /// only when the store has answered before and the fetch is estimated
 /// slower than `skip_ratio` x computing (the compute estimate leaves out
-/// the queue a computed prompt waits in); every `probe_every`-th skip of a
+/// the queue a computed prompt waits in) and than `min_skip_fetch` (a
+/// fetch of a few milliseconds is never worth the cache hits it gives up,
+/// however fast a tiny model computes); every `probe_every`-th skip of a
 /// store fetches anyway, so a store that was slow once is measured again.
 /// Otherwise fetch, with a deadline that follows the
 /// prefix's size and the compute it saves: floor + 4 x the estimated fetch
@@ -43,6 +45,8 @@ struct fetch_cost_options {
   double weight = 0.2;
   /// Skip when fetching is estimated slower than this many times computing. Default: 2.
   double skip_ratio = 2;
+  /// ... and slower than this. Default: 50 ms.
+  std::chrono::milliseconds min_skip_fetch{50};
   /// Fetch anyway after this many skips of a store in a row. Default: 16.
   uint32_t probe_every = 16;
 };

@@ -14,6 +14,7 @@
 #include "actors/common/kv_handoff.hpp"
 #include "actors/kvstore/kvstore_actor.hpp"
 #include "actors/worker/kv_tiering.hpp"
+#include "actors/worker/prefix_fetch.hpp"
 #include "actors/worker/worker_metrics.hpp"
 #include "common/error.hpp"
 #include "engine/engine_errc.hpp"
@@ -71,37 +72,9 @@ struct waiting_grant {
 struct pending_fetch {
   wire::request_handoff handoff;
   caf::typed_response_promise<caf::unit_t> promise;
-  prefix_need need;
-  /// Whether the node's store, and the peer store (handoff.kv_source),
-  /// were asked for everything they hold already.
-  bool asked_local = false;
-  bool asked_peer = false;
-  /// For the outcome counted when it ends: blocks the pool had at the
-  /// start, when it started, and what the stores answered.
-  size_t cached_at_start = 0;
+  prefix_fetch fetch;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
-  /// When the worker stops waiting and computes what has not arrived
-  /// (fetch_cost.hpp: it follows the prefix's size and the compute saved).
-  std::chrono::steady_clock::time_point deadline;
-  bool busy = false;  // a store answered busy (its bound of fetches in flight)
-  bool late = false;  // a store did not answer before the deadline
-  bool failed = false; // another error
 };
-
-/// What became of a prefix fetch (tessera_kvstore_fetch_total{outcome}).
-const char* fetch_outcome(const pending_fetch& f) {
-  const size_t wanted = f.need.hashes.size() - f.cached_at_start;
-  const size_t got = f.need.cached - f.cached_at_start;
-  if (got == wanted)
-    return "hit";
-  if (got > 0)
-    return "partial";
-  if (f.late)
-    return "late";
-  if (f.busy)
-    return "rejected";
-  return f.failed ? "failed" : "miss";
-}
 
 struct worker_state {
   static inline const char* name = "worker";
@@ -504,8 +477,8 @@ void finish_fetch(worker_pointer self, uint64_t id) {
   if (node.empty())
     return;
   auto& f = node.mapped();
-  if (auto* m = self->state.metrics.get(); m && f.need.hashes.size() > f.cached_at_start) {
-    m->fetch_ended(fetch_outcome(f));
+  if (auto* m = self->state.metrics.get()) {
+    m->fetch_ended(f.fetch.outcome());
     m->fetch_seconds.observe(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - f.started).count());
   }
@@ -527,50 +500,42 @@ fetch_plan plan_fetch(worker_state& st, const prefix_need& need, const wire::req
                              tokens, st.eng->get_backend().prefill_wall_seconds(tokens, start));
 }
 
-/// Asks the next store for the blocks request `id`'s pool still lacks: the
-/// node's store (again while it has more), then the peer store the router
-/// named, if it holds more than the pool has now; then finish_fetch.
+/// Sends request `id`'s next ask (prefix_fetch::next) to its store and
+/// feeds the answer back; when the fetch says it is over, finish_fetch.
 void fetch_next(worker_pointer self, uint64_t id) {
   auto& st = self->state;
   auto it = st.fetching.find(id);
   if (it == st.fetching.end())
     return;
-  auto& f = it->second;
-  if (st.cfg.store_at.empty())
-    f.asked_local = true;
-  if (f.handoff.kv_source.empty() || static_cast<size_t>(f.handoff.kv_source_blocks) <= f.need.cached)
-    f.asked_peer = true; // nothing the peer holds beyond what the pool has
   const auto now = std::chrono::steady_clock::now();
-  if (!f.need.satisfied() && !(f.asked_local && f.asked_peer) && now >= f.deadline)
-    f.late = true; // what arrived stays in the pool; the rest is computed
-  if (f.need.satisfied() || (f.asked_local && f.asked_peer) || f.late)
+  auto ask = it->second.fetch.next(now);
+  if (!ask)
     return finish_fetch(self, id);
-  const bool peer = f.asked_local;
-  const auto& at = peer ? f.handoff.kv_source : st.cfg.store_at;
-  const size_t first = f.need.cached;
-  const size_t end = std::min(f.need.hashes.size(), first + transport::wire::wire_limits{}.max_blocks_per_batch);
-  wire::kv_fetch_request q{st.eng->hash_seed(), {f.need.hashes.begin() + static_cast<std::ptrdiff_t>(first),
-                                                 f.need.hashes.begin() + static_cast<std::ptrdiff_t>(end)},
+  const auto& hashes = it->second.fetch.need().hashes;
+  wire::kv_fetch_request q{st.eng->hash_seed(),
+                           {hashes.begin() + static_cast<std::ptrdiff_t>(ask->first),
+                            hashes.begin() + static_cast<std::ptrdiff_t>(ask->end)},
                            st.cfg.fetch_max_bytes};
+  const auto at = ask->store;
+  const bool peer = ask->peer;
+  const size_t first = ask->first;
   auto store = st.stores.get(self->system(), st.cfg.bridge, at.node, at.actor);
-  const auto left = std::chrono::ceil<std::chrono::milliseconds>(f.deadline - now);
-  self->request(store, std::max(left, std::chrono::milliseconds{1}), fetch_atom_v, std::move(q))
+  auto took = [now] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - now).count(); };
+  self->request(store, ask->timeout, fetch_atom_v, std::move(q))
     .then(
-      [self, id, first, peer, at, now](wire::kv_fetch_reply& reply) {
+      [self, id, first, peer, at, took](wire::kv_fetch_reply& reply) {
         auto& st = self->state;
         uint64_t bytes = 0;
         for (const auto& b : reply.blocks)
           bytes += b.data.size();
         if (!reply.busy)
-          st.fetch_costs.observe_fetch(
-            at.node + "/" + at.actor, bytes,
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - now).count());
+          st.fetch_costs.observe_fetch(at.node + "/" + at.actor, bytes, took());
         auto it = st.fetching.find(id);
         if (it == st.fetching.end())
           return; // computed (or cancelled) meanwhile
-        auto& f = it->second;
-        const auto r = insert_fetched(*st.eng, f.need.hashes, first, reply);
-        const size_t got = r.cached > f.need.cached ? r.cached - f.need.cached : 0;
+        auto& f = it->second.fetch;
+        const auto r = insert_fetched(*st.eng, f.need().hashes, first, reply);
+        const size_t got = r.cached > f.need().cached ? r.cached - f.need().cached : 0;
         if (auto* m = st.metrics.get()) {
           (peer ? m->peer_fetched : m->store_fetched).inc(static_cast<double>(got));
           m->fetch_refused.inc(static_cast<double>(r.refused));
@@ -579,25 +544,19 @@ void fetch_next(worker_pointer self, uint64_t id) {
           spdlog::warn("worker {}: refused {} block(s) fetched for request {} (hash, layout or checksum "
                        "mismatch); computing them instead",
                        st.cfg.name, r.refused, id);
-        f.need.cached = r.cached;
-        f.busy |= reply.busy;
-        const bool again = reply.more && got > 0 && r.refused == 0;
-        if (!again)
-          (peer ? f.asked_peer : f.asked_local) = true;
+        f.answered(peer, r.cached, r.refused, reply.busy, reply.more);
         fetch_next(self, id);
       },
-      [self, id, peer, at, now](caf::error& err) {
-        if (err == caf::sec::request_timeout) // the store took at least this long
-          self->state.fetch_costs.observe_fetch(
-            at.node + "/" + at.actor, 0,
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - now).count());
+      [self, id, peer, at, took](caf::error& err) {
+        const bool timed_out = err == caf::sec::request_timeout;
+        if (timed_out) // the store took at least this long
+          self->state.fetch_costs.observe_fetch(at.node + "/" + at.actor, 0, took());
         auto it = self->state.fetching.find(id);
         if (it == self->state.fetching.end())
           return;
         spdlog::warn("worker {}: fetching request {}'s prefix from {} on node '{}' failed ({}); computing it instead",
                      self->state.cfg.name, id, at.actor, at.node, error_text(err));
-        (err == caf::sec::request_timeout ? it->second.late : it->second.failed) = true;
-        (peer ? it->second.asked_peer : it->second.asked_local) = true;
+        it->second.fetch.failed(peer, timed_out);
         fetch_next(self, id);
       });
 }
@@ -674,10 +633,11 @@ worker_impl::behavior_type worker_fn(worker_pointer self, std::shared_ptr<engine
           const auto plan = plan_fetch(st, need, h);
           if (plan.fetch) {
             auto rp = self->make_response_promise<caf::unit_t>();
-            pending_fetch f{std::move(h), rp, std::move(need)};
-            f.cached_at_start = f.need.cached;
-            f.deadline = f.started + plan.deadline;
-            st.fetching.emplace(id, std::move(f));
+            const auto now = std::chrono::steady_clock::now();
+            prefix_fetch fetch{std::move(need), st.cfg.store_at, h.kv_source,
+                               static_cast<size_t>(std::max(0, h.kv_source_blocks)),
+                               transport::wire::wire_limits{}.max_blocks_per_batch, now + plan.deadline};
+            st.fetching.emplace(id, pending_fetch{std::move(h), rp, std::move(fetch), now});
             fetch_next(self, id);
             return rp;
           }

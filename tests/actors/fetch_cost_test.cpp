@@ -31,6 +31,14 @@ TEST(FetchCostTest, AStoreSlowerThanComputingIsSkipped) {
   EXPECT_TRUE(m.plan("other-store", 200 << 20, 4096, 0.5).fetch) << "rates are per store";
 }
 
+TEST(FetchCostTest, AShortFetchIsNeverSkippedHoweverFastTheCompute) {
+  fetch_cost_model m;
+  m.observe_fetch("s", 1024, 0.005); // 5 ms round trips
+  const auto p = m.plan("s", 8 * 1024, 64, 1e-4); // a tiny model computes 64 tokens in 0.1 ms
+  EXPECT_GT(p.fetch_s, 2 * 1e-4);
+  EXPECT_TRUE(p.fetch) << "under min_skip_fetch (50 ms) the cache hits are kept";
+}
+
 TEST(FetchCostTest, ASkippedStoreIsProbedAgainAndCanRecover) {
   fetch_cost_options o;
   o.probe_every = 4;
