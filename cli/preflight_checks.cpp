@@ -1,5 +1,6 @@
 #include "cli/preflight_checks.hpp"
 
+#include <algorithm>
 #include <fstream>
 
 #include <caf/sec.hpp>
@@ -189,37 +190,56 @@ void check_node_resources(preflight_report& report, const cluster::cluster_confi
 
 namespace {
 
-/// GET /health and /v1/models of a running frontend.
-void probe_frontend(preflight_report& report, const cluster::node_spec& n, std::chrono::milliseconds timeout) {
+/// A JSON value as short text: strings bare, the rest dumped.
+std::string json_text(const nlohmann::json& v) {
+  return v.is_string() ? v.get<std::string>() : v.dump();
+}
+
+/// GET /health and /v1/models of a running frontend; returns /health's
+/// JSON (null when there is none) for the per-node worker states.
+nlohmann::json probe_frontend(preflight_report& report, const cluster::node_spec& n,
+                              std::chrono::milliseconds timeout) {
   const auto where = cluster::join_host_port(n.http_host, n.http_port);
+  const std::string subject = "GET http://" + where + "/health";
+  nlohmann::json j;
   auto health = cluster::http_get(n.http_host, n.http_port, "/health", timeout);
   if (!health) {
-    report.fail(n.id, "health", "GET http://" + where + "/health", error_message(health.error()));
+    report.fail(n.id, "health", subject, error_message(health.error()));
   } else {
-    auto j = nlohmann::json::parse(health->body, nullptr, false);
+    j = nlohmann::json::parse(health->body, nullptr, false);
+    if (j.is_discarded())
+      j = nullptr;
     std::string detail = "HTTP " + std::to_string(health->status);
+    std::string status;
     if (j.is_object()) {
+      status = j.value("status", "");
       for (const char* key : {"status", "workers", "version", "role"})
         if (j.contains(key))
-          detail += std::string{", "} + key + " " + (j[key].is_string() ? j[key].get<std::string>() : j[key].dump());
+          detail += std::string{", "} + key + " " + json_text(j[key]);
+      if (j.contains("reason") && j["reason"].is_string() && !j["reason"].get<std::string>().empty())
+        detail += ": " + cluster::quote_input(j["reason"].get<std::string>());
+      if (j.contains("kv_store"))
+        detail += "; kv_store " + cluster::quote_input(j["kv_store"].dump());
     } else {
       detail += ": " + cluster::quote_input(health->body);
     }
-    if (health->status == 200)
-      report.ok(n.id, "health", "GET http://" + where + "/health", detail);
+    if (health->status != 200)
+      report.fail(n.id, "health", subject,
+                  detail + " (not serving: starting, draining, or no healthy worker; see the nodes' logs)");
+    else if (status == "degraded" || j.contains("kv_store"))
+      report.warn(n.id, "health", subject, detail + " (serving, but not every part is healthy)");
     else
-      report.fail(n.id, "health", "GET http://" + where + "/health",
-                  detail + " (not healthy: starting, draining, or no worker has joined; see the nodes' logs)");
+      report.ok(n.id, "health", subject, detail);
   }
   auto models = cluster::http_get(n.http_host, n.http_port, "/v1/models", timeout);
   if (!models) {
     report.fail(n.id, "models", "GET http://" + where + "/v1/models", error_message(models.error()));
-    return;
+    return j;
   }
-  auto j = nlohmann::json::parse(models->body, nullptr, false);
+  const auto list = nlohmann::json::parse(models->body, nullptr, false);
   std::string ids;
-  if (j.is_object() && j.contains("data") && j["data"].is_array())
-    for (const auto& m : j["data"])
+  if (list.is_object() && list.contains("data") && list["data"].is_array())
+    for (const auto& m : list["data"])
       if (m.is_object() && m.contains("id") && m["id"].is_string())
         ids += (ids.empty() ? "" : ", ") + m["id"].get<std::string>();
   if (models->status == 200 && !ids.empty())
@@ -227,6 +247,33 @@ void probe_frontend(preflight_report& report, const cluster::node_spec& n, std::
   else
     report.fail(n.id, "models", "GET http://" + where + "/v1/models",
                 "HTTP " + std::to_string(models->status) + ", no model listed: " + cluster::quote_input(models->body));
+  return j;
+}
+
+/// The states of node `n`'s workers in the frontend's /health (its
+/// "worker_states": the router's judgement from heartbeats, node_down and
+/// canaries), as one result for the node.
+void report_workers(preflight_report& report, const cluster::node_spec& n, const nlohmann::json& health) {
+  if (!health.is_object() || !health.contains("worker_states") || !health["worker_states"].is_array())
+    return; // a frontend that does not say
+  std::string healthy, unhealthy;
+  for (const auto& w : health["worker_states"]) {
+    if (!w.is_object() || w.value("node", "") != n.id)
+      continue;
+    const std::string name = w.value("name", "?") + " (" + w.value("role", "?") + ")";
+    if (w.value("state", "") == "healthy")
+      healthy += (healthy.empty() ? "" : ", ") + name;
+    else
+      unhealthy += (unhealthy.empty() ? "" : "; ") + name + " " + w.value("state", "?") + ": " +
+                   cluster::quote_input(w.value("reason", ""));
+  }
+  const std::string subject = "workers of node " + n.id;
+  if (!unhealthy.empty())
+    report.warn(n.id, "workers", subject, unhealthy + (healthy.empty() ? "" : "; healthy: " + healthy));
+  else if (healthy.empty())
+    report.warn(n.id, "workers", subject, "none of its workers has joined the router (see its log)");
+  else
+    report.ok(n.id, "workers", subject, "healthy: " + healthy);
 }
 
 } // namespace
@@ -265,6 +312,9 @@ cluster::preflight_report check_cluster(const cluster_check_options& o) {
     running += p.unreachable ? 0 : 1;
     probes.push_back(std::move(p));
   }
+  // The frontend first: its /health has every node's worker states.
+  std::stable_partition(probes.begin(), probes.end(), [](const probe& p) { return p.node->has("frontend"); });
+  nlohmann::json health;
   for (const auto& p : probes) {
     const auto& n = *p.node;
     const std::string subject = "address " + n.address;
@@ -279,7 +329,9 @@ cluster::preflight_report check_cluster(const cluster_check_options& o) {
       else
         report.ok(n.id, "reachable", subject, "running (" + roles + ")");
       if (n.has("frontend") && !o.before_start)
-        probe_frontend(report, n, o.timeout);
+        health = probe_frontend(report, n, o.timeout);
+      if (n.has_workers() && !o.before_start)
+        report_workers(report, n, health);
     } else if (running > 0 && !o.before_start) {
       report.fail(n.id, "reachable", subject,
                   "not reachable while other nodes are: " + error_message(p.unreachable) +

@@ -80,9 +80,11 @@ struct cluster_check_options {
 /// ports and disk tier where the node is on this machine (others are
 /// skipped) and not running, and the disk tiers that share a disk
 /// together (check_shared_disks); and, when the cluster is running, each
-/// node's reachability (TCP connect to its address) and the frontend's
-/// GET /health and /v1/models. A node that does not answer while others
-/// do is a failure; none answering is a cluster not started (skipped).
+/// node's reachability (TCP connect to its address), the frontend's
+/// GET /health and /v1/models, and each worker node's workers as /health's
+/// worker_states judge them (an unhealthy one is a warning). A node that
+/// does not answer while others do is a failure; none answering is a
+/// cluster not started (skipped).
 [[nodiscard]] cluster::preflight_report check_cluster(const cluster_check_options& o);
 
 } // namespace tessera::cli

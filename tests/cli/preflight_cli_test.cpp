@@ -6,6 +6,7 @@
 #include <atomic>
 #include <csignal>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -43,7 +44,7 @@ bool has(const std::string& out, const std::string& what) {
 /// `http`, a thread answers GET /health and /v1/models as a frontend does.
 class fake_server {
 public:
-  explicit fake_server(bool http) {
+  explicit fake_server(bool http, std::string health = R"({"status":"ok","workers":2})") : health_(std::move(health)) {
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
     auto a = tessera::test::loopback_address(0);
     EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
@@ -75,7 +76,7 @@ private:
       const auto n = ::recv(c, buf, sizeof(buf) - 1, 0);
       const std::string request{buf, n > 0 ? static_cast<size_t>(n) : 0};
       const std::string body = request.starts_with("GET /health ")
-                                 ? R"({"status":"ok","workers":2})"
+                                 ? health_
                                  : R"({"object":"list","data":[{"id":"nano","object":"model"}]})";
       const std::string answer = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " +
                                  std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
@@ -84,6 +85,7 @@ private:
     }
   }
 
+  std::string health_;
   int fd_ = -1;
   uint16_t port_ = 0;
   std::atomic<bool> stop_{false};
@@ -350,6 +352,41 @@ TEST_F(PreflightCliTest, CheckReportsARunningClustersNodesAndHealth) {
   r = run("check --before-start --config " + config);
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_TRUE(has(r.out, "already running")) << r.out;
+}
+
+TEST_F(PreflightCliTest, CheckReportsEachNodesWorkersAsTheRouterJudgesThem) {
+  // A prefill node that still accepts connections (stopped, say) but whose
+  // worker the router judges unhealthy: a warning on that node, naming why.
+  fake_server front{false};
+  fake_server prefill{false};
+  fake_server decode{false};
+  fake_server http{true, R"j({"status":"degraded","ready":true,"workers":1,"worker_states":[)j"
+                         R"j({"name":"prefill-0","node":"prefill","role":"prefill","state":"unhealthy",)j"
+                         R"j("reason":"no heartbeat for 3.5 s (timeout 1.5 s)"},)j"
+                         R"j({"name":"decode-0","node":"decode","role":"decode","state":"healthy","reason":""}],)j"
+                         R"j("reason":"prefill-0 on node 'prefill' (prefill): no heartbeat for 3.5 s"})j"};
+  const auto config = write_config(node("prefill", prefill.port(), "\"prefill\"") +
+                                   node("front", front.port(), "\"frontend\", \"router\"",
+                                        "http = \"127.0.0.1:" + std::to_string(http.port()) + "\"\n") +
+                                   node("decode", decode.port(), "\"decode\""));
+  auto r = run("check --json --config " + config);
+  EXPECT_EQ(r.exit_code, 0) << "a degraded cluster still serves: warnings, not failures\n" << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  std::map<std::string, nlohmann::json> workers;
+  for (const auto& c : j["checks"])
+    if (c["check"] == "workers")
+      workers[c["node"].get<std::string>()] = c;
+  ASSERT_EQ(workers.size(), 2u) << j.dump(1);
+  EXPECT_EQ(workers["prefill"]["status"], "warning");
+  EXPECT_TRUE(has(workers["prefill"]["detail"].get<std::string>(), "prefill-0 (prefill) unhealthy: 'no heartbeat"))
+    << workers["prefill"].dump();
+  EXPECT_EQ(workers["decode"]["status"], "ok");
+  EXPECT_TRUE(has(workers["decode"]["detail"].get<std::string>(), "healthy: decode-0 (decode)"));
+  for (const auto& c : j["checks"]) {
+    if (c["check"] == "health") {
+      EXPECT_EQ(c["status"], "warning") << c.dump();
+    }
+  }
 }
 
 TEST_F(PreflightCliTest, CheckFailsANodeDownWhileOthersRun) {
