@@ -13,7 +13,7 @@ namespace wire = transport::wire;
 /// The interface plus the actor's own ticks.
 using kvstore_impl = kvstore_actor::extend<
   /// Time to send the store's events.
-  caf::reacts_to<kv_events_atom>,
+  caf::reacts_to<step_atom>,
   /// Time to repeat the join, report the load and update the metrics.
   caf::reacts_to<heartbeat_atom>>;
 
@@ -76,6 +76,16 @@ void send_event(kvstore_pointer self, wire::kv_event_kind kind, wire::kv_tier ti
   tell_router(self, caf::make_message(kv_events_atom_v, std::move(ev)));
 }
 
+/// Starts the router's view of this store over: "cleared", then (with the
+/// next events) every block held, which record_events(true) emits.
+void resend_view(kvstore_pointer self, const char* why) {
+  auto& st = self->state;
+  spdlog::info("kvstore {}: re-announcing every block to the router ({})", st.cfg.name, why);
+  send_event(self, wire::kv_event_kind::cleared, wire::kv_tier::g2_host, {});
+  st.cfg.store->record_events(false);
+  st.cfg.store->record_events(true);
+}
+
 void publish_events(kvstore_pointer self) {
   auto& st = self->state;
   bool lost = false;
@@ -95,11 +105,8 @@ void publish_events(kvstore_pointer self) {
     }
   }
   if (lost) {
-    // The router's view of this store is stale: start it over.
-    spdlog::warn("kvstore {}: events were lost; re-announcing every block", st.cfg.name);
-    send_event(self, wire::kv_event_kind::cleared, wire::kv_tier::g2_host, {});
-    st.cfg.store->record_events(false);
-    st.cfg.store->record_events(true);
+    spdlog::warn("kvstore {}: its event buffer overflowed and events were lost", st.cfg.name);
+    resend_view(self, "events were lost");
   }
 }
 
@@ -212,7 +219,7 @@ kvstore_impl::behavior_type kvstore_fn(kvstore_pointer self, kvstore_config cfg)
   // store's events by the id its join announced.
   on_heartbeat(self);
   self->state.cfg.store->record_events(!self->state.cfg.router.empty());
-  self->send(self, kv_events_atom_v);
+  self->send(self, step_atom_v);
   return {
     [self](fetch_atom, const wire::kv_fetch_request& r) -> caf::result<wire::kv_fetch_reply> {
       auto& st = self->state;
@@ -240,9 +247,10 @@ kvstore_impl::behavior_type kvstore_fn(kvstore_pointer self, kvstore_config cfg)
       return rp;
     },
     [self](load_atom) { return load_of(self); },
-    [self](kv_events_atom) {
+    [self](kv_events_atom) { resend_view(self, "the router asked (it lost some of this store's events)"); },
+    [self](step_atom) {
       publish_events(self);
-      self->delayed_send(self, self->state.cfg.event_interval, kv_events_atom_v);
+      self->delayed_send(self, self->state.cfg.event_interval, step_atom_v);
     },
     [self](heartbeat_atom) { on_heartbeat(self); },
   };

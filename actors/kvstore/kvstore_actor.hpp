@@ -45,7 +45,10 @@ using kvstore_actor = caf::typed_actor<
   /// The leading blocks of r's chain the store holds (read_chain).
   caf::replies_to<fetch_atom, transport::wire::kv_fetch_request>::with<transport::wire::kv_fetch_reply>,
   /// Its tiers' use now.
-  caf::replies_to<load_atom>::with<transport::wire::heartbeat>>;
+  caf::replies_to<load_atom>::with<transport::wire::heartbeat>,
+  /// The router lost some of this store's KV events: announce everything
+  /// again ("cleared", then every block held), so its index recovers.
+  caf::reacts_to<kv_events_atom>>;
 
 /// How a kv store actor runs.
 struct kvstore_config {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <random>
 #include <unordered_map>
 
@@ -341,18 +342,21 @@ router_impl::behavior_type router_fn(router_pointer self, std::shared_ptr<router
       auto r = st.index.apply(ev.worker_id, ev);
       if (!r.resync_requested)
         return;
-      // Events were lost: ask the worker for its whole view (it answers
-      // with "cleared" and every cached hash, which ends the resync).
-      auto w = st.workers.find(ev.worker_id);
-      if (st.cfg.bridge && w != st.workers.end()) {
-        spdlog::warn("router: lost {} KV events of worker {} ({}); asked it to resend its view",
-                     r.missed, ev.worker_id, key_of(w->second.join.at));
-        caf::anon_send(st.cfg.bridge, forward_atom_v,
-                       w->second.join.at.node, w->second.join.at.actor,
-                       caf::make_message(kv_events_atom_v));
+      // Events were lost: ask the worker or kv store for its whole view
+      // (it answers with "cleared" and every hash it holds, which ends
+      // the resync).
+      std::optional<wire::actor_address> at;
+      if (auto w = st.workers.find(ev.worker_id); w != st.workers.end())
+        at = w->second.join.at;
+      for (const auto& [node, s] : st.stores)
+        if (s.id == ev.worker_id)
+          at = wire::actor_address{node, s.actor};
+      if (st.cfg.bridge && at) {
+        spdlog::warn("router: lost {} KV events of {} ({}); asked it to resend its view", r.missed, ev.worker_id,
+                     key_of(*at));
+        caf::anon_send(st.cfg.bridge, forward_atom_v, at->node, at->actor, caf::make_message(kv_events_atom_v));
       } else {
-        spdlog::warn("router: lost {} KV events of worker {}; its cache view may be stale",
-                     r.missed, ev.worker_id);
+        spdlog::warn("router: lost {} KV events of {}; its cache view may be stale", r.missed, ev.worker_id);
       }
     },
     [self](heartbeat_atom, const wire::heartbeat& h) { on_heartbeat(self, h); },

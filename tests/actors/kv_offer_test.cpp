@@ -12,6 +12,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <map>
+#include <set>
 #include <mutex>
 #include <thread>
 
@@ -175,8 +176,10 @@ protected:
 
   /// The node's kv store actor, published as "kvstore": workers added
   /// after this fetch from it.
-  void start_store_actor(size_t readers = 4, size_t max_fetches_in_flight = 16) {
+  void start_store_actor(size_t readers = 4, size_t max_fetches_in_flight = 16,
+                         wire::actor_address router = {}) {
     kvstore_config kc;
+    kc.router = std::move(router);
     kc.readers = readers;
     kc.max_fetches_in_flight = max_fetches_in_flight;
     kc.metrics = metrics;
@@ -365,6 +368,38 @@ TEST_F(KvOfferTest, AFetchPastItsDeadlineComputesAndAStoreMeasuredSlowIsSkipped)
   store->release_gets();
   auto r3 = tessera::test::make_request(3, tessera::test::random_prompt(30, 3), 4);
   EXPECT_EQ(run(w, r3).tokens, alone(r3).tokens);
+}
+
+TEST_F(KvOfferTest, AStoreAskedByTheRouterAnnouncesEveryBlockAgain) {
+  auto w = add_worker("w");
+  (void) run(w, tessera::test::make_request(1, tessera::test::random_prompt(70, 1), 12));
+  ASSERT_TRUE(wait_metric(offered, 5)) << metrics->render();
+  // The test is the router: it hears the store's join and events.
+  start_store_actor(4, 16, {"n", "sink"});
+  std::set<engine::kv_block_hash> announced;
+  auto collect = [&](std::chrono::milliseconds within, bool stop_at_cleared) {
+    bool cleared = false;
+    const auto until = std::chrono::steady_clock::now() + within;
+    while (std::chrono::steady_clock::now() < until && !(stop_at_cleared && cleared))
+      self->receive(
+        [&](kv_events_atom, const wire::kv_event& ev) {
+          if (ev.kind == wire::kv_event_kind::cleared) {
+            cleared = true;
+            announced.clear();
+          } else if (ev.kind == wire::kv_event_kind::stored) {
+            announced.insert(ev.block_hashes.begin(), ev.block_hashes.end());
+          }
+        },
+        [](join_atom, const wire::worker_join&) {}, [](heartbeat_atom, const wire::heartbeat&) {},
+        caf::after(50ms) >> [] {});
+    return cleared;
+  };
+  (void) collect(1s, false);
+  ASSERT_EQ(announced.size(), 5u) << "the store announces what it holds when it starts";
+  caf::anon_send(store_actor, kv_events_atom_v); // as the router does after a gap
+  ASSERT_TRUE(collect(5s, true)) << "a resync starts with cleared";
+  (void) collect(1s, false);
+  EXPECT_EQ(announced.size(), 5u) << "then every block again";
 }
 
 TEST_F(KvOfferTest, ABoundOfZeroOffersNothing) {

@@ -12,6 +12,7 @@
 
 #include "actors/bridge/bridge_actor.hpp"
 #include "actors/common/token_sink.hpp"
+#include "actors/kvstore/kvstore_actor.hpp"
 #include "actors/router/router_errc.hpp"
 #include "actors/worker/worker_actor.hpp"
 #include "common/error.hpp"
@@ -31,7 +32,7 @@ protected:
 
   void start(const std::string& policy) {
     auto protocol = std::make_shared<bridge_protocol>();
-    protocol->add<worker_actor>().add<token_sink_actor>().add<router_actor>();
+    protocol->add<worker_actor>().add<token_sink_actor>().add<router_actor>().add<kvstore_actor>();
     br = std::make_unique<bridge>(
       sys, std::make_unique<transport::loopback_transport>(transport::loopback_fabric::make()),
       bridge_config{"n", protocol, 10s, {}});
@@ -183,6 +184,35 @@ TEST_F(RouterTest, AfterLostKvEventsTheWorkerResendsItsViewAndRoutingByCacheCome
       self->receive(caf::after(10ms) >> [] {});
   }
   EXPECT_GE(cached_blocks, 4) << "the router's view of the worker's cache did not come back";
+}
+
+TEST_F(RouterTest, AfterLostKvEventsOfAStoreTheRouterAsksTheStoreForItsView) {
+  start("kv");
+  // The test stands in for a node's kv store: it joins as one, under the
+  // name the router will ask.
+  caf::anon_send(br->actor(), publish_atom_v, std::string{"kvstore"}, caf::actor_cast<caf::actor>(self));
+  wire::worker_join j;
+  j.worker_id = 777;
+  j.at = {"n", "kvstore"};
+  j.roles = {wire::node_role::kvstore};
+  j.block_tokens = 16;
+  j.num_blocks = 1;
+  self->send(router, join_atom_v, j);
+  wire::kv_event first;
+  first.worker_id = 777;
+  first.event_id = 0;
+  first.tier = wire::kv_tier::g2_host;
+  first.kind = wire::kv_event_kind::stored;
+  first.block_hashes = {1, 2, 3};
+  self->send(router, kv_events_atom_v, first);
+  auto gap = first;
+  gap.event_id = 5; // events 1..4 never came
+  gap.block_hashes = {4};
+  self->send(router, kv_events_atom_v, gap);
+  bool asked = false;
+  self->receive([&](kv_events_atom) { asked = true; },
+                caf::after(5s) >> [] { ADD_FAILURE() << "the router did not ask the store to resend its view"; });
+  EXPECT_TRUE(asked);
 }
 
 TEST_F(RouterTest, RoundRobinIgnoresTheCache) {
