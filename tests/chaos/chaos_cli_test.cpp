@@ -44,12 +44,6 @@ std::filesystem::path write_cluster(const std::filesystem::path& dir) {
   return file;
 }
 
-/// Whether this build's `tessera node` has --fault-injection (the faults
-/// scenarios need it).
-bool nodes_take_fault_plans() {
-  return tessera::test::run_tessera("node --help").out.find("--fault-injection") != std::string::npos;
-}
-
 /// Runs `scenario` short and returns its JSON report (null if none).
 json run_scenario(const std::string& scenario, int& exit_code, std::string& out) {
   tessera::test::temp_dir dir{"tessera-chaos-test"};
@@ -57,7 +51,7 @@ json run_scenario(const std::string& scenario, int& exit_code, std::string& out)
   const auto report = dir.path() / "report.json";
   const std::string file = std::string{TESSERA_SOURCE_DIR} + "/configs/chaos/" + scenario + ".toml";
   auto r = tessera::test::run_tessera("chaos --config " + config.string() + " --scenario " + file +
-                                      " --time-scale 0.25 --grace 5 --json " + report.string() + " --svg " +
+                                      " --time-scale 0.25 --grace 3 --json " + report.string() + " --svg " +
                                       (dir.path() / "t.svg").string() + " --logs " + (dir.path() / "logs").string());
   exit_code = r.exit_code;
   out = r.out;
@@ -78,8 +72,9 @@ void expect_clean(const std::string& scenario, const std::string& known_lost = {
   std::string out;
   auto j = run_scenario(scenario, code, out);
   ASSERT_TRUE(j.is_object()) << out;
-  EXPECT_EQ(code, 0) << out;
   const auto& t = j["totals"];
+  // Exit 1 exactly when a request was wrong or lost.
+  EXPECT_EQ(code, t["wrong"] == 0 && t["lost"] == 0 ? 0 : 1) << out;
   EXPECT_GT(t["sent"].get<int>(), 5) << out;
   EXPECT_GT(t["completed"].get<int>(), 0) << out;
   EXPECT_EQ(t["wrong"], 0) << out;
@@ -102,6 +97,10 @@ TEST(ChaosCliTest, KillOfOneOfTwoDecodeNodesLosesNothing) {
   expect_clean("kill-decode");
 }
 
+TEST(ChaosCliTest, KillOfTheOnlyPrefillNodeLosesNothing) {
+  expect_clean("kill-prefill");
+}
+
 TEST(ChaosCliTest, TermAndRestartOfADecodeNodeLosesNothing) {
   expect_clean("term-restart");
 }
@@ -111,21 +110,15 @@ TEST(ChaosCliTest, AHungDecodeNodeLosesNothing) {
 }
 
 TEST(ChaosCliTest, OnePercentMessageDropIsNeverWrong) {
-  if (!nodes_take_fault_plans())
-    GTEST_SKIP() << "tessera node has no --fault-injection in this build";
   expect_clean("drop-1pct", "a dropped token message stalls its stream until the client gives up (issue 15: "
                             "every request answered or failed with a clear error)");
 }
 
 TEST(ChaosCliTest, FiftyMillisecondDelaysAreNeverWrong) {
-  if (!nodes_take_fault_plans())
-    GTEST_SKIP() << "tessera node has no --fault-injection in this build";
   expect_clean("delay-50ms");
 }
 
 TEST(ChaosCliTest, AHealedPartitionIsNeverWrong) {
-  if (!nodes_take_fault_plans())
-    GTEST_SKIP() << "tessera node has no --fault-injection in this build";
   expect_clean("partition", "streams on a partitioned decode node stall instead of moving (issue 15 item 3)");
 }
 
