@@ -45,10 +45,10 @@ std::vector<health_sample> health_probe::stop() {
 void health_probe::run() {
   auto next = clock::now();
   while (!stop_) {
-    // Stamped when the poll was sent: the state it reports held then.
-    const double t = std::chrono::duration<double>(clock::now() - t0_).count();
+    // Stamped when the answer came (or the poll gave up): when the harness
+    // could first know, and never before a fault that the poll saw.
     auto s = poll_health(ep_, path_);
-    s.t_s = t;
+    s.t_s = std::chrono::duration<double>(clock::now() - t0_).count();
     {
       std::lock_guard guard{mutex_};
       if (changes_.empty() || !same_health(changes_.back(), s))

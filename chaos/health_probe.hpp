@@ -3,7 +3,8 @@
 /// Polls the frontend's health endpoint (GET /ready, or /health on a
 /// frontend without it) every 100 ms on a thread of its own and keeps the
 /// changes (HTTP status, the body's "status" and "workers"), stamped in
-/// seconds since a given start, for the time to detect each fault.
+/// seconds since a given start when each answer came (a hung frontend's
+/// poll gives up after 1 s), for the time to detect each fault.
 
 #include <atomic>
 #include <chrono>

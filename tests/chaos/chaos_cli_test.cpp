@@ -105,6 +105,10 @@ TEST(ChaosCliTest, TermAndRestartOfADecodeNodeLosesNothing) {
   expect_clean("term-restart");
 }
 
+TEST(ChaosCliTest, ARestartedFrontendNodeLosesNothing) {
+  expect_clean("restart-front");
+}
+
 TEST(ChaosCliTest, AHungDecodeNodeLosesNothing) {
   expect_clean("hung-node");
 }
