@@ -335,6 +335,7 @@ int run_trace_bench(const trace_bench_options& o) {
   }
   say(format("host: CPUs %.0f%% busy over the replay; sim steps took %.2fx the modelled wall time",
              100 * guard.host_cpu_busy, verdict.stretch) +
+      format(" and waited %.1f%% of it to start", 100 * verdict.delay_share) +
       (verdict.host_bound ? "; HOST-BOUND: " + verdict.reason +
                               (o.allow_host_bound ? "" : " (TTFT and ITL left out of the table; "
                                                          "--allow-host-bound shows them)")

@@ -38,8 +38,9 @@ TEST(HostGuardTest, StepsThatOverranOrWaitedAreHostBound) {
   auto overran = judge_host(two_workers(30, 45, 0));
   EXPECT_TRUE(overran.host_bound);
   EXPECT_NE(overran.reason.find("1.50x"), std::string::npos) << overran.reason;
-  auto waited = judge_host(two_workers(30, 30, 10));
+  auto waited = judge_host(two_workers(30, 30, 3));
   EXPECT_TRUE(waited.host_bound) << "time waiting to start a step is the host's too";
+  EXPECT_NE(waited.reason.find("waited 10.0%"), std::string::npos) << waited.reason;
 }
 
 TEST(HostGuardTest, ALateClientIsHostBound) {
