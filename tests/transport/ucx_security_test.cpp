@@ -168,6 +168,24 @@ TEST(UcxSecurityTest, SeventeenRawBytesATruncatedAndAnOversizedHandshakeAreRefus
   f.expect_still_serving();
 }
 
+TEST(UcxSecurityTest, APortProbeThatSaysNothingIsNotARefusal) {
+  node_fixture f;
+  ASSERT_TRUE(f.node);
+  const auto port = port_of(f.address);
+  // tessera check and load balancers connect and hang up without a word.
+  for (int i = 0; i < 3; ++i)
+    raw_send(port, {}, 20ms);
+  // A peer that starts a handshake and hangs up is still counted.
+  std::vector<uint8_t> truncated(14, 'T');
+  truncated[0] = 100;
+  truncated[1] = truncated[2] = truncated[3] = 0;
+  raw_send(port, truncated, 20ms);
+  ASSERT_TRUE(wait_rejected(*f.node, "closed", 1));
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(rejected(*f.node, "closed"), 1u) << "the three probes were not counted";
+  f.expect_still_serving();
+}
+
 TEST(UcxSecurityTest, AReplayedHandshakeIsRefused) {
   node_fixture f;
   ASSERT_TRUE(f.node);

@@ -255,10 +255,12 @@ caf::expected<grant_id> ucx_core::grant(peer_id peer, std::vector<memory_range> 
 }
 
 void ucx_core::revoke(grant_id id) {
-  post([this, id] {
+  // Waits until the progress thread applied it, as grant() does: a block
+  // run that arrives after revoke() returned finds no grant.
+  (void) call<bool>([this, id]() -> caf::expected<bool> {
     auto g = grants_.find(id);
     if (g == grants_.end())
-      return;
+      return false;
     auto p = peers_.find(g->second.first);
     if (p != peers_.end())
       for (const auto& key : g->second.second) {
@@ -267,6 +269,7 @@ void ucx_core::revoke(grant_id id) {
           p->second.granted.erase(piece);
       }
     grants_.erase(g);
+    return true;
   });
 }
 

@@ -75,6 +75,9 @@ struct pending {
   std::vector<std::byte> in;
   std::vector<std::byte> out; // still to write
   bool finish_after_write = false;
+  /// Whether the peer sent anything yet (a connection closed before its
+  /// first byte is a port probe: tessera check, a load balancer).
+  bool heard = false;
 };
 
 } // namespace
@@ -206,12 +209,18 @@ void front_door::run() {
       }
       std::byte buf[4096];
       auto n = ::recv(c.fd, buf, sizeof(buf), 0);
+      if (n == 0 && !c.heard) { // a port probe: closed without a word, nothing to report
+        ::close(c.fd);
+        c.fd = -1;
+        continue;
+      }
       if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
         reject(c, handshake_failure::closed, "the peer closed the connection mid-handshake");
         continue;
       }
       if (n < 0)
         continue;
+      c.heard = true;
       c.in.insert(c.in.end(), buf, buf + n);
       bool oversize = false;
       while (c.fd >= 0 && c.out.empty()) {
