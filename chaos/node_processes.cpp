@@ -14,6 +14,12 @@ caf::error node_error(const std::string& text) {
   return caf::make_error(caf::sec::runtime_error, text);
 }
 
+/// Time left until `deadline`, at least 0.
+std::chrono::milliseconds left_until(std::chrono::steady_clock::time_point deadline) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+  return std::max(left, std::chrono::milliseconds{0});
+}
+
 } // namespace
 
 node_processes::node_processes(node_launch launch, std::vector<std::string> ids)
@@ -52,8 +58,7 @@ caf::error node_processes::start_all(std::chrono::milliseconds timeout) {
   for (const auto& id : ids_) {
     auto& p = procs_.at(id);
     for (;;) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      auto line = p.read_line(std::max(left, std::chrono::milliseconds{1}));
+      auto line = p.read_line(std::max(left_until(deadline), std::chrono::milliseconds{1}));
       if (!line)
         return node_error("node " + id + " did not say it is ready (" + error_message(line.error()) + "); see " +
                           log_of(id).string());
@@ -101,8 +106,7 @@ std::vector<std::string> node_processes::stop_all(std::chrono::milliseconds time
   for (auto& [id, p] : procs_) {
     if (!p.running())
       continue;
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    auto code = p.wait(std::max(left, std::chrono::milliseconds{0}));
+    auto code = p.wait(left_until(deadline));
     if (!code) {
       p.kill(SIGKILL);
       (void) p.wait(std::chrono::seconds{5});

@@ -94,12 +94,15 @@ std::string render_timeline_svg(const chaos_report& r) {
   double lx = left;
   for (auto o : {request_outcome::ok, request_outcome::failed, request_outcome::wrong, request_outcome::lost}) {
     std::snprintf(buf, sizeof buf,
-                  "<rect x=\"%.0f\" y=\"28\" width=\"10\" height=\"10\" fill=\"%s\"/><text x=\"%.0f\" y=\"37\">%s</text>\n",
+                  "<rect x=\"%.0f\" y=\"28\" width=\"10\" height=\"10\" fill=\"%s\"/>"
+                  "<text x=\"%.0f\" y=\"37\">%s</text>\n",
                   lx, outcome_color(o), lx + 14, to_string(o));
     s += buf;
     lx += 70;
   }
-  std::snprintf(buf, sizeof buf, "<text x=\"%.0f\" y=\"37\">health strip: green 200, red other status, grey no answer</text>\n", lx + 10);
+  std::snprintf(buf, sizeof buf,
+                "<text x=\"%.0f\" y=\"37\">health strip: green 200, red other status, grey no answer</text>\n",
+                lx + 10);
   s += buf;
   // Health strip: each sample's state until the next one.
   std::snprintf(buf, sizeof buf, "<text x=\"4\" y=\"%.0f\">%s</text>\n", top + 12,
@@ -110,7 +113,8 @@ std::string render_timeline_svg(const chaos_report& r) {
     const double b = i + 1 < r.health.size() ? r.health[i + 1].t_s : t_end;
     if (b <= 0)
       continue;
-    std::snprintf(buf, sizeof buf, "<rect x=\"%.1f\" y=\"%.0f\" width=\"%.1f\" height=\"%.0f\" fill=\"%s\"/>\n", x(a), top,
+    std::snprintf(buf, sizeof buf,
+                  "<rect x=\"%.1f\" y=\"%.0f\" width=\"%.1f\" height=\"%.0f\" fill=\"%s\"/>\n", x(a), top,
                   std::max(x(b) - x(a), 0.5), strip, health_color(r.health[i]));
     s += buf;
   }
@@ -129,7 +133,8 @@ std::string render_timeline_svg(const chaos_report& r) {
   }
   // Axis.
   const double axis_y = rows_top + rows_h + 8;
-  std::snprintf(buf, sizeof buf, "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"black\"/>\n", left, axis_y,
+  std::snprintf(buf, sizeof buf,
+                "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"black\"/>\n", left, axis_y,
                 left + plot_w, axis_y);
   s += buf;
   const double step = tick_step(t_end);
@@ -140,7 +145,8 @@ std::string render_timeline_svg(const chaos_report& r) {
                   x(v), axis_y, x(v), axis_y + 5, x(v), axis_y + 18, v);
     s += buf;
   }
-  std::snprintf(buf, sizeof buf, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\">seconds since the load started</text>\n",
+  std::snprintf(buf, sizeof buf,
+                "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\">seconds since the load started</text>\n",
                 left + plot_w / 2, axis_y + 36);
   s += buf;
   // End of the load.
@@ -163,7 +169,8 @@ std::string render_timeline_svg(const chaos_report& r) {
     const std::string label_text = (heal ? std::string{"heal"} : std::string{to_string(e.event.action)}) + " " + nodes;
     std::snprintf(buf, sizeof buf,
                   "<line x1=\"%.1f\" y1=\"%.0f\" x2=\"%.1f\" y2=\"%.0f\" stroke=\"#1f77b4\" stroke-width=\"1.5\" "
-                  "stroke-dasharray=\"6,3\"><title>%s</title></line>\n<text x=\"%.1f\" y=\"%.0f\" fill=\"#1f77b4\">%s</text>\n",
+                  "stroke-dasharray=\"6,3\"><title>%s</title></line>\n"
+                  "<text x=\"%.1f\" y=\"%.0f\" fill=\"#1f77b4\">%s</text>\n",
                   ex, top - 4, ex, axis_y, escape((label_text + " " + e.event.plan).substr(0, 400)).c_str(), ex + 3,
                   rows_top - 6 - 10.0 * static_cast<double>(label % 2), escape(label_text.substr(0, 200)).c_str());
     s += buf;

@@ -149,7 +149,8 @@ TEST(ChaosCliTest, AnswersThatDifferFromTheReferenceAreWrongAndFailTheRun) {
 TEST(ChaosCliTest, AnUnknownNodeInTheScenarioIsRefusedBeforeAnythingStarts) {
   tessera::test::temp_dir dir{"tessera-chaos-test"};
   const auto config = write_cluster(dir.path());
-  std::ofstream(dir.path() / "s.toml") << "duration_s = 2\n[[event]]\nat_s = 1\naction = \"kill\"\nnode = \"decode-c\"\n";
+  std::ofstream(dir.path() / "s.toml")
+    << "duration_s = 2\n[[event]]\nat_s = 1\naction = \"kill\"\nnode = \"decode-c\"\n";
   auto r = tessera::test::run_tessera("chaos --config " + config.string() + " --scenario " +
                                       (dir.path() / "s.toml").string());
   EXPECT_EQ(r.exit_code, 2) << r.out;
