@@ -25,6 +25,7 @@ struct node_args {
   std::string node;
   std::string role;
   std::string secret_file;
+  std::string admin_key_file;
   bool insecure = false;
   bool fault_injection = false;
   double drain_timeout_s = 10.0;
@@ -53,6 +54,8 @@ int run_node(const node_args& a) {
   const bool config_ok = report_config(report, a.config, reading);
   if (!a.secret_file.empty())
     cfg->cluster_secret_file = a.secret_file;
+  if (!a.admin_key_file.empty())
+    cfg->admin_key_file = a.admin_key_file;
   if (a.fault_injection)
     cfg->fault_injection = true;
   if (!a.node.empty()) {
@@ -122,6 +125,9 @@ command add_node_command(CLI::App& app) {
                   "On SIGTERM/SIGINT: seconds a frontend node's requests in flight may still "
                   "finish (new ones get 503); those left then end with an error")
     ->capture_default_str()->check(CLI::Range(0.0, 3600.0));
+  sub->add_option("--admin-key-file", a->admin_key_file,
+                  "The frontend's admin key (overrides admin_key_file in the config; chmod 600): POST "
+                  "/admin/drain and every /admin/* endpoint then need Authorization: Bearer <key>");
   sub->add_flag("--fault-injection", a->fault_injection,
                 "Run this node's transport through the fault decorator and take POST /admin/faults "
                 "{\"plan\": ...} on its metrics endpoint (as fault_injection = true in the config; "

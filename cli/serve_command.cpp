@@ -166,6 +166,9 @@ command add_serve_command(CLI::App& app) {
     ->check(CLI::Range(0, 1 << 20));
   sub->add_option("--http-threads", o.http_threads, "HTTP I/O threads")->capture_default_str()
     ->check(CLI::Range(1, 64));
+  sub->add_option("--admin-key-file", o.admin_key_file,
+                  "A file holding the admin key (chmod 600, at least 16 bytes): POST /admin/drain "
+                  "{\"node\": ...} and every /admin/* endpoint then need Authorization: Bearer <key>");
   sub->add_flag("--fault-injection", o.fault_injection,
                "Chaos drills: POST /admin/fault {\"worker\": \"decode-0\", \"fault\": \"crash\"} "
                "crashes that worker (the supervisor restarts it)");

@@ -34,6 +34,7 @@ const std::vector<std::string> top_keys{"model",
                                         "transport",
                                         "ucx_tls",
                                         "cluster_secret_file",
+                                        "admin_key_file",
                                         "threads_per_worker",
                                         "kv_cache_mb",
                                         "max_model_len",
@@ -296,6 +297,7 @@ config_reading read_cluster_config(std::string_view text, const std::string& nam
   r.str(root["transport"], "transport", c.transport);
   r.str(root["ucx_tls"], "ucx_tls", c.ucx_tls);
   r.str(root["cluster_secret_file"], "cluster_secret_file", c.cluster_secret_file);
+  r.str(root["admin_key_file"], "admin_key_file", c.admin_key_file);
   r.num(root["threads_per_worker"], "threads_per_worker", 0, 1024, c.threads_per_worker);
   r.num(root["kv_cache_mb"], "kv_cache_mb", 0, 1 << 20, c.kv_cache_mb);
   // A prompt longer than the wire carries could never reach a worker.
@@ -412,6 +414,8 @@ config_reading read_cluster_config_file(const std::filesystem::path& file) {
   auto& c = out.config;
   if (!c.cluster_secret_file.empty() && std::filesystem::path{c.cluster_secret_file}.is_relative())
     c.cluster_secret_file = (file.parent_path() / c.cluster_secret_file).string();
+  if (!c.admin_key_file.empty() && std::filesystem::path{c.admin_key_file}.is_relative())
+    c.admin_key_file = (file.parent_path() / c.admin_key_file).string();
   // The nodes that did read are resolved even when others did not: every
   // problem at once.
   for (auto& p : resolve_cluster_addresses(c, file.string()))

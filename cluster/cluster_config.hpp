@@ -18,6 +18,8 @@
 ///                                   # relative to this file's folder; a
 ///                                   # multi-node cluster needs one (or
 ///                                   # tessera node --insecure)
+///   admin_key_file = "admin.key"    # the frontend's admin key (POST /admin/*,
+///                                   # Authorization: Bearer); relative as above
 ///   threads_per_worker = 0          # 0: the cores shared out
 ///   kv_cache_mb = 256               # per worker; 0: the backend's default
 ///   max_model_len = 0               # 0: the model's; at most 1048576
@@ -122,6 +124,11 @@ struct cluster_config {
   /// in the TOML but resolved against the TOML's folder when relative
   /// (load_cluster_config). Empty: none. Default: empty.
   std::string cluster_secret_file;
+  /// The file holding the frontend's admin key (frontend_config::admin_key;
+  /// read like the cluster secret: chmod 600, at least 16 bytes), resolved
+  /// like cluster_secret_file. Empty: no admin endpoints but /admin/fault
+  /// under fault injection. Default: empty.
+  std::string admin_key_file;
   /// Per worker. Defaults: 0 (cores shared out), 256 MiB, 0 (the model's).
   /// kv_cache_mb is, with the sim, the modelled GPU's KV capacity; 0 is the
   /// backend's default (cpu 256 MiB; sim: the GPU's memory left by the

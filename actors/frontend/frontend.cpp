@@ -628,6 +628,63 @@ void admin_fault(frontend_pointer self, const http_call& call) {
           });
 }
 
+/// Whether `call` carries the admin key (Authorization: Bearer KEY),
+/// compared in constant time. No key configured: never.
+bool admin_allowed(const frontend_state& st, const http_call& call) {
+  const auto& key = st.cfg.admin_key;
+  auto auth = call.request.header("Authorization");
+  if (key.empty() || !auth || !auth->starts_with("Bearer "))
+    return false;
+  const auto given = auth->substr(7);
+  unsigned char diff = given.size() == key.size() ? 0 : 1;
+  for (size_t i = 0; i < key.size(); ++i)
+    diff |= static_cast<unsigned char>(key[i] ^ (i < given.size() ? given[i] : 0));
+  return diff == 0;
+}
+
+/// POST /admin/drain {"node": id, "drain": true|false}: the router sends
+/// the node's workers no new request (or takes them back), and every
+/// stream running there moves to another worker (migrate), so the node can
+/// then be stopped without failing a request.
+void admin_drain(frontend_pointer self, const http_call& call) {
+  auto body = nlohmann::json::parse(call.request.body, nullptr, false);
+  if (!body.is_object() || !body.contains("node") || !body["node"].is_string() ||
+      (body.contains("drain") && !body["drain"].is_boolean()))
+    return send_error(call.response, bad_request("the body must be {\"node\": id, \"drain\": true|false}"));
+  const auto node = body["node"].get<std::string>();
+  const bool drain = body.value("drain", true);
+  auto res = call.response;
+  self->request(self->state.cfg.router, std::chrono::seconds{5}, drain_atom_v, node, drain)
+    .then(
+      [self, res, node, drain](int32_t workers) {
+        if (workers == 0) {
+          auto e = bad_request("no worker on node " + quote_input(node), "node");
+          e.status = 404;
+          e.type = "not_found_error";
+          return send_error(res, e);
+        }
+        std::vector<std::pair<uint64_t, size_t>> moving;
+        if (drain)
+          for (const auto& [key, j] : self->state.jobs)
+            for (size_t i = 0; i < j.choices.size(); ++i) {
+              const auto& c = j.choices[i];
+              if (!c.done && (c.route.prefill.node == node || c.route.decode.node == node))
+                moving.emplace_back(key, i);
+            }
+        for (const auto& [key, index] : moving) {
+          auto why = no_worker("node " + quote_input(node) + " was drained");
+          why.code = "worker_failed";
+          migrate(self, key, index, why);
+        }
+        spdlog::warn("frontend: node '{}' {} by an operator; {} stream(s) moved", node,
+                     drain ? "drained" : "taken back", moving.size());
+        res->send(200, json_type,
+                  nlohmann::json{{"node", node}, {"draining", drain}, {"workers", workers}, {"moved", moving.size()}}
+                    .dump());
+      },
+      [res](caf::error& err) { send_error(res, no_worker(error_text(err))); });
+}
+
 void on_http(frontend_pointer self, http_call call) {
   auto& st = self->state;
   const auto& method = call.request.method;
@@ -651,10 +708,24 @@ void on_http(frontend_pointer self, http_call call) {
     return start_job(self, path == "/v1/completions" ? api_kind::completion : api_kind::chat,
                      std::move(call));
   }
-  if (path == "/admin/fault" && st.cfg.supervisor) {
-    if (method != "POST")
+  if (path.starts_with("/admin/")) {
+    const bool fault = path == "/admin/fault" && st.cfg.supervisor;
+    const bool drain = path == "/admin/drain" && !st.cfg.admin_key.empty();
+    if ((fault || drain) && method != "POST")
       return wrong_method("POST");
-    return admin_fault(self, call);
+    // With an admin key every admin endpoint needs it; /admin/drain exists
+    // only with one.
+    if ((drain || (fault && !st.cfg.admin_key.empty())) && !admin_allowed(st, call)) {
+      api_error e = bad_request("this endpoint needs the admin key: Authorization: Bearer <key of "
+                                "--admin-key-file>");
+      e.status = 401;
+      e.type = "authentication_error";
+      return send_error(call.response, e);
+    }
+    if (fault)
+      return admin_fault(self, call);
+    if (drain)
+      return admin_drain(self, call);
   }
   if (method != "GET" && method != "HEAD")
     return wrong_method("GET");

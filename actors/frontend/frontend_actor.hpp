@@ -66,6 +66,11 @@ struct frontend_config {
   /// How often one choice may move to another worker after its worker
   /// failed mid-stream (migration) before the request fails. Default: 6.
   int32_t max_migrations = 6;
+  /// The admin key: set, POST /admin/drain is served and every /admin/*
+  /// endpoint needs "Authorization: Bearer <key>" (401 otherwise); empty,
+  /// /admin/drain is 404 and /admin/fault open where fault injection is
+  /// on. Default: empty.
+  std::string admin_key;
   /// The node's worker supervisor (actors/node/worker_supervisor.hpp):
   /// set, POST /admin/fault is served; null, it is 404.
   caf::actor supervisor;

@@ -207,6 +207,12 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
     fs.port = me->http_port;
     fs.metrics = metrics;
     fs.store = p->store;
+    if (!cfg.admin_key_file.empty()) {
+      auto key = cluster::load_cluster_secret(cfg.admin_key_file);
+      if (!key)
+        return key.error();
+      fs.admin_key = std::move(*key);
+    }
     auto front = detail::start_frontend(sys, *p->br, p->router, *model, fs);
     if (!front)
       return front.error();

@@ -163,6 +163,7 @@ start_frontend(caf::actor_system& sys, bridge& br, const router_local_actor& rou
   fc.http.threads = spec.http_threads;
   fc.metrics = spec.metrics;
   fc.supervisor = spec.supervisor;
+  fc.admin_key = spec.admin_key;
   fc.health_kv_store = kv_store_health(spec.store.get());
   auto front = frontend::frontend::start(sys, fc);
   if (!front)

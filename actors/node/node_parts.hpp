@@ -148,6 +148,8 @@ struct frontend_spec {
   std::shared_ptr<cluster::metrics_registry> metrics;
   /// The node's worker supervisor, for POST /admin/fault; null: off.
   caf::actor supervisor;
+  /// frontend_config::admin_key.
+  std::string admin_key;
   /// The node's kv store, whose start-up trouble (a disk tier reset or
   /// turned off) /health reports; null: none.
   std::shared_ptr<kvstore::block_store> store;

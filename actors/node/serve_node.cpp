@@ -4,6 +4,7 @@
 
 #include "actors/node/node_parts.hpp"
 #include "actors/node/worker_supervisor.hpp"
+#include "cluster/cluster_secret.hpp"
 #include "common/error.hpp"
 #include "engine/engine_errc.hpp"
 #include "transport/loopback/loopback_transport.hpp"
@@ -141,6 +142,12 @@ caf::expected<std::unique_ptr<serve_node>> serve_node::start(caf::actor_system& 
   fs.store = p->store;
   if (opts.fault_injection)
     fs.supervisor = p->supervisor->actor();
+  if (!opts.admin_key_file.empty()) {
+    auto key = cluster::load_cluster_secret(opts.admin_key_file);
+    if (!key)
+      return key.error();
+    fs.admin_key = std::move(*key);
+  }
   auto front = detail::start_frontend(sys, *p->br, p->router, *model, fs);
   if (!front)
     return front.error();

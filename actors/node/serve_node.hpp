@@ -76,6 +76,9 @@ struct serve_options {
   /// Chaos drills: workers obey injected faults, and the frontend takes
   /// POST /admin/fault {"worker": name, "fault": "crash"}. Default: off.
   bool fault_injection = false;
+  /// The admin key's file (frontend_config::admin_key; chmod 600, at least
+  /// 16 bytes). Empty: none. Default: empty.
+  std::filesystem::path admin_key_file;
   /// Progress lines while loading (may be empty).
   std::function<void(const std::string&)> progress;
 };

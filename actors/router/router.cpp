@@ -4,6 +4,7 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <set>
 #include <unordered_map>
 
 #include <spdlog/spdlog.h>
@@ -68,7 +69,13 @@ struct router_state {
   std::unordered_map<uint64_t, uint64_t> canaries;
   uint64_t next_canary = 0;
   remote_actor_cache<worker_actor> worker_proxies;
+  /// Nodes an operator drained (POST /admin/drain): their workers get no
+  /// new request and show as unhealthy until undrained.
+  std::set<std::string> drained;
 };
+
+/// Why a worker on a drained node takes no request.
+constexpr const char* drained_reason = "drained by an operator (POST /admin/drain)";
 
 using router_pointer = router_impl::stateful_pointer<router_state>;
 
@@ -156,7 +163,7 @@ caf::expected<route_answer> route(router_pointer self, const route_query& q) {
   const auto now = clock_type::now();
   std::vector<worker_load> loads;
   for (auto& [id, w] : st.workers) {
-    w.load.healthy = w.health.check(now, st.cfg.health).healthy;
+    w.load.healthy = w.health.check(now, st.cfg.health).healthy && !st.drained.contains(w.join.at.node);
     auto store = st.stores.find(w.join.at.node);
     w.load.store_id = store != st.stores.end() && now - store->second.last_seen <= st.cfg.store_timeout
                         ? store->second.id
@@ -381,11 +388,26 @@ router_impl::behavior_type router_fn(router_pointer self, std::shared_ptr<router
         self->state.stores.erase(s);
       }
     },
+    [self](drain_atom, const std::string& node, bool drain) -> int32_t {
+      auto& st = self->state;
+      int32_t workers = 0;
+      for (const auto& [id, w] : st.workers)
+        workers += w.join.at.node == node ? 1 : 0;
+      if (workers > 0 && drain && st.drained.insert(node).second)
+        spdlog::warn("router: node '{}' drained: its {} worker(s) get no new request", node, workers);
+      if (workers > 0 && !drain && st.drained.erase(node) > 0)
+        spdlog::info("router: node '{}' takes requests again", node);
+      return workers;
+    },
     [self](workers_atom) {
       std::vector<router_worker_view> out;
       const auto now = clock_type::now();
       for (const auto& [id, w] : self->state.workers) {
         router_worker_view v{w.join, w.load, status_of(w, now, self->state.cfg.health)};
+        if (self->state.drained.contains(w.join.at.node)) {
+          v.status.healthy = false;
+          v.status.reason = drained_reason;
+        }
         v.load.healthy = v.status.healthy;
         out.push_back(std::move(v));
       }

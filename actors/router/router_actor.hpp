@@ -100,7 +100,11 @@ using router_local_actor = router_actor::extend<
   caf::replies_to<workers_atom>::with<std::vector<router_worker_view>>,
   /// Node `node` failed (from the bridge): its workers are unhealthy until
   /// they report again.
-  caf::reacts_to<node_down_atom, std::string>>;
+  caf::reacts_to<node_down_atom, std::string>,
+  /// An operator drains node `node` (true: its workers get no new request
+  /// and show as unhealthy, "drained by an operator") or takes it back
+  /// (false). Answers how many workers the router knows on that node.
+  caf::replies_to<drain_atom, std::string, bool>::with<int32_t>>;
 
 /// How the router runs.
 struct router_config {

@@ -358,3 +358,105 @@ TEST(ClusterTest, AStreamWhoseNodeIsKilledGoesOnOnAnotherNodeTokenForToken) {
 }
 
 } // namespace
+
+namespace {
+
+/// POSTs `body` to `url` with `Authorization: Bearer key` (none if empty);
+/// returns (status, body).
+std::pair<int, std::string> post_as_admin(const std::string& url, const std::string& key, const std::string& body) {
+  std::vector<std::string> args{"-s", "-w", "\n%{http_code}\n", "-H", "Content-Type: application/json",
+                                "--data-binary", body};
+  if (!key.empty()) {
+    args.push_back("-H");
+    args.push_back("Authorization: Bearer " + key);
+  }
+  args.push_back(url);
+  auto c = child_process::spawn("/usr/bin/curl", args);
+  if (!c)
+    return {0, error_text(c.error())};
+  std::vector<std::string> lines;
+  while (auto line = c->read_line(10s))
+    lines.push_back(*line);
+  (void) c->wait(5s);
+  if (lines.empty())
+    return {0, ""};
+  const int status = std::atoi(lines.back().c_str());
+  lines.pop_back();
+  std::string out;
+  for (const auto& l : lines)
+    out += l;
+  return {status, out};
+}
+
+// An operator drains decode node "a" (POST /admin/drain with the admin
+// key): the stream running there moves to "b" and ends exactly as one
+// engine alone, new requests go to "b" only, and after the node is taken
+// back it serves again. Without the key (or with a wrong one) the endpoint
+// answers 401.
+TEST(ClusterTest, ADrainedNodesStreamsMoveAndItGetsNoNewRequestUntilTakenBack) {
+  tessera::test::temp_dir dir;
+  const std::string key = "admin-key-0123456789abcdef";
+  std::ofstream(dir.path() / "admin.key") << key << "\n";
+  std::filesystem::permissions(dir.path() / "admin.key",
+                               std::filesystem::perms::owner_read | std::filesystem::perms::owner_write,
+                               std::filesystem::perm_options::replace);
+  auto cluster = start_two_decode_nodes(dir, "model = \"" + tessera::test::test_model_dir("small").string() +
+                                               "\"\nkv_cache_mb = 32\nadmin_key_file = \"admin.key\"\n");
+  auto& nodes = cluster.nodes;
+  ASSERT_EQ(nodes.size(), 3u);
+  const auto& url = cluster.url;
+  EXPECT_EQ(post_as_admin(url + "/admin/drain", "", R"({"node": "a"})").first, 401);
+  EXPECT_EQ(post_as_admin(url + "/admin/drain", "not-the-admin-key-0123456789", R"({"node": "a"})").first, 401);
+  EXPECT_EQ(post_as_admin(url + "/admin/drain", key, R"({"node": "nowhere"})").first, 404);
+  std::mt19937_64 rng{9};
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 30; ++i)
+    prompt.push_back(static_cast<int32_t>(8 + rng() % 500));
+  json body = {{"model", "nano"}, {"prompt", prompt}, {"max_tokens", 120}, {"temperature", 0},
+               {"ignore_eos", true}, {"logprobs", 0}, {"stream", true}};
+  std::ofstream(dir.path() / "b") << body.dump();
+  auto client = child_process::spawn("/usr/bin/curl", {"-sN", "-H", "Content-Type: application/json", "--data-binary",
+                                                       "@" + (dir.path() / "b").string(), url + "/v1/completions"});
+  ASSERT_TRUE(client);
+  auto first = client->read_line(30s);
+  ASSERT_TRUE(first) << "no first chunk";
+  size_t serving = 2;
+  for (size_t i = 0; i < 2 && serving == 2; ++i)
+    if (tessera::test::metric_sum(
+          tessera::test::http_get("http://127.0.0.1:" + std::to_string(cluster.metrics[i]) + "/metrics").body,
+          "tessera_kv_blocks_used") > 0)
+      serving = i;
+  ASSERT_LT(serving, 2u) << "neither node holds the stream";
+  const std::string drained = serving == 0 ? "a" : "b";
+  auto [status, answer] = post_as_admin(url + "/admin/drain", key, R"({"node": ")" + drained + R"("})");
+  EXPECT_EQ(status, 200) << answer;
+  EXPECT_NE(answer.find("\"moved\":1"), std::string::npos) << answer;
+  std::string stream = *first + "\n";
+  while (auto line = client->read_line(60s))
+    stream.append(*line).push_back('\n');
+  (void) client->wait(5s);
+  bool ended = false;
+  EXPECT_EQ(tessera::test::from_completion_stream(stream, ended).text,
+            tessera::test::run_alone("small", prompt, 120, 0.0f, 0).text);
+  EXPECT_TRUE(ended);
+  // The drained node shows as unhealthy with the reason, and takes no new
+  // request: a short one runs on the other node.
+  auto health = tessera::test::http_get(url + "/health").body;
+  EXPECT_NE(health.find("drained by an operator"), std::string::npos) << health;
+  const auto steps_before = tessera::test::metric_sum(
+    tessera::test::http_get("http://127.0.0.1:" + std::to_string(cluster.metrics[serving]) + "/metrics").body,
+    "tessera_engine_steps_total");
+  json small = {{"model", "nano"}, {"prompt", prompt}, {"max_tokens", 4}, {"temperature", 0}};
+  EXPECT_EQ(tessera::test::http_post_json(url + "/v1/completions", small.dump()).status, 200);
+  EXPECT_EQ(tessera::test::metric_sum(
+              tessera::test::http_get("http://127.0.0.1:" + std::to_string(cluster.metrics[serving]) + "/metrics").body,
+              "tessera_engine_steps_total"),
+            steps_before)
+    << "the drained node ran no step";
+  auto back = post_as_admin(url + "/admin/drain", key, R"({"node": ")" + drained + R"(", "drain": false})");
+  EXPECT_EQ(back.first, 200) << back.second;
+  EXPECT_EQ(tessera::test::http_get(url + "/health").body.find("drained by an operator"), std::string::npos);
+  stop_nodes(nodes);
+}
+
+} // namespace
