@@ -1,159 +1,16 @@
 #include "actors/frontend/frontend_actor.hpp"
 
-#include <map>
-#include <random>
-#include <unordered_map>
-
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "actors/bridge/remote_actor.hpp"
-#include "actors/frontend/api_prompt.hpp"
-#include "actors/frontend/openai_response.hpp"
-#include "actors/frontend/token_order.hpp"
+#include "actors/frontend/frontend_state.hpp"
 #include "actors/router/router_errc.hpp"
-#include "actors/worker/worker_actor.hpp"
 #include "common/error.hpp"
 #include "engine/engine_errc.hpp"
 
 namespace tessera::actors::frontend {
 
-namespace {
-
-namespace wire = transport::wire;
-using clock_type = std::chrono::steady_clock;
-
-/// An HTTP request handed to the actor.
-struct http_call {
-  http_request request;
-  std::shared_ptr<http_response> response;
-};
-
-} // namespace
-} // namespace tessera::actors::frontend
-
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tessera::actors::frontend::http_call)
-
-namespace tessera::actors::frontend {
-
-namespace {
-
-/// The frontend's interface plus what its HTTP server and its own
-/// callbacks send it.
-using frontend_impl = token_sink_actor::extend<
-  caf::reacts_to<http_atom, http_call>,
-  /// The client of job `key` went away.
-  caf::reacts_to<closed_atom, uint64_t>,
-  /// Node `node` failed (from the bridge): its requests fail now.
-  caf::reacts_to<node_down_atom, std::string>,
-  /// Graceful stop: take no new completion, reply once every request in
-  /// flight finished; at the deadline (ms) fail those left.
-  caf::replies_to<drain_atom, int64_t>::with<void>,
-  /// The drain's deadline passed.
-  caf::reacts_to<expire_atom>,
-  /// Time to place choice (key, index) again after its worker failed.
-  caf::reacts_to<start_atom, uint64_t, uint64_t>>;
-
-/// One choice of a completion: one engine request.
-struct job_choice {
-  uint64_t engine_id = 0;
-  route_answer route;
-  choice_output out;
-  token_order order;
-  bool admitted = false;
-  bool done = false;
-  /// Times it moved to another worker after its worker failed.
-  int32_t migrations = 0;
-  int32_t cached_tokens = 0;
-  clock_type::time_point last_token;
-};
-
-/// One HTTP completion request in flight.
-struct job {
-  uint64_t key = 0;
-  api_request req;
-  std::shared_ptr<http_response> res;
-  response_meta meta;
-  response_options opts;
-  int32_t prompt_tokens = 0;
-  /// The prompt's token ids (a migrated choice is routed again with them).
-  std::vector<int32_t> prompt;
-  std::vector<job_choice> choices;
-  size_t admitted = 0;
-  size_t finished = 0;
-  bool streaming = false;
-  /// Stream chunks produced before the stream started (tokens can arrive
-  /// before the worker's "accepted" reply).
-  std::vector<std::string> backlog;
-  clock_type::time_point start;
-};
-
-/// The frontend's metrics.
-struct frontend_metrics {
-  explicit frontend_metrics(cluster::metrics_registry& r)
-      : registry(r),
-        in_flight(r.gauge("tessera_requests_in_flight", "Completion requests being served.")),
-        ttft(r.histogram("tessera_time_to_first_token_seconds", "Time from request to first token.",
-                         cluster::latency_buckets_seconds())),
-        itl(r.histogram("tessera_inter_token_latency_seconds", "Time between tokens of a choice.",
-                        cluster::latency_buckets_seconds())),
-        duration(r.histogram("tessera_request_duration_seconds", "Time from request to last token.",
-                             cluster::latency_buckets_seconds())),
-        prompt_tokens(r.counter("tessera_prompt_tokens_total", "Prompt tokens of served requests.")),
-        generated(r.counter("tessera_generation_tokens_total", "Tokens generated.")),
-        cached(r.counter("tessera_prefix_cache_hit_tokens_total",
-                         "Prompt tokens whose KV came from a prefix cache.")),
-        workers(r.gauge("tessera_workers_healthy", "Workers the router sees as healthy.")),
-        cancelled(r.counter("tessera_requests_cancelled_total",
-                            "Requests cancelled because the client went away.")),
-        migrated(r.counter("tessera_requests_migrated_total",
-                           "Times a request's stream moved to another worker after its worker or "
-                           "node failed (it goes on from the tokens already sent).")) {}
-
-  void request(const std::string& endpoint) {
-    registry.counter("tessera_requests_total", "HTTP requests by endpoint.", {{"endpoint", endpoint}})
-      .inc();
-  }
-  void error(const std::string& kind) {
-    registry.counter("tessera_request_errors_total", "Failed requests by kind.", {{"kind", kind}})
-      .inc();
-  }
-
-  cluster::metrics_registry& registry;
-  cluster::metric_gauge& in_flight;
-  cluster::metric_histogram& ttft;
-  cluster::metric_histogram& itl;
-  cluster::metric_histogram& duration;
-  cluster::metric_counter& prompt_tokens;
-  cluster::metric_counter& generated;
-  cluster::metric_counter& cached;
-  cluster::metric_gauge& workers;
-  cluster::metric_counter& cancelled;
-  cluster::metric_counter& migrated;
-};
-
-struct frontend_state {
-  static inline const char* name = "frontend";
-  frontend_config cfg;
-  std::unique_ptr<frontend_metrics> metrics;
-  std::unordered_map<uint64_t, job> jobs;
-  /// engine request id -> (job key, choice index)
-  std::unordered_map<uint64_t, std::pair<uint64_t, size_t>> by_engine_id;
-  remote_actor_cache<worker_actor> workers;
-  uint64_t next_key = 1;
-  uint64_t id_base = 0; // engine ids: id_base + counter, unique across frontends
-  uint64_t next_id = 0;
-  int64_t created = 0;
-  /// Seeds for requests that come without one.
-  std::mt19937_64 rng{std::random_device{}()};
-  /// Draining (graceful stop): new completions get 503, /health says so.
-  bool draining = false;
-  int64_t drain_timeout_ms = 0;
-  /// Answered once no job is left (or at the drain's deadline).
-  std::vector<caf::response_promise> drained;
-};
-
-using frontend_pointer = frontend_impl::stateful_pointer<frontend_state>;
+namespace detail {
 
 const std::string json_type = "application/json";
 
@@ -535,156 +392,6 @@ void start_job(frontend_pointer self, api_kind kind, http_call call) {
     admit(self, key, i, st.jobs.at(key).prompt);
 }
 
-/// The /health body: the cluster's status, whether it is ready, the
-/// healthy workers' count (as before) and each worker's state and reason.
-std::string health_body(const serving_health& h, const std::vector<router_worker_view>& ws) {
-  nlohmann::ordered_json workers = nlohmann::ordered_json::array();
-  for (const auto& w : ws) {
-    const auto& s = w.status;
-    nlohmann::ordered_json o = {{"name", s.name},
-                                {"node", s.node},
-                                {"role", to_string(s.role)},
-                                {"state", s.healthy ? "healthy" : "unhealthy"},
-                                {"reason", s.reason},
-                                {"last_seen_ms", s.last_seen_ms}};
-    if (s.canary_ms >= 0)
-      o["canary_ms"] = s.canary_ms;
-    workers.push_back(std::move(o));
-  }
-  nlohmann::ordered_json j = {{"status", to_string(h.status)},
-                              {"ready", h.ready},
-                              {"workers", h.healthy},
-                              {"worker_states", std::move(workers)}};
-  if (!h.reason.empty())
-    j["reason"] = h.reason;
-  return j.dump();
-}
-
-/// GET /health (each worker's state; 200 while a complete serving path is
-/// healthy, else 503) and GET /ready (200 or 503 alike, a short body).
-void health(frontend_pointer self, std::shared_ptr<http_response> res, bool ready_only = false) {
-  const auto& kv = self->state.cfg.health_kv_store;
-  const std::string extra = kv.empty() ? std::string{} : ",\"kv_store\":" + kv;
-  self->request(self->state.cfg.router, std::chrono::seconds{5}, workers_atom_v)
-    .then(
-      [res, extra, ready_only](const std::vector<router_worker_view>& ws) {
-        std::vector<worker_status> states;
-        for (const auto& w : ws)
-          states.push_back(w.status);
-        const auto h = assess_serving(states);
-        const int code = h.ready ? 200 : 503;
-        if (ready_only) {
-          nlohmann::ordered_json j = {{"status", h.ready ? "ready" : to_string(h.status)}, {"workers", h.healthy}};
-          if (!h.ready)
-            j["reason"] = h.reason;
-          return res->send(code, json_type, j.dump());
-        }
-        auto body = health_body(h, ws);
-        body.insert(body.size() - 1, extra);
-        res->send(code, json_type, body);
-      },
-      [res](caf::error& err) {
-        res->send(503, json_type, error_body(no_worker(error_text(err))));
-      });
-}
-
-void metrics(frontend_pointer self, std::shared_ptr<http_response> res) {
-  self->request(self->state.cfg.router, std::chrono::seconds{5}, workers_atom_v)
-    .then(
-      [self, res](const std::vector<router_worker_view>& ws) {
-        double healthy = 0;
-        for (const auto& w : ws)
-          healthy += w.load.healthy ? 1 : 0;
-        self->state.metrics->workers.set(healthy);
-        res->send(200, "text/plain; version=0.0.4", self->state.metrics->registry.render());
-      },
-      [self, res](caf::error&) {
-        res->send(200, "text/plain; version=0.0.4", self->state.metrics->registry.render());
-      });
-}
-
-/// POST /admin/fault {"worker": name, "fault": kind}: passes the fault to
-/// the node's supervisor, which hands it to that worker.
-void admin_fault(frontend_pointer self, const http_call& call) {
-  auto body = nlohmann::json::parse(call.request.body, nullptr, false);
-  if (!body.is_object() || !body.contains("worker") || !body["worker"].is_string() ||
-      !body.contains("fault") || !body["fault"].is_string())
-    return send_error(call.response,
-                      bad_request("the body must be {\"worker\": name, \"fault\": \"crash\"}"));
-  const auto worker = body["worker"].get<std::string>();
-  const auto fault = body["fault"].get<std::string>();
-  if (fault != "crash")
-    return send_error(call.response, bad_request("unknown fault '" + quote_input(fault) + "' (known: crash)", "fault"));
-  spdlog::warn("frontend: fault '{}' injected into worker {} (POST /admin/fault from {})", fault, worker,
-               call.request.remote);
-  auto res = call.response;
-  self->request(self->state.cfg.supervisor, std::chrono::seconds{5}, fault_atom_v, worker, fault)
-    .then([res]() { res->send(200, json_type, "{\"status\":\"injected\"}"); },
-          [res](caf::error& err) {
-            auto e = bad_request(error_text(err), "worker");
-            e.status = 404;
-            e.type = "not_found_error";
-            send_error(res, e);
-          });
-}
-
-/// Whether `call` carries the admin key (Authorization: Bearer KEY),
-/// compared in constant time. No key configured: never.
-bool admin_allowed(const frontend_state& st, const http_call& call) {
-  const auto& key = st.cfg.admin_key;
-  auto auth = call.request.header("Authorization");
-  if (key.empty() || !auth || !auth->starts_with("Bearer "))
-    return false;
-  const auto given = auth->substr(7);
-  unsigned char diff = given.size() == key.size() ? 0 : 1;
-  for (size_t i = 0; i < key.size(); ++i)
-    diff |= static_cast<unsigned char>(key[i] ^ (i < given.size() ? given[i] : 0));
-  return diff == 0;
-}
-
-/// POST /admin/drain {"node": id, "drain": true|false}: the router sends
-/// the node's workers no new request (or takes them back), and every
-/// stream running there moves to another worker (migrate), so the node can
-/// then be stopped without failing a request.
-void admin_drain(frontend_pointer self, const http_call& call) {
-  auto body = nlohmann::json::parse(call.request.body, nullptr, false);
-  if (!body.is_object() || !body.contains("node") || !body["node"].is_string() ||
-      (body.contains("drain") && !body["drain"].is_boolean()))
-    return send_error(call.response, bad_request("the body must be {\"node\": id, \"drain\": true|false}"));
-  const auto node = body["node"].get<std::string>();
-  const bool drain = body.value("drain", true);
-  auto res = call.response;
-  self->request(self->state.cfg.router, std::chrono::seconds{5}, drain_atom_v, node, drain)
-    .then(
-      [self, res, node, drain](int32_t workers) {
-        if (workers == 0) {
-          auto e = bad_request("no worker on node " + quote_input(node), "node");
-          e.status = 404;
-          e.type = "not_found_error";
-          return send_error(res, e);
-        }
-        std::vector<std::pair<uint64_t, size_t>> moving;
-        if (drain)
-          for (const auto& [key, j] : self->state.jobs)
-            for (size_t i = 0; i < j.choices.size(); ++i) {
-              const auto& c = j.choices[i];
-              if (!c.done && (c.route.prefill.node == node || c.route.decode.node == node))
-                moving.emplace_back(key, i);
-            }
-        for (const auto& [key, index] : moving) {
-          auto why = no_worker("node " + quote_input(node) + " was drained");
-          why.code = "worker_failed";
-          migrate(self, key, index, why);
-        }
-        spdlog::warn("frontend: node '{}' {} by an operator; {} stream(s) moved", node,
-                     drain ? "drained" : "taken back", moving.size());
-        res->send(200, json_type,
-                  nlohmann::json{{"node", node}, {"draining", drain}, {"workers", workers}, {"moved", moving.size()}}
-                    .dump());
-      },
-      [res](caf::error& err) { send_error(res, no_worker(error_text(err))); });
-}
-
 void on_http(frontend_pointer self, http_call call) {
   auto& st = self->state;
   const auto& method = call.request.method;
@@ -826,7 +533,9 @@ frontend_impl::behavior_type frontend_fn(frontend_pointer self, frontend_config 
   };
 }
 
-} // namespace
+} // namespace detail
+
+using namespace detail;
 
 caf::expected<std::unique_ptr<frontend>> frontend::start(caf::actor_system& sys,
                                                          frontend_config cfg) {

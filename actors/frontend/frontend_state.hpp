@@ -1,0 +1,183 @@
+#pragma once
+/// @file
+/// The frontend actor's state and the functions its source files share
+/// (internal to actors/frontend): frontend.cpp runs completions (jobs,
+/// token streams, migration) and the HTTP routing; frontend_endpoints.cpp
+/// answers /health, /ready, /metrics and the /admin/* endpoints.
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "actors/bridge/remote_actor.hpp"
+#include "actors/frontend/api_error.hpp"
+#include "actors/frontend/api_prompt.hpp"
+#include "actors/frontend/frontend_actor.hpp"
+#include "actors/frontend/openai_response.hpp"
+#include "actors/frontend/token_order.hpp"
+#include "actors/worker/worker_actor.hpp"
+
+namespace tessera::actors::frontend::detail {
+
+namespace wire = transport::wire;
+using clock_type = std::chrono::steady_clock;
+
+/// An HTTP request handed to the actor.
+struct http_call {
+  http_request request;
+  std::shared_ptr<http_response> response;
+};
+
+} // namespace tessera::actors::frontend::detail
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tessera::actors::frontend::detail::http_call)
+
+namespace tessera::actors::frontend::detail {
+
+/// The frontend's interface plus what its HTTP server and its own
+/// callbacks send it.
+using frontend_impl = token_sink_actor::extend<
+  caf::reacts_to<http_atom, http_call>,
+  /// The client of job `key` went away.
+  caf::reacts_to<closed_atom, uint64_t>,
+  /// Node `node` failed (from the bridge): its requests fail now.
+  caf::reacts_to<node_down_atom, std::string>,
+  /// Graceful stop: take no new completion, reply once every request in
+  /// flight finished; at the deadline (ms) fail those left.
+  caf::replies_to<drain_atom, int64_t>::with<void>,
+  /// The drain's deadline passed.
+  caf::reacts_to<expire_atom>,
+  /// Time to place choice (key, index) again after its worker failed.
+  caf::reacts_to<start_atom, uint64_t, uint64_t>>;
+
+/// One choice of a completion: one engine request.
+struct job_choice {
+  uint64_t engine_id = 0;
+  route_answer route;
+  choice_output out;
+  token_order order;
+  bool admitted = false;
+  bool done = false;
+  /// Times it moved to another worker after its worker failed.
+  int32_t migrations = 0;
+  int32_t cached_tokens = 0;
+  clock_type::time_point last_token;
+};
+
+/// One HTTP completion request in flight.
+struct job {
+  uint64_t key = 0;
+  api_request req;
+  std::shared_ptr<http_response> res;
+  response_meta meta;
+  response_options opts;
+  int32_t prompt_tokens = 0;
+  /// The prompt's token ids (a migrated choice is routed again with them).
+  std::vector<int32_t> prompt;
+  std::vector<job_choice> choices;
+  size_t admitted = 0;
+  size_t finished = 0;
+  bool streaming = false;
+  /// Stream chunks produced before the stream started (tokens can arrive
+  /// before the worker's "accepted" reply).
+  std::vector<std::string> backlog;
+  clock_type::time_point start;
+};
+
+/// The frontend's metrics.
+struct frontend_metrics {
+  explicit frontend_metrics(cluster::metrics_registry& r)
+      : registry(r),
+        in_flight(r.gauge("tessera_requests_in_flight", "Completion requests being served.")),
+        ttft(r.histogram("tessera_time_to_first_token_seconds", "Time from request to first token.",
+                         cluster::latency_buckets_seconds())),
+        itl(r.histogram("tessera_inter_token_latency_seconds", "Time between tokens of a choice.",
+                        cluster::latency_buckets_seconds())),
+        duration(r.histogram("tessera_request_duration_seconds", "Time from request to last token.",
+                             cluster::latency_buckets_seconds())),
+        prompt_tokens(r.counter("tessera_prompt_tokens_total", "Prompt tokens of served requests.")),
+        generated(r.counter("tessera_generation_tokens_total", "Tokens generated.")),
+        cached(r.counter("tessera_prefix_cache_hit_tokens_total",
+                         "Prompt tokens whose KV came from a prefix cache.")),
+        workers(r.gauge("tessera_workers_healthy", "Workers the router sees as healthy.")),
+        cancelled(r.counter("tessera_requests_cancelled_total",
+                            "Requests cancelled because the client went away.")),
+        migrated(r.counter("tessera_requests_migrated_total",
+                           "Times a request's stream moved to another worker after its worker or "
+                           "node failed (it goes on from the tokens already sent).")) {}
+
+  void request(const std::string& endpoint) {
+    registry.counter("tessera_requests_total", "HTTP requests by endpoint.", {{"endpoint", endpoint}})
+      .inc();
+  }
+  void error(const std::string& kind) {
+    registry.counter("tessera_request_errors_total", "Failed requests by kind.", {{"kind", kind}})
+      .inc();
+  }
+
+  cluster::metrics_registry& registry;
+  cluster::metric_gauge& in_flight;
+  cluster::metric_histogram& ttft;
+  cluster::metric_histogram& itl;
+  cluster::metric_histogram& duration;
+  cluster::metric_counter& prompt_tokens;
+  cluster::metric_counter& generated;
+  cluster::metric_counter& cached;
+  cluster::metric_gauge& workers;
+  cluster::metric_counter& cancelled;
+  cluster::metric_counter& migrated;
+};
+
+struct frontend_state {
+  static inline const char* name = "frontend";
+  frontend_config cfg;
+  std::unique_ptr<frontend_metrics> metrics;
+  std::unordered_map<uint64_t, job> jobs;
+  /// engine request id -> (job key, choice index)
+  std::unordered_map<uint64_t, std::pair<uint64_t, size_t>> by_engine_id;
+  remote_actor_cache<worker_actor> workers;
+  uint64_t next_key = 1;
+  uint64_t id_base = 0; // engine ids: id_base + counter, unique across frontends
+  uint64_t next_id = 0;
+  int64_t created = 0;
+  /// Seeds for requests that come without one.
+  std::mt19937_64 rng{std::random_device{}()};
+  /// Draining (graceful stop): new completions get 503, /health says so.
+  bool draining = false;
+  int64_t drain_timeout_ms = 0;
+  /// Answered once no job is left (or at the drain's deadline).
+  std::vector<caf::response_promise> drained;
+};
+
+using frontend_pointer = frontend_impl::stateful_pointer<frontend_state>;
+
+extern const std::string json_type;
+
+/// Sends `e` as the response's JSON error body with its status.
+void send_error(const std::shared_ptr<http_response>& res, const api_error& e);
+
+/// The API error for a failure the router, a worker or the bridge reported.
+[[nodiscard]] api_error to_api_error(const caf::error& err);
+
+/// Moves choice `index` of job `key` to another worker (frontend.cpp).
+void migrate(frontend_pointer self, uint64_t key, size_t index, const api_error& why);
+
+/// GET /health (each worker's state; 200 while a complete serving path is
+/// healthy, else 503) and GET /ready (200 or 503 alike, a short body).
+void health(frontend_pointer self, std::shared_ptr<http_response> res, bool ready_only = false);
+
+/// GET /metrics: the process's series, with the router's healthy count.
+void metrics(frontend_pointer self, std::shared_ptr<http_response> res);
+
+/// Whether `call` carries the admin key (frontend_config::admin_key).
+[[nodiscard]] bool admin_allowed(const frontend_state& st, const http_call& call);
+
+/// POST /admin/fault and POST /admin/drain (frontend_endpoints.cpp).
+void admin_fault(frontend_pointer self, const http_call& call);
+void admin_drain(frontend_pointer self, const http_call& call);
+
+} // namespace tessera::actors::frontend::detail
