@@ -28,7 +28,7 @@ mkdir -p "$out"
 status=0
 for scenario in "$here"/configs/chaos/*.toml; do
   name="$(basename "$scenario" .toml)"
-  [ "$name" = cluster ] && continue
+  case "$name" in cluster*) continue ;; esac
   echo "== $name" >&2
   code=0
   "$bin" chaos --config "$config" --scenario "$scenario" --json "$out/$name.json" --svg "$out/$name.svg" \

@@ -145,7 +145,7 @@ TEST(ChaosScenarioTest, EveryShippedScenarioReadsAndNamesNodesOfTheShippedCluste
   const std::filesystem::path dir = std::filesystem::path{TESSERA_SOURCE_DIR} / "configs" / "chaos";
   size_t n = 0;
   for (const auto& f : std::filesystem::directory_iterator(dir)) {
-    if (f.path().extension() != ".toml" || f.path().filename() == "cluster.toml")
+    if (f.path().extension() != ".toml" || f.path().filename().string().starts_with("cluster"))
       continue;
     ++n;
     auto s = load_scenario(f.path());
