@@ -144,7 +144,10 @@ void on_tokens(frontend_pointer self, wire::token_chunk chunk) {
   auto& j = st.jobs.at(where->second.first);
   auto& c = j.choices[where->second.second];
   const auto now = clock_type::now();
-  for (auto& out : c.order.accept(std::move(chunk))) {
+  auto ready = c.order.accept(std::move(chunk));
+  if (!ready.empty())
+    c.progress = now;
+  for (auto& out : ready) {
     if (!out.tokens.empty()) {
       if (c.order.received() == static_cast<int32_t>(out.tokens.size()))
         st.metrics->ttft.observe(std::chrono::duration<double>(now - j.start).count());
@@ -182,6 +185,8 @@ void on_tokens(frontend_pointer self, wire::token_chunk chunk) {
 /// Choice `index` of `j` runs on a worker; the stream starts once all do.
 void mark_admitted(job& j, size_t index) {
   auto& c = j.choices[index];
+  c.progress = clock_type::now();
+  c.moving = false;
   if (c.admitted)
     return;
   c.admitted = true;
@@ -276,6 +281,7 @@ void migrate(frontend_pointer self, uint64_t key, size_t index, const api_error&
     if (c.route.disaggregated)
       self->send(worker_at(self, c.route.decode), cancel_atom_v, cancel);
   }
+  c.moving = true;
   c.engine_id = st.id_base + st.next_id++;
   st.by_engine_id[c.engine_id] = {key, index};
   c.order.drop_waiting();
@@ -457,6 +463,58 @@ void on_http(frontend_pointer self, http_call call) {
   send_error(call.response, e);
 }
 
+/// The stream watchdog (frontend_config::watch_interval): moves every
+/// running stream whose worker the router reports unhealthy, whose chunks
+/// wait behind a lost one, or that stalled, to another worker.
+void watch_streams(frontend_pointer self) {
+  auto& st = self->state;
+  self->delayed_send(self, st.cfg.watch_interval, step_atom_v);
+  if (st.jobs.empty())
+    return;
+  self->request(st.cfg.router, st.cfg.watch_interval * 4, workers_atom_v)
+    .then(
+      [self](const std::vector<router_worker_view>& ws) {
+        auto& st = self->state;
+        std::map<std::pair<std::string, std::string>, std::string> unhealthy;
+        for (const auto& w : ws)
+          if (!w.status.healthy)
+            unhealthy[{w.status.node, w.status.name}] = w.status.reason;
+        const auto now = clock_type::now();
+        std::vector<std::tuple<uint64_t, size_t, std::string>> moving;
+        for (const auto& [key, j] : st.jobs)
+          for (size_t i = 0; i < j.choices.size(); ++i) {
+            const auto& c = j.choices[i];
+            if (c.done || !c.admitted || c.moving)
+              continue;
+            // The worker the stream is on: the decode worker once the
+            // prefill is done (or both are in play before).
+            std::vector<const wire::actor_address*> on{&c.route.prefill};
+            if (c.route.disaggregated)
+              on = c.order.received() > 0 ? std::vector{&c.route.decode}
+                                          : std::vector{&c.route.prefill, &c.route.decode};
+            std::string why;
+            for (const auto* at : on)
+              if (auto u = unhealthy.find({at->node, at->actor}); u != unhealthy.end())
+                why = "worker " + at->actor + " on node '" + at->node + "' is unhealthy: " + u->second;
+            if (why.empty() && c.order.waiting() > 0 && now - c.progress > st.cfg.gap_timeout)
+              why = "a token chunk never came";
+            if (why.empty() && now - c.progress > st.cfg.stall_timeout)
+              why = "no token for " + std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
+                                                       st.cfg.stall_timeout)
+                                                       .count()) +
+                    " s";
+            if (!why.empty())
+              moving.emplace_back(key, i, std::move(why));
+          }
+        for (auto& [key, index, why] : moving) {
+          auto e = no_worker(why);
+          e.code = "worker_failed";
+          migrate(self, key, index, e);
+        }
+      },
+      [](caf::error&) {}); // the router is away: its own failure shows elsewhere
+}
+
 frontend_impl::behavior_type frontend_fn(frontend_pointer self, frontend_config cfg) {
   auto& st = self->state;
   st.cfg = std::move(cfg);
@@ -467,7 +525,9 @@ frontend_impl::behavior_type frontend_fn(frontend_pointer self, frontend_config 
   // Engine request ids must not collide with another frontend's: a random
   // 64-bit base with room for 2^32 requests.
   st.id_base = std::random_device{}() * (uint64_t{1} << 32);
+  self->delayed_send(self, st.cfg.watch_interval, step_atom_v);
   return {
+    [self](step_atom) { watch_streams(self); },
     [self](http_atom, http_call& call) { on_http(self, std::move(call)); },
     [self](token_atom, wire::token_chunk& c) { on_tokens(self, std::move(c)); },
     [self](failed_atom, const wire::request_cancel& c) {

@@ -66,6 +66,14 @@ struct frontend_config {
   /// How often one choice may move to another worker after its worker
   /// failed mid-stream (migration) before the request fails. Default: 6.
   int32_t max_migrations = 6;
+  /// The stream watchdog, every `watch_interval`: a running stream whose
+  /// worker the router reports unhealthy (heartbeats stopped, a failed
+  /// canary, a drained node), whose chunks wait behind one that never came
+  /// for `gap_timeout`, or that got no chunk for `stall_timeout`, moves to
+  /// another worker (migration). Defaults: 500 ms, 2 s, 60 s.
+  std::chrono::milliseconds watch_interval{500};
+  std::chrono::milliseconds gap_timeout{2000};
+  std::chrono::milliseconds stall_timeout{60000};
   /// The admin key: set, POST /admin/drain is served and every /admin/*
   /// endpoint needs "Authorization: Bearer <key>" (401 otherwise); empty,
   /// /admin/drain is 404 and /admin/fault open where fault injection is

@@ -52,7 +52,9 @@ using frontend_impl = token_sink_actor::extend<
   /// The drain's deadline passed.
   caf::reacts_to<expire_atom>,
   /// Time to place choice (key, index) again after its worker failed.
-  caf::reacts_to<start_atom, uint64_t, uint64_t>>;
+  caf::reacts_to<start_atom, uint64_t, uint64_t>,
+  /// Time for the stream watchdog (watch_streams).
+  caf::reacts_to<step_atom>>;
 
 /// One choice of a completion: one engine request.
 struct job_choice {
@@ -64,6 +66,12 @@ struct job_choice {
   bool done = false;
   /// Times it moved to another worker after its worker failed.
   int32_t migrations = 0;
+  /// When its stream last moved on (a chunk arrived, or it was placed):
+  /// the stream watchdog's clock.
+  clock_type::time_point progress = clock_type::now();
+  /// Between a migration and the new worker's acceptance (the watchdog
+  /// leaves it alone meanwhile).
+  bool moving = false;
   int32_t cached_tokens = 0;
   clock_type::time_point last_token;
 };
