@@ -1,5 +1,6 @@
 #include "actors/node/cluster_node.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <thread>
 
@@ -35,26 +36,39 @@ struct cluster_node::impl : detail::node_actors {
 namespace {
 
 /// Connects `br` to each node in `targets` (id, address), retrying every
-/// 200 ms until it answers or `stopping` is set.
+/// 200 ms until it answers or `stopping` is set; then keeps watching and
+/// dials again any of them that went away (a node restarted: nodes dial
+/// only those before them in the config, so nobody else would).
 void connect_all(caf::actor_system& sys, const bridge_actor& br,
                  std::vector<std::pair<std::string, std::string>> targets,
                  const std::atomic<bool>& stopping) {
   caf::scoped_actor self{sys};
-  for (const auto& [id, address] : targets) {
+  auto dial = [&](const std::string& id, const std::string& address, bool again) {
     bool logged = false;
     while (!stopping) {
       caf::error err;
       self->request(br, std::chrono::seconds{30}, connect_atom_v, id, address)
         .receive([] {}, [&](caf::error& e) { err = e; });
       if (!err) {
-        spdlog::info("node: connected to node '{}' at {}", id, address);
-        break;
+        spdlog::info("node: {} node '{}' at {}", again ? "connected again to" : "connected to", id, address);
+        return;
       }
       if (!logged)
         spdlog::info("node: waiting for node '{}' at {} ({})", id, address, error_text(err));
       logged = true;
       self->receive(caf::after(std::chrono::milliseconds{200}) >> [] {});
     }
+  };
+  for (const auto& [id, address] : targets)
+    dial(id, address, false);
+  while (!stopping) {
+    self->receive(caf::after(std::chrono::milliseconds{500}) >> [] {});
+    std::vector<std::string> peers;
+    self->request(br, std::chrono::seconds{5}, peers_atom_v)
+      .receive([&](std::vector<std::string>& p) { peers = std::move(p); }, [](caf::error&) {});
+    for (const auto& [id, address] : targets)
+      if (!stopping && !std::binary_search(peers.begin(), peers.end(), id))
+        dial(id, address, true);
   }
 }
 
