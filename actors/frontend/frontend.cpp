@@ -245,7 +245,17 @@ void admit(frontend_pointer self, uint64_t key, size_t index, std::vector<int32_
               }
               mark_admitted(it->second, index);
             },
-            [self, key](caf::error& err) { fail_job(self, key, to_api_error(err)); });
+            [self, key, index, a, id = h.request.id](caf::error& err) {
+              if (err != caf::sec::request_timeout)
+                return fail_job(self, key, to_api_error(err));
+              // The request or its answer was lost on the way (the worker may
+              // run it): stop it there and place it again.
+              wire::request_cancel cancel{id, "no answer to generate; placed again"};
+              self->send(worker_at(self, a.prefill), cancel_atom_v, cancel);
+              if (a.disaggregated)
+                self->send(worker_at(self, a.decode), cancel_atom_v, cancel);
+              migrate(self, key, index, no_worker("worker " + a.prefill.actor + " did not answer: " + error_text(err)));
+            });
       },
       [self, key](caf::error& err) { fail_job(self, key, to_api_error(err)); });
 }
