@@ -153,6 +153,26 @@ two_decode_cluster start_two_decode_nodes(const tessera::test::temp_dir& dir, co
   return c;
 }
 
+/// Streams `body` to /v1/completions at `url` through curl (the request
+/// written into `dir`).
+caf::expected<child_process> stream_request(const tessera::test::temp_dir& dir, const std::string& url,
+                                            const json& body) {
+  std::ofstream(dir.path() / "b") << body.dump();
+  return child_process::spawn("/usr/bin/curl", {"-sN", "-H", "Content-Type: application/json", "--data-binary",
+                                                "@" + (dir.path() / "b").string(), url + "/v1/completions"});
+}
+
+/// Which decode node of `c` (0: a, 1: b) holds KV blocks now, i.e. serves
+/// the one stream running; 2 if neither.
+size_t node_holding_blocks(const two_decode_cluster& c) {
+  for (size_t i = 0; i < 2; ++i)
+    if (tessera::test::metric_sum(
+          tessera::test::http_get("http://127.0.0.1:" + std::to_string(c.metrics[i]) + "/metrics").body,
+          "tessera_kv_blocks_used") > 0)
+      return i;
+  return 2;
+}
+
 TEST(ClusterTest, ThreeProcessesOverUcxEqualOneEngine) {
   tessera::test::temp_dir dir;
   const auto http = free_port();
@@ -301,26 +321,17 @@ TEST(ClusterTest, AStreamWhoseNodeIsKilledGoesOnOnAnotherNodeTokenForToken) {
   auto& nodes = cluster.nodes;
   ASSERT_EQ(nodes.size(), 3u);
   const auto& url = cluster.url;
-  const auto& metrics = cluster.metrics;
   std::mt19937_64 rng{5};
   std::vector<int32_t> prompt;
   for (int i = 0; i < 30; ++i)
     prompt.push_back(static_cast<int32_t>(8 + rng() % 500));
   json body = {{"model", "nano"}, {"prompt", prompt}, {"max_tokens", 200}, {"temperature", 0.8},
                {"seed", 3},       {"ignore_eos", true}, {"logprobs", 0},   {"stream", true}};
-  std::ofstream(dir.path() / "b") << body.dump();
-  auto client = child_process::spawn("/usr/bin/curl", {"-sN", "-H", "Content-Type: application/json", "--data-binary",
-                                                       "@" + (dir.path() / "b").string(), url + "/v1/completions"});
+  auto client = stream_request(dir, url, body);
   ASSERT_TRUE(client);
   auto first = client->read_line(30s);
   ASSERT_TRUE(first) << "no first chunk";
-  // The node whose worker holds the stream's KV blocks serves it.
-  size_t serving = 2;
-  for (size_t i = 0; i < 2 && serving == 2; ++i)
-    if (tessera::test::metric_sum(
-          tessera::test::http_get("http://127.0.0.1:" + std::to_string(metrics[i]) + "/metrics").body,
-          "tessera_kv_blocks_used") > 0)
-      serving = i;
+  const size_t serving = node_holding_blocks(cluster);
   ASSERT_LT(serving, 2u) << "neither node holds the stream";
   // The longest pause between chunks after the kill is the time the
   // stream took to go on elsewhere (detection, routing, recomputing).
@@ -414,18 +425,11 @@ TEST(ClusterTest, ADrainedNodesStreamsMoveAndItGetsNoNewRequestUntilTakenBack) {
     prompt.push_back(static_cast<int32_t>(8 + rng() % 500));
   json body = {{"model", "nano"}, {"prompt", prompt}, {"max_tokens", 120}, {"temperature", 0},
                {"ignore_eos", true}, {"logprobs", 0}, {"stream", true}};
-  std::ofstream(dir.path() / "b") << body.dump();
-  auto client = child_process::spawn("/usr/bin/curl", {"-sN", "-H", "Content-Type: application/json", "--data-binary",
-                                                       "@" + (dir.path() / "b").string(), url + "/v1/completions"});
+  auto client = stream_request(dir, url, body);
   ASSERT_TRUE(client);
   auto first = client->read_line(30s);
   ASSERT_TRUE(first) << "no first chunk";
-  size_t serving = 2;
-  for (size_t i = 0; i < 2 && serving == 2; ++i)
-    if (tessera::test::metric_sum(
-          tessera::test::http_get("http://127.0.0.1:" + std::to_string(cluster.metrics[i]) + "/metrics").body,
-          "tessera_kv_blocks_used") > 0)
-      serving = i;
+  const size_t serving = node_holding_blocks(cluster);
   ASSERT_LT(serving, 2u) << "neither node holds the stream";
   const std::string drained = serving == 0 ? "a" : "b";
   auto [status, answer] = post_as_admin(url + "/admin/drain", key, R"({"node": ")" + drained + R"("})");
@@ -443,16 +447,25 @@ TEST(ClusterTest, ADrainedNodesStreamsMoveAndItGetsNoNewRequestUntilTakenBack) {
   // request: a short one runs on the other node.
   auto health = tessera::test::http_get(url + "/health").body;
   EXPECT_NE(health.find("drained by an operator"), std::string::npos) << health;
-  const auto steps_before = tessera::test::metric_sum(
-    tessera::test::http_get("http://127.0.0.1:" + std::to_string(cluster.metrics[serving]) + "/metrics").body,
-    "tessera_engine_steps_total");
-  json small = {{"model", "nano"}, {"prompt", prompt}, {"max_tokens", 4}, {"temperature", 0}};
+  // Which node served it: the one whose worker offered its finished
+  // blocks to its store (the health canaries, 1 token, offer none).
+  auto offered = [&](size_t node) {
+    return tessera::test::metric_sum(
+      tessera::test::http_get("http://127.0.0.1:" + std::to_string(cluster.metrics[node]) + "/metrics").body,
+      "tessera_kvstore_offered_blocks_total");
+  };
+  const size_t other = 1 - serving;
+  const auto drained_before = offered(serving);
+  const auto other_before = offered(other);
+  std::vector<int32_t> fresh; // blocks no store holds yet
+  for (int i = 0; i < 40; ++i)
+    fresh.push_back(static_cast<int32_t>(8 + rng() % 500));
+  json small = {{"model", "nano"}, {"prompt", fresh}, {"max_tokens", 4}, {"temperature", 0}};
   EXPECT_EQ(tessera::test::http_post_json(url + "/v1/completions", small.dump()).status, 200);
-  EXPECT_EQ(tessera::test::metric_sum(
-              tessera::test::http_get("http://127.0.0.1:" + std::to_string(cluster.metrics[serving]) + "/metrics").body,
-              "tessera_engine_steps_total"),
-            steps_before)
-    << "the drained node ran no step";
+  for (int i = 0; i < 100 && offered(other) == other_before; ++i)
+    std::this_thread::sleep_for(50ms);
+  EXPECT_GT(offered(other), other_before) << "the other node served the new request";
+  EXPECT_EQ(offered(serving), drained_before) << "the drained node served nothing new";
   auto back = post_as_admin(url + "/admin/drain", key, R"({"node": ")" + drained + R"(", "drain": false})");
   EXPECT_EQ(back.first, 200) << back.second;
   EXPECT_EQ(tessera::test::http_get(url + "/health").body.find("drained by an operator"), std::string::npos);
