@@ -8,6 +8,7 @@
 #include <toml++/toml.h>
 
 #include "cluster/nearest_name.hpp"
+#include "cluster/toml_reader.hpp"
 
 namespace tessera::chaos {
 
@@ -22,74 +23,8 @@ const std::vector<std::string> load_keys{"rate", "prompt_tokens", "max_tokens", 
 const std::vector<std::string> event_keys{"at_s", "action", "node", "plan"};
 const std::vector<std::string> action_names{"kill", "term", "stop", "cont", "restart", "faults"};
 
-std::string number_text(double v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
-}
-
-/// Collects every problem of one file, each prefixed with its name.
-class reader {
-public:
-  explicit reader(std::string name) : name_(std::move(name)) {}
-
-  void problem(const std::string& what) { problems_.push_back(name_ + ": " + what); }
-  [[nodiscard]] bool ok() const { return problems_.empty(); }
-
-  [[nodiscard]] caf::error error() const {
-    std::string text;
-    for (const auto& p : problems_)
-      text += (text.empty() ? "" : "\n") + p;
-    return caf::make_error(caf::sec::invalid_argument, text);
-  }
-
-  void known_keys(const toml::table& t, const std::vector<std::string>& known, const std::string& prefix) {
-    for (const auto& [k, _] : t) {
-      const std::string key{k.str()};
-      if (std::find(known.begin(), known.end(), key) == known.end())
-        problem("unknown key " + quote_input(prefix + key) + did_you_mean(key, known));
-    }
-  }
-
-  void str(const view& v, const std::string& key, std::string& out) {
-    if (!v)
-      return;
-    if (auto s = v.value_exact<std::string>())
-      out = *s;
-    else
-      problem("'" + key + "' must be a string");
-  }
-
-  void flt(const view& v, const std::string& key, double lo, double hi, double& out, bool open_lo = false) {
-    if (!v)
-      return;
-    auto x = v.value<double>();
-    const bool above = x && (open_lo ? *x > lo : *x >= lo);
-    if (!x || !above || !(*x <= hi)) {
-      problem("'" + key + "' must be a number in " + (open_lo ? "(" : "[") + number_text(lo) + ", " +
-              number_text(hi) + "]" + (x ? ", got " + number_text(*x) : std::string{}));
-      return;
-    }
-    out = *x;
-  }
-
-  template <class T>
-  void num(const view& v, const std::string& key, int64_t lo, int64_t hi, T& out) {
-    if (!v)
-      return;
-    auto x = v.value_exact<int64_t>();
-    if (!x || *x < lo || *x > hi) {
-      problem("'" + key + "' must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]" +
-              (x ? ", got " + std::to_string(*x) : std::string{}));
-      return;
-    }
-    out = static_cast<T>(*x);
-  }
-
-private:
-  std::string name_;
-  std::vector<std::string> problems_;
-};
+using reader = cluster::toml_reader;
+using cluster::toml_reader;
 
 void read_load(reader& r, const view& v, load_spec& l) {
   auto* t = v.as_table();
@@ -200,8 +135,9 @@ caf::expected<scenario> parse_scenario(std::string_view text, const std::string&
         scenario_event e;
         read_event(r, (*events)[i], i, e);
         if (e.at_s >= s.duration_s + s.grace_s)
-          r.problem("event[" + std::to_string(i) + "].at_s = " + number_text(e.at_s) +
-                    " is after the run (duration_s + grace_s = " + number_text(s.duration_s + s.grace_s) + ")");
+          r.problem("event[" + std::to_string(i) + "].at_s = " + toml_reader::number_text(e.at_s) +
+                    " is after the run (duration_s + grace_s = " +
+                    toml_reader::number_text(s.duration_s + s.grace_s) + ")");
         s.events.push_back(std::move(e));
       }
     }

@@ -10,6 +10,7 @@
 
 #include "cluster/host_port.hpp"
 #include "cluster/nearest_name.hpp"
+#include "cluster/toml_reader.hpp"
 #include "common/error.hpp"
 #include "transport/wire/limits.hpp"
 
@@ -17,11 +18,6 @@ namespace tessera::cluster {
 
 namespace {
 
-std::string toml_number(double v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
-}
 
 const std::set<std::string> known_roles{"frontend", "router", "prefill", "decode", "worker"};
 
@@ -61,85 +57,9 @@ const std::vector<std::string> sim_keys{"gpu",
                                         "gpu_memory_utilization",
                                         "eos_probability"};
 
-std::string joined(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names)
-    out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
 
 
-/// Reads one TOML file's keys into a cluster_config, collecting every
-/// problem instead of stopping at the first.
-class reader {
-public:
-  explicit reader(std::string name) : name_(std::move(name)) {}
-
-  void problem(const std::string& what) { problems_.push_back(name_ + ": " + what); }
-  std::vector<std::string> take_problems() { return std::move(problems_); }
-  [[nodiscard]] size_t count() const { return problems_.size(); }
-
-  /// Each key of `t` must be one of `known`; `prefix` names the table.
-  void known_keys(const toml::table& t, const std::vector<std::string>& known, const std::string& prefix) {
-    for (const auto& [k, _] : t) {
-      const std::string key{k.str()};
-      if (std::find(known.begin(), known.end(), key) != known.end())
-        continue;
-      if (prefix.empty())
-        problem("unknown key " + quote_input(key) + did_you_mean(key, known));
-      else
-        problem("unknown key " + quote_input(prefix + key) + did_you_mean(key, known) + " (known in " +
-                prefix.substr(0, prefix.size() - 1) + ": " + joined(known) + ")");
-    }
-  }
-
-  void str(const toml::node_view<const toml::node>& v, const std::string& key, std::string& out) {
-    if (!v)
-      return;
-    if (auto s = v.value_exact<std::string>())
-      out = *s;
-    else
-      problem("'" + key + "' must be a string");
-  }
-
-  template <class T>
-  void num(const toml::node_view<const toml::node>& v, const std::string& key, int64_t lo, int64_t hi, T& out) {
-    if (!v)
-      return;
-    auto x = v.value_exact<int64_t>();
-    if (!x || *x < lo || *x > hi) {
-      problem("'" + key + "' must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]" +
-              (x ? ", got " + std::to_string(*x) : std::string{}));
-      return;
-    }
-    out = static_cast<T>(*x);
-  }
-
-  template <class T>
-  void flt(const toml::node_view<const toml::node>& v, const std::string& key, double lo, double hi, T& out) {
-    if (!v)
-      return;
-    auto x = v.value<double>();
-    if (!x || !(*x >= lo && *x <= hi)) {
-      problem("'" + key + "' must be a number in [" + toml_number(lo) + ", " + toml_number(hi) + "]");
-      return;
-    }
-    out = *x;
-  }
-
-  void flag(const toml::node_view<const toml::node>& v, const std::string& key, bool& out) {
-    if (!v)
-      return;
-    if (auto b = v.value_exact<bool>())
-      out = *b;
-    else
-      problem("'" + key + "' must be true or false");
-  }
-
-private:
-  std::string name_;
-  std::vector<std::string> problems_;
-};
+using reader = toml_reader;
 
 void read_sim(reader& r, const toml::node_view<const toml::node>& sim, sim_config& m) {
   auto* st = sim.as_table();
@@ -159,7 +79,7 @@ void read_sim(reader& r, const toml::node_view<const toml::node>& sim, sim_confi
   r.flt(sim["eos_probability"], "sim.eos_probability", 0.0, 1.0, m.eos_probability);
   const auto& gpus = sim_gpu_names();
   if (std::find(gpus.begin(), gpus.end(), m.gpu) == gpus.end())
-    r.problem("'sim.gpu' must be one of " + joined(gpus) + ", got " + quote_input(m.gpu));
+    r.problem("'sim.gpu' must be one of " + toml_reader::joined(gpus) + ", got " + quote_input(m.gpu));
 }
 
 /// Reads [[node]] number `i` into `n`, reporting each problem to `r`.
@@ -314,7 +234,8 @@ config_reading read_cluster_config(std::string_view text, const std::string& nam
     read_sim(r, sim, c.sim);
   const std::vector<std::string> policies{"kv", "round-robin", "random", "least-loaded"};
   if (std::find(policies.begin(), policies.end(), c.router_policy) == policies.end())
-    r.problem("'router_policy' must be one of " + joined(policies) + ", got " + quote_input(c.router_policy) +
+    r.problem("'router_policy' must be one of " + toml_reader::joined(policies) + ", got " +
+              quote_input(c.router_policy) +
               did_you_mean(c.router_policy, policies));
   if (c.engine != "cpu" && c.engine != "sim")
     r.problem("'engine' must be cpu or sim, got " + quote_input(c.engine));
