@@ -1,8 +1,8 @@
 #include "bench/host_guard.hpp"
 
-#include <cstdio>
-
 #include <nlohmann/json.hpp>
+
+#include "bench/fixed_format.hpp"
 
 namespace tessera::bench {
 
@@ -13,12 +13,6 @@ double grew(const worker_series& s, const std::string& worker) {
   const auto a = s.before.find(worker);
   const auto b = s.after.find(worker);
   return a != s.before.end() && b != s.after.end() ? b->second - a->second : 0;
-}
-
-std::string fixed(const char* fmt, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, fmt, v);
-  return buf;
 }
 
 } // namespace

@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/fixed_format.hpp"
+
 namespace tessera::bench {
 
 namespace {
@@ -19,12 +21,6 @@ void put_latency(json& j, const std::string& name, const latency_percentiles& p)
   j[name + "_p90"] = p.p90_ms;
   j[name + "_p99"] = p.p99_ms;
   j[name + "_mean"] = p.mean_ms;
-}
-
-std::string fixed(const char* fmt, double v) {
-  char buf[48];
-  std::snprintf(buf, sizeof buf, fmt, v);
-  return buf;
 }
 
 // "p50/p90/p99" of `prefix` from a result JSON, whole ms from 100 up.

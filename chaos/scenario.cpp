@@ -55,12 +55,9 @@ void read_load(reader& r, const view& v, load_spec& l) {
 
 void read_event(reader& r, const toml::node& entry, size_t i, scenario_event& e) {
   const std::string at = "event[" + std::to_string(i) + "]";
-  auto* t = entry.as_table();
-  if (t == nullptr) {
-    r.problem(at + " is not a table ([[event]])");
+  auto* t = r.entry_table(entry, at, event_keys, " ([[event]])");
+  if (t == nullptr)
     return;
-  }
-  r.known_keys(*t, event_keys, at + ".");
   const view v{*t};
   if (!v["at_s"])
     r.problem(at + ".at_s is missing (seconds after the load started)");

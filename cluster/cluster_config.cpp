@@ -85,12 +85,9 @@ void read_sim(reader& r, const toml::node_view<const toml::node>& sim, sim_confi
 /// Reads [[node]] number `i` into `n`, reporting each problem to `r`.
 void read_node(reader& r, const toml::node& entry, size_t i, node_spec& n) {
   const std::string at = "node[" + std::to_string(i) + "]";
-  auto* nt = entry.as_table();
-  if (nt == nullptr) {
-    r.problem(at + " is not a table");
+  auto* nt = r.entry_table(entry, at, node_keys);
+  if (nt == nullptr)
     return;
-  }
-  r.known_keys(*nt, node_keys, at + ".");
   toml::node_view<const toml::node> v{*nt};
   r.str(v["id"], at + ".id", n.id);
   r.str(v["address"], at + ".address", n.address);

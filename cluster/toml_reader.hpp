@@ -55,6 +55,19 @@ public:
     }
   }
 
+  /// The table of an array entry (`at`: "node[2]"), its keys checked
+  /// against `known`; null, with the problem "<at> is not a table<hint>",
+  /// when it is something else.
+  const toml::table* entry_table(const toml::node& entry, const std::string& at,
+                                 const std::vector<std::string>& known, const std::string& hint = {}) {
+    auto* t = entry.as_table();
+    if (t == nullptr)
+      problem(at + " is not a table" + hint);
+    else
+      known_keys(*t, known, at + ".");
+    return t;
+  }
+
   void str(const view& v, const std::string& key, std::string& out) {
     if (!v)
       return;

@@ -324,13 +324,13 @@ void offer(worker_pointer self, std::span<const int32_t> tokens, const std::stri
       });
 }
 
-/// Counts a step that started at `started` (see worker_metrics.hpp).
-void count_step(worker_state& st, std::chrono::steady_clock::time_point started) {
-  using seconds = std::chrono::duration<double>;
+/// Counts a step that started at `started` and took `took` seconds (see
+/// worker_metrics.hpp).
+void count_step(worker_state& st, std::chrono::steady_clock::time_point started, double took) {
   auto& m = *st.metrics;
   m.steps.inc();
-  m.busy_seconds.inc(seconds(std::chrono::steady_clock::now() - started).count());
-  m.step_delay_seconds.inc(std::max(0.0, seconds(started - st.step_due).count()));
+  m.busy_seconds.inc(took);
+  m.step_delay_seconds.inc(std::max(0.0, std::chrono::duration<double>(started - st.step_due).count()));
   const double emulated = st.eng->get_backend().emulated_wall_seconds();
   m.sim_wall_seconds.inc(emulated - st.emulated_exported);
   st.emulated_exported = emulated;
@@ -345,7 +345,7 @@ void on_step(worker_pointer self) {
   st.fetch_costs.observe_compute(computed - st.tokens_computed_seen, took);
   st.tokens_computed_seen = computed;
   if (st.metrics)
-    count_step(st, started);
+    count_step(st, started, took);
   // KV events first: a client that saw this step's tokens and asks the
   // router again finds the router already knows what this step cached
   // (both go through the bridge, in order).
