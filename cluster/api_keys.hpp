@@ -13,7 +13,11 @@
 ///
 /// Keys are kept only as SHA-256 digests and compared in constant time.
 /// Several keys may name one tenant; a tenant's limits are the same in each
-/// of its entries (a conflict is an error naming both lines).
+/// of its entries (a conflict is an error naming both lines; an entry that
+/// leaves a limit out takes the tenant's). A plaintext `key` is at least 16
+/// bytes of printable ASCII without spaces; a file holding one must not be
+/// readable by group or others (chmod 600; key_sha256-only files may be).
+/// Tenant names: 1-64 of [A-Za-z0-9._-].
 
 #include <cstdint>
 #include <filesystem>
@@ -46,6 +50,9 @@ class api_key_table {
 public:
   /// Reads and checks `path`. Errors name the file, the line and the field.
   [[nodiscard]] static caf::expected<api_key_table> load(const std::filesystem::path& path);
+  /// Checks the TOML `text` (`name` prefixes the errors); load() without
+  /// the file and its permissions.
+  [[nodiscard]] static caf::expected<api_key_table> parse(std::string_view text, const std::string& name);
 
   /// The tenant `bearer_key` belongs to, or null (unknown key). Constant
   /// time in the key's content.
@@ -61,5 +68,8 @@ private:
   std::map<std::string, std::string> digests_;
   std::map<std::string, tenant_policy> tenants_;
 };
+
+/// The lowercase hex SHA-256 of `key`, as `key_sha256` takes it.
+[[nodiscard]] std::string api_key_sha256_hex(std::string_view key);
 
 } // namespace tessera::cluster
