@@ -1,4 +1,5 @@
 #include "actors/frontend/openai_request.hpp"
+#include "actors/frontend/tenant_limits.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -769,6 +770,8 @@ void read_fields(field_reader& r, api_request& req) {
     req.user = std::move(*v);
   if (auto v = r.string("session_id", lim.max_id_bytes))
     req.session_id = std::move(*v);
+  if (auto v = r.integer("priority", -max_request_priority, max_request_priority))
+    req.priority = static_cast<int32_t>(*v);
 
   reject_unsupported(r, req);
 }

@@ -128,6 +128,11 @@ struct api_request {
   /// Conversation id for KV stickiness (Tessera extension `session_id`),
   /// or empty.
   std::string session_id;
+  /// The request's scheduling priority (`priority`, an integer in
+  /// +-max_request_priority of tenant_limits.hpp), HIGHER first like the key
+  /// file's tenant priority (vLLM's `priority` is lower first); capped by
+  /// the tenant's (request_priority). nullopt: not given.
+  std::optional<int32_t> priority;
 };
 
 /// Parses the body of a request to `kind`'s endpoint. Checks, in order:

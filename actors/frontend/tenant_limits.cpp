@@ -1,0 +1,113 @@
+#include "actors/frontend/tenant_limits.hpp"
+
+#include <algorithm>
+
+namespace tessera::actors::frontend {
+
+void tenant_limits::refill(entry& e, clock::time_point now) const {
+  if (!e.limit.units_per_minute)
+    return;
+  const double capacity = *e.limit.units_per_minute;
+  // A clock that went backwards (it does not: steady) refills nothing.
+  const double seconds = std::max(0.0, std::chrono::duration<double>(now - e.refilled).count());
+  e.balance = std::min(capacity, e.balance + seconds * capacity / 60.0);
+  e.refilled = std::max(e.refilled, now);
+}
+
+tenant_admission tenant_limits::admit(const std::string& tenant, const tenant_limit& limit,
+                                      double admission_units, clock::time_point now) {
+  auto [it, fresh] = tenants_.try_emplace(tenant);
+  auto& e = it->second;
+  const bool had_bucket = !fresh && e.limit.units_per_minute.has_value();
+  if (!fresh)
+    refill(e, now);
+  e.limit = limit;
+  e.dropped = false;
+  if (e.limit.units_per_minute && !had_bucket) {
+    // A new bucket (a new tenant, or one that was unlimited) starts full.
+    e.balance = *e.limit.units_per_minute;
+    e.refilled = now;
+  } else if (e.limit.units_per_minute) {
+    // A reload may have shrunk the capacity.
+    e.balance = std::min(e.balance, *e.limit.units_per_minute);
+  }
+
+  tenant_admission a;
+  a.balance = e.balance;
+  if (e.limit.units_per_minute) {
+    const double capacity = *e.limit.units_per_minute;
+    // Written so that NaN, a non-positive capacity and a cost over it all
+    // land here: no wait makes them fit.
+    if (!(admission_units <= capacity) || !(capacity > 0)) {
+      a.limit = tenant_limit_kind::never_fits;
+      return a;
+    }
+  }
+  if (e.limit.max_concurrent && e.in_flight >= *e.limit.max_concurrent) {
+    a.limit = tenant_limit_kind::concurrency;
+    a.retry_after_s = 1.0;
+    return a;
+  }
+  if (e.limit.units_per_minute && e.balance < admission_units) {
+    a.limit = tenant_limit_kind::units;
+    a.retry_after_s = (admission_units - e.balance) * 60.0 / *e.limit.units_per_minute;
+    return a;
+  }
+  if (e.limit.units_per_minute)
+    e.balance -= std::max(0.0, admission_units);
+  ++e.in_flight;
+  a.admitted = true;
+  a.balance = e.balance;
+  return a;
+}
+
+void tenant_limits::charge_output(const std::string& tenant, int64_t tokens, clock::time_point now) {
+  auto it = tenants_.find(tenant);
+  if (it == tenants_.end() || tokens <= 0 || !it->second.limit.units_per_minute)
+    return;
+  refill(it->second, now);
+  it->second.balance -= units_.per_output_token * static_cast<double>(tokens);
+}
+
+void tenant_limits::release(const std::string& tenant) {
+  auto it = tenants_.find(tenant);
+  if (it == tenants_.end() || it->second.in_flight <= 0)
+    return;
+  if (--it->second.in_flight == 0 && it->second.dropped)
+    tenants_.erase(it);
+}
+
+void tenant_limits::forget_absent(const std::set<std::string>& names) {
+  for (auto it = tenants_.begin(); it != tenants_.end();) {
+    if (names.contains(it->first)) {
+      ++it;
+    } else if (it->second.in_flight > 0) {
+      it->second.dropped = true;
+      ++it;
+    } else {
+      it = tenants_.erase(it);
+    }
+  }
+}
+
+std::optional<double> tenant_limits::balance(const std::string& tenant, clock::time_point now) {
+  auto it = tenants_.find(tenant);
+  if (it == tenants_.end() || !it->second.limit.units_per_minute)
+    return std::nullopt;
+  refill(it->second, now);
+  return it->second.balance;
+}
+
+int32_t tenant_limits::in_flight(const std::string& tenant) const {
+  auto it = tenants_.find(tenant);
+  return it == tenants_.end() ? 0 : it->second.in_flight;
+}
+
+int32_t request_priority(std::optional<int32_t> requested, std::optional<int32_t> tenant_priority) {
+  int32_t p = requested.value_or(tenant_priority.value_or(0));
+  if (tenant_priority)
+    p = std::min(p, *tenant_priority);
+  return std::clamp(p, -max_request_priority, max_request_priority);
+}
+
+} // namespace tessera::actors::frontend

@@ -1,0 +1,140 @@
+#pragma once
+/// @file
+/// Per-tenant rate limits in model units (engine/model_units.hpp) and
+/// concurrency limits, as the API key file sets them (cluster/api_keys.hpp).
+/// Plain logic: no actors, no HTTP, the clock passed in. Not thread-safe:
+/// one owner (the frontend actor) calls it.
+///
+/// Each tenant with `units_per_minute` has a token bucket of that capacity,
+/// full at first and refilled continuously at units_per_minute / 60 per
+/// second. A request is charged a * input + c when it is admitted and
+/// b per output token as the tokens arrive; output charges may take the
+/// balance below zero, and the tenant's next admission waits until the
+/// bucket holds its cost again. `max_concurrent` bounds the tenant's
+/// requests in flight (admitted and not yet released).
+///
+///   admit --> admitted ---- charge_output ... ---> release
+///         \-> refused (units: retry after the refill time;
+///                      concurrency: retry after 1 s;
+///                      never_fits: the admission alone is over the
+///                      bucket's capacity, no retry can help)
+///
+/// Tenants come and go with the key file: the table learns a tenant's
+/// limits at its admissions (they follow a reloaded file), and forget_absent
+/// drops those the reloaded file no longer names. A dropped tenant with
+/// requests in flight stays until its last release (so its count never
+/// goes wrong), and is taken back, count intact, if the file names it again.
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+
+#include "engine/model_units.hpp"
+
+namespace tessera::actors::frontend {
+
+/// One tenant's limits (from cluster::tenant_policy).
+struct tenant_limit {
+  /// Model units per minute (the bucket's capacity and refill per minute);
+  /// nullopt: unlimited. Must be > 0 when set.
+  std::optional<double> units_per_minute;
+  /// Requests in flight at once; nullopt: unlimited. Must be >= 1 when set.
+  std::optional<int32_t> max_concurrent;
+};
+
+/// Which limit refused a request.
+enum class tenant_limit_kind : uint8_t {
+  /// Admitted: none.
+  none,
+  /// The units bucket holds less than the admission's cost.
+  units,
+  /// The tenant has max_concurrent requests in flight.
+  concurrency,
+  /// The admission's cost alone is over the bucket's capacity: never
+  /// admitted, whatever the wait.
+  never_fits,
+};
+
+/// What admit decided.
+struct tenant_admission {
+  bool admitted = false;
+  tenant_limit_kind limit = tenant_limit_kind::none;
+  /// Refused: seconds until a retry can succeed (units: until the bucket
+  /// holds the cost, assuming nothing else is charged meanwhile;
+  /// concurrency: 1). 0 when admitted or never_fits.
+  double retry_after_s = 0;
+  /// The tenant's balance after the decision, in units (for messages).
+  double balance = 0;
+};
+
+/// The table of tenants' buckets and in-flight counts.
+class tenant_limits {
+public:
+  using clock = std::chrono::steady_clock;
+
+  /// `units` prices the output tokens charge_output charges (b).
+  explicit tenant_limits(engine::model_units units = {}) : units_(units) {}
+
+  /// The unit prices (a, b, c).
+  [[nodiscard]] const engine::model_units& units() const { return units_; }
+
+  /// Admits a request of tenant `tenant` (limits `limit`, which replace
+  /// what the table had) costing `admission_units` (a * input + c) at
+  /// `now`: takes the units from its bucket and counts it in flight, or
+  /// refuses it, taking nothing.
+  [[nodiscard]] tenant_admission admit(const std::string& tenant, const tenant_limit& limit,
+                                       double admission_units, clock::time_point now);
+
+  /// Charges `tokens` output tokens (b each) of an admitted request of
+  /// `tenant`. A tenant the table does not have is ignored.
+  void charge_output(const std::string& tenant, int64_t tokens, clock::time_point now);
+
+  /// Ends an admitted request of `tenant` (however it ended). A tenant the
+  /// table does not have, or one with none in flight, is ignored.
+  void release(const std::string& tenant);
+
+  /// After a key file reload: forgets every tenant not in `names` (one
+  /// with requests in flight at its last release).
+  void forget_absent(const std::set<std::string>& names);
+
+  /// The balance of `tenant`'s bucket at `now`, in units; nullopt when the
+  /// table has no bucket for it (unknown, or no units_per_minute).
+  [[nodiscard]] std::optional<double> balance(const std::string& tenant, clock::time_point now);
+
+  /// `tenant`'s requests in flight (0 when unknown).
+  [[nodiscard]] int32_t in_flight(const std::string& tenant) const;
+
+  /// Tenants the table holds.
+  [[nodiscard]] size_t size() const { return tenants_.size(); }
+
+private:
+  struct entry {
+    tenant_limit limit;
+    double balance = 0;
+    clock::time_point refilled;
+    int32_t in_flight = 0;
+    /// The key file no longer names it: erased at the last release.
+    bool dropped = false;
+  };
+  void refill(entry& e, clock::time_point now) const;
+
+  engine::model_units units_;
+  std::unordered_map<std::string, entry> tenants_;
+};
+
+/// Largest |priority| a request gets (the body's `priority` field is
+/// range-checked against it; a tenant's priority is clamped to it), so that
+/// no request reaches the router's health canaries (canary_priority).
+inline constexpr int32_t max_request_priority = 1'000'000;
+
+/// The engine priority (higher first) of a request whose body asked for
+/// `requested` (nullopt: no `priority` field): with a tenant
+/// (`tenant_priority`, from the key file) the request's own value capped by
+/// the tenant's, or the tenant's when it asked for none; without keys
+/// (nullopt) what it asked for, or 0. Clamped to +-max_request_priority.
+[[nodiscard]] int32_t request_priority(std::optional<int32_t> requested, std::optional<int32_t> tenant_priority);
+
+} // namespace tessera::actors::frontend
