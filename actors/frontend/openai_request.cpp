@@ -1,6 +1,7 @@
 #include "actors/frontend/openai_request.hpp"
 #include "actors/frontend/tenant_limits.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -772,6 +773,12 @@ void read_fields(field_reader& r, api_request& req) {
     req.session_id = std::move(*v);
   if (auto v = r.integer("priority", -max_request_priority, max_request_priority))
     req.priority = static_cast<int32_t>(*v);
+  if (auto v = r.string("cache_salt", lim.max_id_bytes)) {
+    if (v->empty() || std::any_of(v->begin(), v->end(), [](char c) { return (c >= 0 && c < 0x20) || c == 0x7f; }))
+      r.fail("cache_salt must be a non-empty string without control characters", "cache_salt");
+    else
+      req.cache_salt = std::move(*v);
+  }
 
   reject_unsupported(r, req);
 }

@@ -133,6 +133,10 @@ struct api_request {
   /// file's tenant priority (vLLM's `priority` is lower first); capped by
   /// the tenant's (request_priority). nullopt: not given.
   std::optional<int32_t> priority;
+  /// Prefix-cache salt (vLLM's `cache_salt`): the request reuses cached
+  /// blocks only of requests with the same salt (and tenant). 1 to
+  /// limits.max_id_bytes bytes, no control characters; empty: none given.
+  std::string cache_salt;
 };
 
 /// Parses the body of a request to `kind`'s endpoint. Checks, in order:
