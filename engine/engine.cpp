@@ -254,7 +254,8 @@ void engine::append_token(request_state& rs, const sampled_token& t, request_out
     }
   }
   if (stop_token) {
-    out.stop_reason = std::to_string(t.token);
+    if (std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), t.token) != p.stop_token_ids.end())
+      out.stop_token = t.token;
     if (rs.detok)
       rs.text += rs.detok->finish();
     finish(rs, finish_reason::stop, out);

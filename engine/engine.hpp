@@ -98,8 +98,11 @@ struct request_output {
   std::string text;
   /// Why the request finished in this step; none while it continues.
   finish_reason finish = finish_reason::none;
-  /// The stop string or stop token id that ended the request, as text.
+  /// The stop string that ended the request; empty for none.
   std::string stop_reason;
+  /// The entry of stop_token_ids that ended the request; -1 for none (EOS
+  /// and stop strings leave it -1), as vLLM's stop_reason tells them apart.
+  int32_t stop_token = -1;
   /// Tokens of the prompt.
   int32_t prompt_tokens = 0;
   /// Prompt tokens whose KV came from the prefix cache.

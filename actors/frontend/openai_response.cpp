@@ -49,8 +49,14 @@ json finish_json(engine::finish_reason r) {
   return std::string{engine::to_string(r)};
 }
 
-json stop_reason_json(engine::finish_reason r, const std::string& stop_reason) {
-  if (r == engine::finish_reason::none || stop_reason.empty())
+/// As vLLM gives it: the stop string, the stop token id as a number, or
+/// null (EOS, length, still running).
+json stop_reason_json(engine::finish_reason r, const std::string& stop_reason, int32_t stop_token) {
+  if (r != engine::finish_reason::stop)
+    return nullptr;
+  if (stop_token >= 0)
+    return stop_token;
+  if (stop_reason.empty())
     return nullptr;
   return stop_reason;
 }
@@ -197,6 +203,7 @@ stream_delta choice_output::append(const engine::request_output& out) {
   d.logprobs = out.logprobs;
   d.finish = out.finish;
   d.stop_reason = out.stop_reason;
+  d.stop_token = out.stop_token;
   text += out.text;
   text_chars += count_chars(out.text);
   token_ids.insert(token_ids.end(), out.tokens.begin(), out.tokens.end());
@@ -204,6 +211,7 @@ stream_delta choice_output::append(const engine::request_output& out) {
   if (out.finish != engine::finish_reason::none) {
     finish = out.finish;
     stop_reason = out.stop_reason;
+    stop_token = out.stop_token;
   }
   return d;
 }
@@ -240,7 +248,7 @@ std::string completion_response(const response_meta& meta,
     ch["text"] = c.text;
     ch["logprobs"] = opts.logprobs ? completion_logprobs(c.logprobs, 0, opts) : json(nullptr);
     ch["finish_reason"] = finish_json(c.finish);
-    ch["stop_reason"] = stop_reason_json(c.finish, c.stop_reason);
+    ch["stop_reason"] = stop_reason_json(c.finish, c.stop_reason, c.stop_token);
     arr.push_back(std::move(ch));
   }
   out["choices"] = std::move(arr);
@@ -261,7 +269,7 @@ std::string chat_response(const response_meta& meta, std::span<const choice_outp
     ch["message"] = std::move(msg);
     ch["logprobs"] = opts.logprobs ? chat_logprobs(c.logprobs, opts) : json(nullptr);
     ch["finish_reason"] = finish_json(c.finish);
-    ch["stop_reason"] = stop_reason_json(c.finish, c.stop_reason);
+    ch["stop_reason"] = stop_reason_json(c.finish, c.stop_reason, c.stop_token);
     arr.push_back(std::move(ch));
   }
   out["choices"] = std::move(arr);
@@ -278,7 +286,7 @@ std::string completion_chunk(const response_meta& meta, const stream_delta& d,
   ch["logprobs"] =
     opts.logprobs ? completion_logprobs(d.logprobs, d.text_offset, opts) : json(nullptr);
   ch["finish_reason"] = finish_json(d.finish);
-  ch["stop_reason"] = stop_reason_json(d.finish, d.stop_reason);
+  ch["stop_reason"] = stop_reason_json(d.finish, d.stop_reason, d.stop_token);
   out["choices"] = json::array({std::move(ch)});
   if (opts.include_usage)
     out["usage"] = nullptr;
@@ -313,7 +321,7 @@ std::string chat_chunk(const response_meta& meta, const stream_delta& d,
   ch["delta"] = std::move(delta);
   ch["logprobs"] = opts.logprobs ? chat_logprobs(d.logprobs, opts) : json(nullptr);
   ch["finish_reason"] = finish_json(d.finish);
-  ch["stop_reason"] = stop_reason_json(d.finish, d.stop_reason);
+  ch["stop_reason"] = stop_reason_json(d.finish, d.stop_reason, d.stop_token);
   out["choices"] = json::array({std::move(ch)});
   if (opts.include_usage)
     out["usage"] = nullptr;
@@ -327,18 +335,27 @@ std::string usage_chunk(const response_meta& meta, api_kind kind, const usage_co
   return sse_event(dump(out));
 }
 
+namespace {
+
+json model_json(const model_card& m) {
+  json e = json::object();
+  e["id"] = m.id;
+  e["object"] = "model";
+  e["created"] = m.created;
+  e["owned_by"] = m.owned_by;
+  if (m.max_model_len > 0)
+    e["max_model_len"] = m.max_model_len;
+  return e;
+}
+
+} // namespace
+
+std::string model_response(const model_card& model) { return dump(model_json(model)); }
+
 std::string models_response(std::span<const model_card> models) {
   json data = json::array();
-  for (const auto& m : models) {
-    json e = json::object();
-    e["id"] = m.id;
-    e["object"] = "model";
-    e["created"] = m.created;
-    e["owned_by"] = m.owned_by;
-    if (m.max_model_len > 0)
-      e["max_model_len"] = m.max_model_len;
-    data.push_back(std::move(e));
-  }
+  for (const auto& m : models)
+    data.push_back(model_json(m));
   json out = json::object();
   out["object"] = "list";
   out["data"] = std::move(data);

@@ -90,8 +90,10 @@ struct stream_delta {
   int64_t text_offset = 0;
   /// Set on the choice's last delta.
   engine::finish_reason finish = engine::finish_reason::none;
-  /// The stop string or stop token that ended the choice, if any.
+  /// The stop string that ended the choice, if any.
   std::string stop_reason;
+  /// The stop token id that ended it; -1 for none.
+  int32_t stop_token = -1;
 };
 
 /// One choice's whole output, accumulated from engine::request_output.
@@ -108,8 +110,10 @@ struct choice_output {
   int64_t text_chars = 0;
   /// Why the choice ended; none while it runs.
   engine::finish_reason finish = engine::finish_reason::none;
-  /// The stop string or stop token that ended it, if any.
+  /// The stop string that ended it, if any.
   std::string stop_reason;
+  /// The stop token id that ended it; -1 for none.
+  int32_t stop_token = -1;
 
   /// Adds one engine output of this choice's request and returns the part
   /// that is new, ready for a stream chunk.
@@ -190,6 +194,9 @@ struct model_card {
 /// Body of GET /v1/models: object "list", data[{id, object "model",
 /// created, owned_by}].
 [[nodiscard]] std::string models_response(std::span<const model_card> models);
+
+/// Body of GET /v1/models/{id}: one entry of models_response's data.
+[[nodiscard]] std::string model_response(const model_card& model);
 
 /// Body of an error response: {"error": {"message", "type", "param",
 /// "code"}} (empty param / code as null). Send it with e.status.

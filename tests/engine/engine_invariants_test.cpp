@@ -247,6 +247,7 @@ TEST(EngineInvariantsTest, StopsAtMaxTokensEosAndStopTokens) {
   auto res = run_one(*eng, r);
   EXPECT_EQ(res.tokens.size(), 5u);
   EXPECT_EQ(res.finish, finish_reason::length);
+  EXPECT_EQ(res.stop_token, -1);
   // Make the 3rd greedy token a stop token.
   auto stop = make_request(2, r.prompt, 5);
   stop.params.stop_token_ids = {res.tokens[2]};
@@ -254,6 +255,9 @@ TEST(EngineInvariantsTest, StopsAtMaxTokensEosAndStopTokens) {
   EXPECT_EQ(s.finish, finish_reason::stop);
   ASSERT_LE(s.tokens.size(), 3u);
   EXPECT_EQ(s.tokens.back(), res.tokens[2]);
+  // The stop token is reported as a token id, not as a stop string.
+  EXPECT_EQ(s.stop_token, res.tokens[2]);
+  EXPECT_EQ(s.stop_reason, "");
   // min_tokens keeps it from being sampled until then.
   stop.id = 3;
   stop.params.min_tokens = 5;

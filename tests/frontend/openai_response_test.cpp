@@ -164,6 +164,24 @@ TEST(OpenaiResponseTest, ChatResponseHasOpenAIShape) {
   EXPECT_EQ(j["usage"]["prompt_tokens_details"]["cached_tokens"], 8);
 }
 
+// vLLM's stop_reason: the stop string, the stop token id as a number, null
+// for EOS and length (so a stop string "1" and token 1 differ).
+TEST(OpenaiResponseTest, StopReasonIsStringTokenIdOrNull) {
+  auto reason_of = [](request_output o) {
+    choice_output c;
+    c.append(o);
+    std::vector<choice_output> choices{c};
+    auto j = json::parse(chat_response(meta(), choices, make_usage(3, choices), {}));
+    return j["choices"][0]["stop_reason"];
+  };
+  EXPECT_EQ(reason_of(out({1}, "a", finish_reason::stop, "1")), "1");
+  auto by_token = out({1}, "a", finish_reason::stop);
+  by_token.stop_token = 1;
+  EXPECT_EQ(reason_of(by_token), 1);
+  EXPECT_TRUE(reason_of(out({2}, "a", finish_reason::stop)).is_null()); // EOS
+  EXPECT_TRUE(reason_of(out({2}, "a", finish_reason::length)).is_null());
+}
+
 TEST(OpenaiResponseTest, ChatLogprobsListTokensWithBytesAndAlternatives) {
   choice_output c;
   c.append(out({1, 5}, "Hel", finish_reason::stop, {},
@@ -295,6 +313,14 @@ TEST(OpenaiResponseTest, TextWithControlCharactersAndBadBytesStaysOneSseLine) {
   auto frame = chat_chunk(meta(), c.append(out({1}, "line1\nline2\r\n\"q\" \xff")), {});
   auto j = sse_json(frame);
   EXPECT_EQ(j["choices"][0]["delta"]["content"], "line1\nline2\r\n\"q\" \xef\xbf\xbd");
+}
+
+TEST(OpenaiResponseTest, OneModelIsAnEntryOfTheList) {
+  model_card card{"llama", 1700000000, "tessera", 8192};
+  auto one = json::parse(model_response(card));
+  EXPECT_EQ(one, json::parse(models_response(std::span{&card, 1}))["data"][0]);
+  EXPECT_EQ(one["id"], "llama");
+  EXPECT_EQ(one["object"], "model");
 }
 
 TEST(OpenaiResponseTest, ModelsListHasOpenAIShape) {

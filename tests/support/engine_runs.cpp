@@ -40,6 +40,7 @@ void collect(std::map<uint64_t, run_result>& out, const std::vector<engine::requ
     if (o.finish != engine::finish_reason::none) {
       r.finish = o.finish;
       r.stop_reason = o.stop_reason;
+      r.stop_token = o.stop_token;
     }
   }
 }

@@ -19,6 +19,7 @@ struct run_result {
   engine::finish_reason finish = engine::finish_reason::none;
   std::string text;
   std::string stop_reason;
+  int32_t stop_token = -1;
   int32_t cached_prompt_tokens = 0;
   /// Equal tokens, logprobs and finish reason.
   friend bool operator==(const run_result& a, const run_result& b) {

@@ -103,6 +103,7 @@ inline void expect_same(const token_chunk& a, const token_chunk& b) {
   EXPECT_EQ(a.text, b.text);
   EXPECT_EQ(a.finish, b.finish);
   EXPECT_EQ(a.stop_reason, b.stop_reason);
+  EXPECT_EQ(a.stop_token, b.stop_token);
   EXPECT_EQ(a.prompt_tokens, b.prompt_tokens);
   EXPECT_EQ(a.cached_prompt_tokens, b.cached_prompt_tokens);
   EXPECT_EQ(a.output_tokens, b.output_tokens);

@@ -85,6 +85,7 @@ inline token_chunk chunk_with_logprobs() {
   m.text = "héllo wörld";
   m.finish = engine::finish_reason::stop;
   m.stop_reason = "</s>";
+  m.stop_token = 2;
   m.prompt_tokens = 120;
   m.cached_prompt_tokens = 64;
   m.output_tokens = 3;

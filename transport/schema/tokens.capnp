@@ -36,4 +36,6 @@ struct TokenChunk {
   promptTokens @6 :Int32;
   cachedPromptTokens @7 :Int32;
   outputTokens @8 :Int32;
+  # The stop_token_ids entry that ended the request; -1 for none.
+  stopToken @9 :Int32 = -1;
 }

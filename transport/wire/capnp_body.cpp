@@ -123,6 +123,7 @@ void put(capnp::MessageBuilder& mb, const token_chunk& m) {
   b.setText(text(m.text));
   b.setFinishReason(static_cast<s::FinishReason>(m.finish));
   b.setStopReason(text(m.stop_reason));
+  b.setStopToken(m.stop_token);
   b.setPromptTokens(m.prompt_tokens);
   b.setCachedPromptTokens(m.cached_prompt_tokens);
   b.setOutputTokens(m.output_tokens);
@@ -400,6 +401,7 @@ token_chunk get(s::TokenChunk::Reader r, const wire_limits& lim) {
   m.finish = static_cast<engine::finish_reason>(
     enum_in_range("finish_reason", r.getFinishReason(), 3));
   m.stop_reason = get_text("stop_reason", r.getStopReason(), lim.max_name_bytes);
+  m.stop_token = r.getStopToken();
   m.prompt_tokens = r.getPromptTokens();
   m.cached_prompt_tokens = r.getCachedPromptTokens();
   m.output_tokens = r.getOutputTokens();

@@ -147,6 +147,9 @@ problem check(const token_chunk& m, const wire_limits& lim) {
     return "finish_reason out of range: " + to_string(static_cast<unsigned>(m.finish));
   if (auto p = check_name("stop_reason", m.stop_reason, lim.max_name_bytes, false); !p.empty())
     return p;
+  if (m.stop_token < -1 || (m.stop_token >= 0 && m.finish != engine::finish_reason::stop))
+    return "stop_token must be -1, or a token id on a chunk that finished with stop; got " +
+           to_string(m.stop_token);
   if (m.prompt_tokens < 0 || m.output_tokens < 0)
     return "prompt_tokens and output_tokens must be >= 0, got " + to_string(m.prompt_tokens) +
            " and " + to_string(m.output_tokens);
