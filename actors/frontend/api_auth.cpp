@@ -65,12 +65,15 @@ std::string compose_cache_salt(std::string_view cache_namespace, std::string_vie
 }
 
 std::string_view endpoint_label(std::string_view path) {
-  static constexpr std::array<std::string_view, 9> known{
-    "/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/ready", "/live", "/metrics",
-    "/admin/fault",    "/admin/drain"};
+  static constexpr std::array<std::string_view, 11> known{
+    "/v1/completions", "/v1/chat/completions", "/v1/models", "/v1/tokenize", "/v1/detokenize", "/health",
+    "/ready",          "/live",                "/metrics",   "/admin/fault", "/admin/drain"};
   for (auto k : known)
     if (path == k)
       return k;
+  // GET /v1/models/{id}: one label whatever the id.
+  if (path.starts_with("/v1/models/") && path.size() > 11)
+    return "/v1/models/{id}";
   return "other";
 }
 

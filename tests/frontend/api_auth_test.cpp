@@ -122,8 +122,10 @@ TEST(ApiAuthTest, TheRequestsCacheSaltIsReadAndChecked) {
 
 TEST(ApiAuthTest, OnlyKnownEndpointsGetALabelOfTheirOwn) {
   for (std::string_view p : {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/ready", "/live",
-                             "/metrics", "/admin/drain", "/admin/fault"})
+                             "/metrics", "/admin/drain", "/admin/fault", "/v1/tokenize", "/v1/detokenize"})
     EXPECT_EQ(endpoint_label(p), p);
+  EXPECT_EQ(endpoint_label("/v1/models/nano"), "/v1/models/{id}");
+  EXPECT_EQ(endpoint_label("/v1/models/other-9"), "/v1/models/{id}");
   std::set<std::string_view> labels;
   for (int i = 0; i < 1000; ++i) {
     const std::string p = "/v1/x" + std::to_string(i);
