@@ -91,6 +91,16 @@ await check("models.list() lists the served model", async () => {
   assert.ok(ids.includes(MODEL), `${MODEL} in ${JSON.stringify(ids)}`);
 });
 
+await check("models.retrieve() returns the served model, NotFoundError for another", async () => {
+  const m = await client.models.retrieve(MODEL);
+  assert.equal(m.id, MODEL);
+  assert.equal(m.object, "model");
+  assert.equal(typeof m.created, "number");
+  const err = await rejection(() => client.models.retrieve("no-such-model"));
+  assert.ok(err instanceof OpenAI.NotFoundError, `got ${err?.constructor?.name}: ${err?.message}`);
+  assert.equal(err.code, "model_not_found");
+});
+
 let greedyText;
 await check("completions.create: one choice, finish_reason length, usage", async () => {
   const r = await client.completions.create(completionRequest());
