@@ -31,6 +31,8 @@ const std::vector<std::string> top_keys{"model",
                                         "ucx_tls",
                                         "cluster_secret_file",
                                         "admin_key_file",
+                                        "api_keys_file",
+                                        "protect_metrics",
                                         "threads_per_worker",
                                         "kv_cache_mb",
                                         "max_model_len",
@@ -215,6 +217,8 @@ config_reading read_cluster_config(std::string_view text, const std::string& nam
   r.str(root["ucx_tls"], "ucx_tls", c.ucx_tls);
   r.str(root["cluster_secret_file"], "cluster_secret_file", c.cluster_secret_file);
   r.str(root["admin_key_file"], "admin_key_file", c.admin_key_file);
+  r.str(root["api_keys_file"], "api_keys_file", c.api_keys_file);
+  r.flag(root["protect_metrics"], "protect_metrics", c.protect_metrics);
   r.num(root["threads_per_worker"], "threads_per_worker", 0, 1024, c.threads_per_worker);
   r.num(root["kv_cache_mb"], "kv_cache_mb", 0, 1 << 20, c.kv_cache_mb);
   // A prompt longer than the wire carries could never reach a worker.
@@ -334,6 +338,8 @@ config_reading read_cluster_config_file(const std::filesystem::path& file) {
     c.cluster_secret_file = (file.parent_path() / c.cluster_secret_file).string();
   if (!c.admin_key_file.empty() && std::filesystem::path{c.admin_key_file}.is_relative())
     c.admin_key_file = (file.parent_path() / c.admin_key_file).string();
+  if (!c.api_keys_file.empty() && std::filesystem::path{c.api_keys_file}.is_relative())
+    c.api_keys_file = (file.parent_path() / c.api_keys_file).string();
   // The nodes that did read are resolved even when others did not: every
   // problem at once.
   for (auto& p : resolve_cluster_addresses(c, file.string()))

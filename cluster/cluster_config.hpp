@@ -20,6 +20,9 @@
 ///                                   # tessera node --insecure)
 ///   admin_key_file = "admin.key"    # the frontend's admin key (POST /admin/*,
 ///                                   # Authorization: Bearer); relative as above
+///   api_keys_file = "keys.toml"     # the API keys and tenants (api_keys.hpp);
+///                                   # relative as above; "" = no authentication
+///   protect_metrics = false         # with api_keys_file: /metrics needs a key
 ///   threads_per_worker = 0          # 0: the cores shared out
 ///   kv_cache_mb = 256               # per worker; 0: the backend's default
 ///   max_model_len = 0               # 0: the model's; at most 1048576
@@ -126,9 +129,15 @@ struct cluster_config {
   std::string cluster_secret_file;
   /// The file holding the frontend's admin key (frontend_config::admin_key;
   /// read like the cluster secret: chmod 600, at least 16 bytes), resolved
-  /// like cluster_secret_file. Empty: no admin endpoints but /admin/fault
-  /// under fault injection. Default: empty.
+  /// like cluster_secret_file. Empty: no admin endpoints. Default: empty.
   std::string admin_key_file;
+  /// The frontend's API key file (cluster/api_keys.hpp), resolved like
+  /// cluster_secret_file; reloaded on SIGHUP. Empty: no authentication.
+  /// Default: empty.
+  std::string api_keys_file;
+  /// With api_keys_file: the frontend's GET /metrics needs a key too.
+  /// Default: false.
+  bool protect_metrics = false;
   /// Per worker. Defaults: 0 (cores shared out), 256 MiB, 0 (the model's).
   /// kv_cache_mb is, with the sim, the modelled GPU's KV capacity; 0 is the
   /// backend's default (cpu 256 MiB; sim: the GPU's memory left by the

@@ -6,6 +6,8 @@
 
 #include <fstream>
 
+#include "cluster/cluster_config.hpp"
+
 #include <gtest/gtest.h>
 
 #include "common/error.hpp"
@@ -176,6 +178,26 @@ TEST(ApiKeysTest, LoadRefusesAPlaintextKeyFileOthersCanRead) {
   ASSERT_FALSE(b);
   EXPECT_NE(tessera::error_text(b.error()).find(bad.string() + ": 'key[0] (line 1).key_sha256'"), std::string::npos)
     << tessera::error_text(b.error());
+}
+
+TEST(ApiKeysTest, TheClusterConfigNamesTheKeyFileBesideItself) {
+  tessera::test::temp_dir dir;
+  const auto toml = dir.path() / "c.toml";
+  const std::string node = "[[node]]\nid = \"f\"\naddress = \"127.0.0.1:14000\"\nroles = [\"frontend\", \"router\", "
+                           "\"worker\"]\nhttp = \"127.0.0.1:9000\"\n";
+  std::ofstream(toml) << "transport = \"loopback\"\napi_keys_file = \"keys.toml\"\nprotect_metrics = true\n" << node;
+  auto c = load_cluster_config(toml);
+  ASSERT_TRUE(c) << tessera::error_text(c.error());
+  EXPECT_EQ(c->api_keys_file, (dir.path() / "keys.toml").string());
+  EXPECT_TRUE(c->protect_metrics);
+  auto plain = parse_cluster_config("transport = \"loopback\"\n" + node, "c.toml");
+  ASSERT_TRUE(plain) << tessera::error_text(plain.error());
+  EXPECT_EQ(plain->api_keys_file, "");
+  EXPECT_FALSE(plain->protect_metrics);
+  auto typo = parse_cluster_config("transport = \"loopback\"\napi_key_file = \"k\"\n" + node, "c.toml");
+  ASSERT_FALSE(typo);
+  EXPECT_NE(tessera::error_text(typo.error()).find("did you mean 'api_keys_file'?"), std::string::npos)
+    << tessera::error_text(typo.error());
 }
 
 } // namespace
