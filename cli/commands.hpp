@@ -34,4 +34,7 @@ command add_check_command(CLI::App& app);
 /// `tessera chaos`: a cluster under a scenario's faults, with known answers.
 command add_chaos_command(CLI::App& app);
 
+/// `tessera launch`: a cluster on a rack's hosts over ssh or Slurm.
+command add_launch_command(CLI::App& app);
+
 } // namespace tessera::cli

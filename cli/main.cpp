@@ -78,6 +78,7 @@ int main(int argc, char** argv) {
     tessera::cli::add_generate_command(app),
     tessera::cli::add_model_command(app),
     tessera::cli::add_bench_command(app),
+    tessera::cli::add_launch_command(app),
   };
   if (auto unknown = unknown_subcommand(app, argc, argv); !unknown.empty()) {
     std::fprintf(stderr, "tessera: %s\nRun with --help for more information.\n", unknown.c_str());

@@ -18,6 +18,10 @@ packages=(
   libpcre2-dev
   libboost-dev
   libssl-dev
+  # tessera launch's tests: their own sshd, munged, slurmctld and slurmd
+  # (Debian's postinst does not start the system's daemons where no init
+  # system runs; the tests never use them).
+  openssh-server openssh-client slurm-wlm munge
 )
 
 missing=()
