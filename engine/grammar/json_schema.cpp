@@ -119,6 +119,15 @@ private:
     emit_schema(from, to, s, pointer);
   }
 
+  // A hostile schema (many large bounds) must fail before it uses the
+  // memory, not after: checked wherever the builder grows in a loop.
+  void check_size(const char* keyword) {
+    if (b_.node_count() > opts_.limits.max_nodes)
+      fail("", keyword,
+           "the schema compiles to an automaton too large (more than " +
+               std::to_string(opts_.limits.max_nodes) + " states); use smaller bounds");
+  }
+
   // Optional whitespace from `from`; returns the node after it.
   uint32_t ws(uint32_t from) {
     uint32_t rule = b_.rule_of(from);
@@ -378,6 +387,7 @@ private:
       b_.add_call(cur, value_rule, dest);
     };
     for (size_t i = 0; i < n; ++i) {
+      check_size("properties");
       std::string key_text = json(props[i].name).dump();
       for (int e = 0; e < 2; ++e) {
         if (!props[i].required)
@@ -431,6 +441,7 @@ private:
     if (max != -1)
       unrolled = max;
     for (int k = 1;; ++k) {
+      check_size("maxItems");
       if (k >= min)
         b_.add_epsilon(ws(cur), close);
       if (k == unrolled) {
@@ -548,8 +559,7 @@ private:
     };
     intern(dfa.start, 0);
     for (size_t qi = 0; qi < queue.size(); ++qi) {
-      if (b_.node_count() > opts_.limits.max_nodes)
-        fail("", "pattern", "the string's automaton is too large");
+      check_size("maxLength");
       auto [d, count] = queue[qi];
       uint32_t node = ids.at({d, count});
       if (dfa.accepting[d] && count >= min)

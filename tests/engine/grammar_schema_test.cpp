@@ -176,6 +176,22 @@ TEST(GrammarSchemaTest, UnsatisfiablePatternAndLengthIsAnError) {
   EXPECT_NE(e.message.find("no finite"), std::string::npos) << e.text();
 }
 
+TEST(GrammarSchemaTest, OversizedSchemasFailBeforeBuildingTheAutomaton) {
+  std::string schema = R"({"type":"object","properties":{)";
+  for (int i = 0; i < 300; ++i) {
+    if (i > 0)
+      schema.append(",");
+    schema.append("\"p").append(std::to_string(i)).append(R"(":{"type":"array","maxItems":1000})");
+  }
+  schema += "}}";
+  json_grammar_options opts;
+  opts.limits.max_nodes = 100'000;
+  auto r = compile_json_schema_text(schema, opts);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error.message.find("too large"), std::string::npos) << r.error.text();
+  EXPECT_FALSE(compile_json_schema_text("{not json").ok());
+}
+
 TEST(GrammarSchemaTest, AnnotationsAreIgnored) {
   auto g = compile(
       R"({"$schema":"https://json-schema.org/draft/2020-12/schema","title":"T","description":"d","type":"integer","default":1,"examples":[2]})");
