@@ -5,7 +5,11 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <optional>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -250,7 +254,38 @@ int run_trace_bench(const trace_bench_options& o) {
   guard.asked_s.before = scrape(asked_metric);
   const auto cpu_before = cpu_sample_now();
   const auto replay_started = std::chrono::steady_clock::now();
+  // The server's autoscaling signal every 2 s of the replay (a server
+  // without it gives no samples), at trace time = wall time x speedup.
+  std::vector<autoscale_sample> scale_samples;
+  std::mutex scale_mu;
+  std::condition_variable scale_cv;
+  bool replay_done = false;
+  std::thread scaler{[&] {
+    std::unique_lock lock{scale_mu};
+    while (!scale_cv.wait_for(lock, std::chrono::seconds{2}, [&] { return replay_done; })) {
+      lock.unlock();
+      const double trace_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - replay_started).count() * o.speedup;
+      auto rec = scrape_by_label(*ep, "tessera_autoscale_recommended_workers", "role", std::chrono::seconds{2});
+      auto dem = scrape_by_label(*ep, "tessera_units_demanded_per_second", "role", std::chrono::seconds{2});
+      lock.lock();
+      if (rec && dem && !rec->empty()) {
+        autoscale_sample s{trace_s, 0, 0};
+        for (const auto& [role, v] : *rec)
+          s.recommended_workers += v;
+        for (const auto& [role, v] : *dem)
+          s.units_demanded_per_s += v;
+        scale_samples.push_back(s);
+      }
+    }
+  }};
   auto replay = replay_trace(*ep, requests, ro, progress);
+  {
+    std::lock_guard lock{scale_mu};
+    replay_done = true;
+  }
+  scale_cv.notify_all();
+  scaler.join();
   const double interval = std::chrono::duration<double>(std::chrono::steady_clock::now() - replay_started).count();
   guard.host_cpu_busy = cpu_busy_share(cpu_before, cpu_sample_now());
   json busy = json::object();
@@ -275,7 +310,8 @@ int run_trace_bench(const trace_bench_options& o) {
   const auto summary = summarize_trace(replay->samples, optimal_hits);
   guard.send_lag_p99_ms = summary.send_lag.p99_ms;
   const auto verdict = judge_host(guard);
-  const auto windows = trace_windows(replay->samples, optimal_hits, o.window_s);
+  auto windows = trace_windows(replay->samples, optimal_hits, o.window_s);
+  attach_autoscale(windows, scale_samples);
   const std::string label =
     !o.label.empty() ? o.label : o.spawn_server ? (o.server_args.empty() ? "serve" : join(o.server_args)) : url;
   json j = trace_summary_json(summary);
@@ -323,6 +359,10 @@ int run_trace_bench(const trace_bench_options& o) {
   }
 
   std::printf("\n%s", trace_table({j}).c_str());
+  if (!scale_samples.empty())
+    std::printf("\nper window of %.0f s of trace time, with the server's autoscaling signal (units "
+                "demanded per second, workers recommended; tessera serve --slo-ttft-ms):\n%s",
+                o.window_s, trace_timeline(windows).c_str());
   std::printf("(hit %% = cached / prompt tokens of the successful requests; opt %% = an unbounded cache on "
               "the same requests; prefill tok = prompt tokens computed; open loop at %gx the "
               "trace's arrival times; send lag p99 %.1f ms; %zu in flight at most)\n",

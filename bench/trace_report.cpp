@@ -134,7 +134,44 @@ json trace_window_json(const trace_window& w) {
   json j = trace_summary_json(w.summary);
   j["start_s"] = w.start_s;
   j["end_s"] = w.end_s;
+  if (w.recommended_workers >= 0) {
+    j["units_demanded_per_s"] = w.units_demanded_per_s;
+    j["recommended_workers"] = w.recommended_workers;
+  }
   return j;
+}
+
+void attach_autoscale(std::vector<trace_window>& windows, const std::vector<autoscale_sample>& samples) {
+  for (auto& w : windows) {
+    double demand = 0, rec = 0;
+    size_t n = 0;
+    for (const auto& s : samples)
+      if (s.trace_s >= w.start_s && s.trace_s < w.end_s) {
+        demand += s.units_demanded_per_s;
+        rec += s.recommended_workers;
+        ++n;
+      }
+    if (n > 0) {
+      w.units_demanded_per_s = demand / static_cast<double>(n);
+      w.recommended_workers = rec / static_cast<double>(n);
+    }
+  }
+}
+
+std::string trace_timeline(const std::vector<trace_window>& windows) {
+  auto fmt = [](const char* f, auto... v) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, f, v...);
+    return std::string{buf};
+  };
+  std::string out = fmt("%9s %9s %13s %14s %12s\n", "trace min", "requests", "TTFT p90 ms", "units/s", "recommended");
+  for (const auto& w : windows) {
+    out += fmt("%9.1f %9zu ", w.start_s / 60, w.summary.requests);
+    out += w.summary.latency.ttft.count > 0 ? fmt("%13.0f ", w.summary.latency.ttft.p90_ms) : fmt("%13s ", "-");
+    out += w.recommended_workers >= 0 ? fmt("%14.0f %12.1f\n", w.units_demanded_per_s, w.recommended_workers)
+                                      : fmt("%14s %12s\n", "-", "-");
+  }
+  return out;
 }
 
 /// triple(j, key), or "host-bound" for a run the host-saturation guard
@@ -198,7 +235,25 @@ std::vector<chart> trace_charts(const std::string& label, const trace_summary& t
   hits.hlines = {{"replay " + fixed("%.1f%%", 100 * total.hit_rate), 100 * total.hit_rate},
                  {"optimum " + fixed("%.1f%%", 100 * total.optimal_hit_rate), 100 * total.optimal_hit_rate}};
   ttft.series = {std::move(p50), std::move(p90)};
-  return {std::move(hits), std::move(ttft)};
+  std::vector<chart> out{std::move(hits), std::move(ttft)};
+  chart scale;
+  scale.title = "Autoscaling signal per window of trace time, " + label;
+  scale.x_label = "trace time, minutes";
+  scale.y_label = "workers";
+  scale.log2_x = false;
+  chart_series rec{"recommended workers", {}};
+  chart_series demand{"demand, units/s / 1000", {}};
+  for (const auto& w : windows)
+    if (w.recommended_workers >= 0) {
+      const double x = (w.start_s + w.end_s) / 2 / 60;
+      rec.points.emplace_back(x, w.recommended_workers);
+      demand.points.emplace_back(x, w.units_demanded_per_s / 1000);
+    }
+  if (!rec.points.empty()) {
+    scale.series = {std::move(rec), std::move(demand)};
+    out.push_back(std::move(scale));
+  }
+  return out;
 }
 
 } // namespace tessera::bench

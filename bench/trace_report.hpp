@@ -69,7 +69,29 @@ struct trace_window {
   double end_s = 0;
   /// The requests that arrived in it.
   trace_summary summary;
+  /// The server's autoscaling signal over the window (mean of the scrapes
+  /// in it, summed over roles): model units demanded per second and the
+  /// workers recommended (tessera_units_demanded_per_second,
+  /// tessera_autoscale_recommended_workers). Negative: not scraped.
+  double units_demanded_per_s = -1;
+  double recommended_workers = -1;
 };
+
+/// One scrape of the autoscaling signal during a replay, at `trace_s`
+/// seconds of trace time, summed over the roles.
+struct autoscale_sample {
+  double trace_s = 0;
+  double units_demanded_per_s = 0;
+  double recommended_workers = 0;
+};
+
+/// Sets each window's autoscaling columns to the mean of the samples whose
+/// trace_s falls in [start_s, end_s); windows without one keep -1.
+void attach_autoscale(std::vector<trace_window>& windows, const std::vector<autoscale_sample>& samples);
+
+/// A table with one row per window: trace minutes, requests, TTFT p90,
+/// units demanded per second and the recommended workers.
+[[nodiscard]] std::string trace_timeline(const std::vector<trace_window>& windows);
 
 /// The replay cut into windows of `window_s` seconds of trace time (by
 /// arrival); windows without requests are left out.
@@ -93,9 +115,11 @@ struct trace_window {
 /// `tessera bench trace --json`: "label" and the summary keys at the top).
 [[nodiscard]] std::string trace_table(const std::vector<nlohmann::json>& results);
 
-/// Two charts over trace time (minutes): hit rate per window beside the
-/// optimum per window (and the whole replay's as lines), and TTFT p50 and
-/// p90 per window.
+/// Charts over trace time (minutes): hit rate per window beside the
+/// optimum per window (and the whole replay's as lines), TTFT p50 and p90
+/// per window, and, when scraped, the recommended workers beside the
+/// demand (units per second / 1000: busy workers' worth with fitted
+/// units).
 [[nodiscard]] std::vector<chart> trace_charts(const std::string& label, const trace_summary& total,
                                               const std::vector<trace_window>& windows);
 

@@ -9,6 +9,7 @@
 #include "bench/trace_bench.hpp"
 #include "bench/transport_bench.hpp"
 #include "bench/transport_peer.hpp"
+#include "bench/units_bench.hpp"
 #include "cli/commands.hpp"
 #include "cli/demo_model.hpp"
 #include "cli/engine_options.hpp"
@@ -63,6 +64,24 @@ void add_engine(CLI::App* bench, std::vector<std::pair<CLI::App*, std::function<
     ->delimiter(',');
   add_engine_options(eng, o->engine);
   subs.emplace_back(eng, [o] { return bench::run_engine_bench(*o); });
+}
+
+void add_units(CLI::App* bench, std::vector<std::pair<CLI::App*, std::function<int()>>>& subs) {
+  auto* u = bench->add_subcommand("units", "Fit the model's units (cost = a * input + b * output + c, "
+                                           "in ms of one worker) from measured engine time");
+  auto o = std::make_shared<bench::units_bench_options>();
+  u->add_option("--model-dir,--model", o->model, "Model folder")->required();
+  u->add_option("--json", o->json_path, "Write the fit and the grid as JSON to this file");
+  u->add_flag("--write", o->write, "Store the fit in the model folder's tessera_serving.json");
+  u->add_option("--inputs", o->inputs, "Prompt lengths of the grid")->capture_default_str()
+    ->delimiter(',')->check(CLI::Range(1, 1 << 20));
+  u->add_option("--outputs", o->outputs, "Output lengths of the grid")->capture_default_str()
+    ->delimiter(',')->check(CLI::Range(1, 1 << 20));
+  u->add_option("--concurrency", o->concurrency, "Requests run together at each point")
+    ->capture_default_str()->check(CLI::Range(1, 1024));
+  u->add_option("--threads", o->threads, "CPU threads (0: all cores)")->capture_default_str();
+  add_engine_options(u, o->engine);
+  subs.emplace_back(u, [o] { return bench::run_units_bench(*o); });
 }
 
 void add_kv_int8(CLI::App* bench, std::vector<std::pair<CLI::App*, std::function<int()>>>& subs) {
@@ -312,6 +331,7 @@ command add_bench_command(CLI::App& app) {
   add_serve(bench, *subs);
   add_trace(bench, *subs);
   add_transport(bench, *subs);
+  add_units(bench, *subs);
   return {bench, [subs] {
             for (auto& [sub, run] : *subs)
               if (sub->parsed())

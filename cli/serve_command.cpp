@@ -2,6 +2,7 @@
 // OpenAI-compatible HTTP API.
 #include <csignal>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -141,6 +142,28 @@ command add_serve_command(CLI::App& app) {
     ->check(CLI::Range(0, 1024));
   sub->add_option("--kv-cache-mb", a->kv_cache_mb,
                   "KV pool per worker, MiB; with --engine sim the modelled GPU's KV capacity "
+  sub->add_option("--router-load", o.router.options.load,
+                  "The router's load term: units (outstanding model units, tessera bench units) or "
+                  "blocks (KV blocks, the older measure)")
+    ->capture_default_str()
+    ->transform(CLI::CheckedTransformer(std::map<std::string, actors::load_measure>{
+      {"units", actors::load_measure::units}, {"blocks", actors::load_measure::blocks}}));
+  sub->add_option("--router-sticky-break", o.router.options.sticky_break_factor,
+                  "A session leaves its sticky worker when that worker's load exceeds this factor "
+                  "times the least-loaded worker's with the request (0: never)")
+    ->capture_default_str()
+    ->check(CLI::Range(1.0, 1e6) | CLI::IsMember({0.0}));
+  sub->add_option("--slo-ttft-ms", o.router.autoscale.slo_ttft_ms,
+                  "TTFT SLO (p90, ms) of the autoscaling signal (tessera_autoscale_recommended_workers; "
+                  "0: none)")
+    ->capture_default_str()->check(CLI::Range(0.0, 1e7));
+  sub->add_option("--slo-itl-ms", o.router.autoscale.slo_itl_ms,
+                  "Inter-token latency SLO (p90, ms) of the autoscaling signal (0: none)")
+    ->capture_default_str()->check(CLI::Range(0.0, 1e7));
+  sub->add_option("--autoscale-worker-units", o.router.autoscale.worker_units_per_second,
+                  "Model units one worker serves per second when always busy (0: fitted units are ms, "
+                  "so 1000, or 1000 / --sim-time-scale on the sim)")
+    ->capture_default_str()->check(CLI::Range(0.0, 1e12));
                   "(0: the backend's default: cpu 256 MiB, sim what the GPU's memory leaves "
                   "after the weights)")
     ->capture_default_str()

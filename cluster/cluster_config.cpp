@@ -27,6 +27,10 @@ const std::vector<std::string> top_keys{"model",
                                         "served_model_name",
                                         "router_policy",
                                         "max_local_prefill_tokens",
+                                        "router_load",
+                                        "router_sticky_break",
+                                        "slo_ttft_ms",
+                                        "slo_itl_ms",
                                         "transport",
                                         "ucx_tls",
                                         "cluster_secret_file",
@@ -213,6 +217,14 @@ config_reading read_cluster_config(std::string_view text, const std::string& nam
   r.str(root["served_model_name"], "served_model_name", c.served_model_name);
   r.str(root["router_policy"], "router_policy", c.router_policy);
   r.num(root["max_local_prefill_tokens"], "max_local_prefill_tokens", 0, 1 << 24, c.max_local_prefill_tokens);
+  r.str(root["router_load"], "router_load", c.router_load);
+  if (c.router_load != "units" && c.router_load != "blocks")
+    r.problem("'router_load' must be units or blocks, got " + quote_input(c.router_load));
+  r.flt(root["router_sticky_break"], "router_sticky_break", 0.0, 1e6, c.router_sticky_break);
+  if (c.router_sticky_break > 0 && c.router_sticky_break < 1)
+    r.problem("'router_sticky_break' must be 0 (never) or >= 1, got " + std::to_string(c.router_sticky_break));
+  r.flt(root["slo_ttft_ms"], "slo_ttft_ms", 0.0, 1e7, c.slo_ttft_ms);
+  r.flt(root["slo_itl_ms"], "slo_itl_ms", 0.0, 1e7, c.slo_itl_ms);
   r.str(root["transport"], "transport", c.transport);
   r.str(root["ucx_tls"], "ucx_tls", c.ucx_tls);
   r.str(root["cluster_secret_file"], "cluster_secret_file", c.cluster_secret_file);

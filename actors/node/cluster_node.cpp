@@ -109,6 +109,10 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
   auto model = detail::load_model(model_dir, engine.kind);
   if (!model)
     return model.error();
+  auto units = engine::serving_units(model_dir.string(),
+                                     engine::units_engine_key(engine::to_string(engine.kind), engine.sim.gpu));
+  if (!units)
+    return units.error();
 
   transport::transport_options to;
   to.cluster_secret = secret;
@@ -155,6 +159,14 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
     rc.policy = cfg.router_policy;
     rc.options.max_local_prefill_tokens = cfg.max_local_prefill_tokens;
     rc.options.remote_fetch = cfg.kv_remote_fetch;
+    rc.options.units = *units;
+    rc.options.load = cfg.router_load == "blocks" ? load_measure::blocks : load_measure::units;
+    rc.options.sticky_break_factor = cfg.router_sticky_break;
+    rc.autoscale.slo_ttft_ms = cfg.slo_ttft_ms;
+    rc.autoscale.slo_itl_ms = cfg.slo_itl_ms;
+    rc.autoscale.worker_units_per_second = // units are ms of (modelled) worker time
+      engine.kind == engine::backend_kind::sim && engine.sim.time_scale > 0 ? 1000.0 / engine.sim.time_scale : 1000.0;
+    rc.metrics = metrics; // the autoscaling signal (with the frontend's latency, on its node)
     rc.bridge = caf::actor_cast<caf::actor>(p->br->actor());
     rc.node = node_id; // health canaries' tokens come back here
     auto router = spawn_router(sys, rc);
@@ -202,6 +214,7 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
       spec.store = p->store;
       spec.store_writer = p->store_writer;
       spec.offer_max_bytes = cfg.kvstore_offer_mb << 20;
+      spec.units = *units;
       say("starting " + spec.name);
       auto w = p->supervisor->start(spec);
       if (!w)

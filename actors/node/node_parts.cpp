@@ -90,6 +90,7 @@ caf::expected<started_worker> start_worker(caf::actor_system& sys, bridge& br,
   wc.roles = spec.roles;
   wc.metrics = spec.metrics;
   wc.fault_injection = spec.fault_injection;
+  wc.units = spec.units;
   wc.store = spec.store;
   wc.store_writer = spec.store_writer;
   wc.offer_max_bytes = spec.offer_max_bytes;

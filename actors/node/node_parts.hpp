@@ -89,6 +89,8 @@ struct worker_spec {
   kvstore_writer_actor store_writer;
   /// worker_config::offer_max_bytes. Default: 64 MiB.
   uint64_t offer_max_bytes = uint64_t{64} << 20;
+  /// worker_config::units (the model's units for this engine).
+  engine::model_units units;
 };
 
 struct started_worker {

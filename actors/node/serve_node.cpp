@@ -63,7 +63,18 @@ caf::expected<std::unique_ptr<serve_node>> serve_node::start(caf::actor_system& 
   p->br = std::make_unique<bridge>(
     sys, std::make_unique<transport::loopback_transport>(transport::loopback_fabric::make()),
     bridge_config{node_id, detail::node_protocol(), std::chrono::seconds{30}, {}});
+  auto units = engine::serving_units(opts.model_dir.string(),
+                                     engine::units_engine_key(engine::to_string(opts.engine.kind), opts.engine.sim.gpu));
+  if (!units)
+    return units.error();
+  auto metrics = std::make_shared<cluster::metrics_registry>();
   auto rc = opts.router;
+  rc.options.units = *units;
+  rc.metrics = metrics; // the autoscaling signal
+  if (rc.autoscale.worker_units_per_second <= 0) // units are ms of (modelled) worker time
+    rc.autoscale.worker_units_per_second =
+      opts.engine.kind == engine::backend_kind::sim && opts.engine.sim.time_scale > 0 ? 1000.0 / opts.engine.sim.time_scale
+                                                                                       : 1000.0;
   rc.bridge = caf::actor_cast<caf::actor>(p->br->actor());
   rc.node = node_id; // health canaries' tokens come back here
   auto router = spawn_router(sys, rc);
@@ -73,7 +84,6 @@ caf::expected<std::unique_ptr<serve_node>> serve_node::start(caf::actor_system& 
   caf::anon_send(p->br->actor(), publish_atom_v, std::string{"router"},
                  caf::actor_cast<caf::actor>(p->router));
 
-  auto metrics = std::make_shared<cluster::metrics_registry>();
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const uint64_t id_base = detail::random_id_base();
   std::string backend_name;
@@ -108,6 +118,7 @@ caf::expected<std::unique_ptr<serve_node>> serve_node::start(caf::actor_system& 
     spec.store = p->store;
     spec.store_writer = p->store_writer;
     spec.offer_max_bytes = opts.kv_offer_max_bytes;
+    spec.units = *units;
     say("starting " + spec.name);
     auto w = p->supervisor->start(spec);
     if (!w)

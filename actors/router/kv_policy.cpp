@@ -5,6 +5,7 @@
 #include <limits>
 #include <vector>
 
+#include "actors/router/load_policies.hpp"
 #include "common/assert.hpp"
 
 namespace tessera::actors {
@@ -33,8 +34,26 @@ double kv_prefill_cost(const worker_load& w, int32_t cached_blocks, const route_
   return overlap_weight * prefill_blocks + decode_blocks(w);
 }
 
+double kv_prefill_cost_units(const worker_load& w, int32_t cached_blocks, const route_request& req,
+                             double overlap_weight, const engine::model_units& units) {
+  const int64_t uncached = std::max<int64_t>(
+    0, int64_t{req.prompt_tokens} - int64_t{cached_blocks} * int64_t{req.block_tokens});
+  return overlap_weight * units.per_input_token * static_cast<double>(uncached)
+         + load_in(load_measure::units, w, req.block_tokens);
+}
+
+double kv_policy::prefill_cost(const candidate& c, const route_request& req) const {
+  if (options().load == load_measure::units)
+    return kv_prefill_cost_units(*c.load, c.cached_blocks, req, options().overlap_weight, options().units);
+  return kv_prefill_cost(*c.load, c.cached_blocks, req, options().overlap_weight);
+}
+
+double kv_policy::decode_load(const worker_load& w, const route_request& req) const {
+  return options().load == load_measure::units ? load_in(load_measure::units, w, req.block_tokens)
+                                               : decode_blocks(w);
+}
+
 router_policy::choice kv_policy::choose_decode(const route_context& ctx) {
-  const double weight = options().overlap_weight;
   // The two cheapest remote prefill workers: a decode worker that prefills
   // remotely pairs with the cheapest one that is not itself.
   constexpr size_t none = std::numeric_limits<size_t>::max();
@@ -42,8 +61,7 @@ router_policy::choice kv_policy::choose_decode(const route_context& ctx) {
   size_t best = none;
   size_t second = none;
   for (size_t i = 0; i < ctx.prefill.size(); ++i) {
-    prefill_cost[i] = kv_prefill_cost(*ctx.prefill[i].load, ctx.prefill[i].cached_blocks,
-                                      ctx.request, weight);
+    prefill_cost[i] = this->prefill_cost(ctx.prefill[i], ctx.request);
     if (best == none || prefill_cost[i] < prefill_cost[best]) {
       second = best;
       best = i;
@@ -57,18 +75,18 @@ router_policy::choice kv_policy::choose_decode(const route_context& ctx) {
   for (size_t i = 0; i < ctx.decode.size(); ++i) {
     const candidate& d = ctx.decode[i];
     if (prefills_locally(ctx, d)) {
-      cost[i] = kv_prefill_cost(*d.load, d.cached_blocks, ctx.request, weight);
+      cost[i] = this->prefill_cost(d, ctx.request);
       continue;
     }
     const size_t p = ctx.prefill[best].load->id == d.load->id ? second : best;
     TESSERA_ASSERT(p != none, "a decode worker that prefills remotely has a remote prefill worker");
     remote_part[i] = prefill_cost[p];
-    cost[i] = decode_blocks(*d.load) + prefill_cost[p];
+    cost[i] = decode_load(*d.load, ctx.request) + prefill_cost[p];
   }
   const size_t chosen = pick_lowest(ctx.decode, cost);
-  std::string why = "cost " + number(cost[chosen]);
+  std::string why = "cost " + number(cost[chosen]) + " " + to_string(options().load);
   if (remote_part[chosen] >= 0)
-    why += " = decode " + number(decode_blocks(*ctx.decode[chosen].load)) + " + remote prefill "
+    why += " = decode " + number(decode_load(*ctx.decode[chosen].load, ctx.request)) + " + remote prefill "
            + number(remote_part[chosen]);
   return {chosen, std::move(why)};
 }
@@ -77,10 +95,9 @@ router_policy::choice kv_policy::choose_prefill(const route_context& ctx,
                                                 std::span<const candidate> remote) {
   std::vector<double> cost(remote.size());
   for (size_t i = 0; i < remote.size(); ++i)
-    cost[i] = kv_prefill_cost(*remote[i].load, remote[i].cached_blocks, ctx.request,
-                              options().overlap_weight);
+    cost[i] = prefill_cost(remote[i], ctx.request);
   const size_t chosen = pick_lowest(remote, cost);
-  return {chosen, "cost " + number(cost[chosen])};
+  return {chosen, "cost " + number(cost[chosen]) + " " + to_string(options().load)};
 }
 
 } // namespace tessera::actors

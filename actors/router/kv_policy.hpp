@@ -28,6 +28,16 @@
 /// Remote prefill worker: the lowest cost(P). Ties: fewer active requests,
 /// then the seeded random numbers.
 ///
+/// With router_options::load units (the default) the same cost is counted
+/// in model units (route_types.hpp): a worker's outstanding units stand for
+/// both its queued prefill and its decode load, and the request's own
+/// prefill costs a per uncached prompt token:
+///
+///   cost(w) = overlap_weight * a * uncached(w) + outstanding_units(w)
+///
+/// and a decode worker prefilling remotely costs outstanding_units(D) +
+/// cost(P*). With load blocks the formulas above hold as written.
+///
 /// Later: per-tier weights (a block in g3 disk is worth less than one in
 /// the g1 pool; prefix_index reports the split in worker_overlap).
 
@@ -42,6 +52,12 @@ namespace tessera::actors {
 [[nodiscard]] double kv_prefill_cost(const worker_load& w, int32_t cached_blocks,
                                      const route_request& req, double overlap_weight);
 
+/// cost(w) in model units (see the file comment). Negative or non-finite
+/// outstanding units count as 0.
+[[nodiscard]] double kv_prefill_cost_units(const worker_load& w, int32_t cached_blocks,
+                                           const route_request& req, double overlap_weight,
+                                           const engine::model_units& units);
+
 /// The "kv" policy (see the file comment).
 class kv_policy final : public router_policy {
 public:
@@ -51,6 +67,12 @@ public:
 protected:
   choice choose_decode(const route_context& ctx) override;
   choice choose_prefill(const route_context& ctx, std::span<const candidate> remote) override;
+
+private:
+  /// cost(c) in the options' load measure.
+  [[nodiscard]] double prefill_cost(const candidate& c, const route_request& req) const;
+  /// A decode worker's own load in the options' load measure.
+  [[nodiscard]] double decode_load(const worker_load& w, const route_request& req) const;
 };
 
 } // namespace tessera::actors

@@ -1,6 +1,7 @@
 #include "actors/router/load_policies.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <vector>
 
@@ -34,6 +35,20 @@ double load_blocks(const worker_load& w, int32_t block_tokens) {
   return decode + queued / static_cast<double>(std::max(1, block_tokens));
 }
 
+double load_in(load_measure m, const worker_load& w, int32_t block_tokens) {
+  if (m == load_measure::blocks)
+    return load_blocks(w, block_tokens);
+  return std::isfinite(w.outstanding_units) ? std::max(0.0, w.outstanding_units) : 0.0;
+}
+
+double request_load(load_measure m, const engine::model_units& units, const route_request& req) {
+  const int64_t max_tokens = std::max<int32_t>(0, req.max_tokens);
+  if (m == load_measure::units)
+    return units.cost(req.prompt_tokens, max_tokens);
+  const int64_t bt = std::max(1, req.block_tokens);
+  return static_cast<double>((int64_t{req.prompt_tokens} + max_tokens + bt - 1) / bt);
+}
+
 router_policy::choice round_robin_policy::choose_decode(const route_context& ctx) {
   const size_t i = next_after(ctx.decode, last_decode_);
   last_decode_ = ctx.decode[i].load->id;
@@ -63,10 +78,11 @@ router_policy::choice least_loaded_policy::choose_decode(const route_context& ct
 router_policy::choice least_loaded_policy::choose_prefill(const route_context& ctx,
                                                           std::span<const candidate> remote) {
   std::vector<double> load(remote.size());
+  const auto m = options().load;
   for (size_t i = 0; i < remote.size(); ++i)
-    load[i] = load_blocks(*remote[i].load, ctx.request.block_tokens);
+    load[i] = load_in(m, *remote[i].load, ctx.request.block_tokens);
   const size_t chosen = pick_lowest(remote, load);
-  return {chosen, "load " + number(load[chosen]) + " blocks"};
+  return {chosen, "load " + number(load[chosen]) + " " + to_string(m)};
 }
 
 } // namespace tessera::actors

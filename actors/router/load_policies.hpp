@@ -44,7 +44,8 @@ protected:
   choice choose_prefill(const route_context& ctx, std::span<const candidate> remote) override;
 };
 
-/// Each choice takes the worker with the least load in blocks:
+/// Each choice takes the worker with the least load: outstanding model
+/// units (router_options::load units, the default), or in blocks,
 /// active_decode_blocks + queued_prefill_tokens / block_tokens.
 class least_loaded_policy final : public router_policy {
 public:
@@ -59,5 +60,13 @@ protected:
 /// The least-loaded policy's load of `w`, in blocks of `block_tokens`.
 /// Negative counts count as 0.
 [[nodiscard]] double load_blocks(const worker_load& w, int32_t block_tokens);
+
+/// `w`'s load in `m`: outstanding_units (negative counts as 0), or
+/// load_blocks.
+[[nodiscard]] double load_in(load_measure m, const worker_load& w, int32_t block_tokens);
+
+/// What `req` adds to a worker's load in `m`: units.cost(prompt,
+/// max_tokens), or its blocks ceil((prompt + max_tokens) / block_tokens).
+[[nodiscard]] double request_load(load_measure m, const engine::model_units& units, const route_request& req);
 
 } // namespace tessera::actors

@@ -11,4 +11,8 @@ const char* to_string(worker_role r) {
   return "unknown";
 }
 
+const char* to_string(load_measure m) {
+  return m == load_measure::units ? "units" : "blocks";
+}
+
 } // namespace tessera::actors

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/block_hash.hpp"
+#include "engine/model_units.hpp"
 
 namespace tessera::actors {
 
@@ -47,6 +48,11 @@ struct worker_load {
   int64_t queued_prefill_tokens = 0;
   /// Requests the worker is running (prefill or decode).
   int32_t active_requests = 0;
+  /// Model units (router_options::units) of the work the worker still has:
+  /// queued and running requests' a * prompt tokens left + b * output
+  /// tokens left + c. From its heartbeats, plus what the router routed to
+  /// it since, less what finished.
+  double outstanding_units = 0;
   /// Most requests it runs at once; a worker at the limit takes no new
   /// request. 0: no limit.
   int32_t max_requests = 0;
@@ -65,6 +71,9 @@ struct route_request {
   int32_t prompt_tokens = 0;
   /// Tokens per KV block, >= 1 (the engines' block size).
   int32_t block_tokens = 16;
+  /// Most tokens it may generate (its units: a * prompt + b * max_tokens
+  /// + c); >= 0.
+  int32_t max_tokens = 0;
   /// Conversation id for stickiness; empty: none. Any length (the session
   /// table keeps a 64-bit hash of it).
   std::string session_id;
@@ -96,6 +105,19 @@ struct route_decision {
   /// (costs, cache hits, the disaggregation test).
   std::string reason;
 };
+
+/// What a policy's load term counts.
+enum class load_measure : uint8_t {
+  /// Outstanding model units (worker_load::outstanding_units): a long
+  /// prompt or a long generation weighs what it costs.
+  units,
+  /// KV blocks: active_decode_blocks + queued_prefill_tokens / block_tokens
+  /// (the load term before model units; kept to compare against).
+  blocks,
+};
+
+/// "units" or "blocks".
+const char* to_string(load_measure m);
 
 /// Options of every router policy.
 struct router_options {
@@ -142,6 +164,18 @@ struct router_options {
   /// forgotten beyond it. 0 turns stickiness off. About 100 bytes each.
   /// Default: 65536.
   size_t max_sessions = 65536;
+  /// The load term of least-loaded and kv, and of the sticky break.
+  /// Default: units.
+  load_measure load = load_measure::units;
+  /// The model's units (engine/model_units.hpp) for the engine the workers
+  /// run. Default: a = b = 1, c = 0 (unfitted: tokens).
+  engine::model_units units;
+  /// A session's sticky decode worker is given up for the policy's choice
+  /// when its load exceeds this factor times the least-loaded eligible
+  /// worker's load with the request added to it (load in the measure
+  /// above; so an idle cluster keeps sessions where they are). 0: never.
+  /// Finite, 0 or >= 1. Default: 2.
+  double sticky_break_factor = 2.0;
   /// Seed of the policy's random numbers (the random policy, tie breaks).
   /// Default: 0.
   uint64_t seed = 0;

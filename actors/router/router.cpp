@@ -1,6 +1,7 @@
 #include "actors/router/router_actor.hpp"
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <optional>
 #include <random>
@@ -12,6 +13,7 @@
 #include "actors/bridge/remote_actor.hpp"
 #include "actors/router/prefix_index.hpp"
 #include "actors/router/router_errc.hpp"
+#include "cluster/metrics.hpp"
 #include "actors/router/router_policy.hpp"
 #include "actors/worker/worker_actor.hpp"
 #include "common/error.hpp"
@@ -38,6 +40,11 @@ struct known_worker {
   bool logged_unhealthy = false;
   /// Bytes of one KV block (from its heartbeats' pool capacity).
   uint64_t block_bytes = 0;
+  /// Units routed to it since its last heartbeat (the heartbeat may have
+  /// left before they arrived, so they are added to its figure).
+  double units_since_heartbeat = 0;
+  /// Its last heartbeat's units_served; negative before the first.
+  double units_served = -1;
 };
 
 /// What a routed request added to its workers' load estimates.
@@ -46,6 +53,22 @@ struct inflight {
   uint64_t decode = 0;
   int64_t decode_blocks = 0;
   int64_t prefill_tokens = 0;
+  /// Model units: a * uncached prompt on the prefill worker (until the
+  /// first token), b * max_tokens + c on the decode worker.
+  double prefill_units = 0;
+  double decode_units = 0;
+};
+
+/// The autoscaling signal's state (autoscale.hpp), per role.
+struct autoscale_state {
+  std::array<ewma_rate, 3> demanded;
+  std::array<ewma_rate, 3> served;
+  clock_type::time_point last_tick = clock_type::now();
+  /// The TTFT and ITL histograms at the start of the current window, and
+  /// their p90 over the last complete one.
+  std::vector<uint64_t> ttft_before, itl_before;
+  clock_type::time_point window_start = clock_type::now();
+  std::optional<double> ttft_p90_ms, itl_p90_ms;
 };
 
 struct router_state {
@@ -72,7 +95,24 @@ struct router_state {
   /// Nodes an operator drained (POST /admin/drain): their workers get no
   /// new request and show as unhealthy until undrained.
   std::set<std::string> drained;
+  autoscale_state scale;
 };
+
+size_t role_index(worker_role r) {
+  return static_cast<size_t>(r);
+}
+
+/// Adds `units` of work routed to worker `w` to its load and its
+/// estimate since the heartbeat.
+void add_units(known_worker& w, double units) {
+  w.load.outstanding_units += units;
+  w.units_since_heartbeat += units;
+}
+
+void drop_units(router_state& st, uint64_t id, double units) {
+  if (auto w = st.workers.find(id); w != st.workers.end())
+    w->second.load.outstanding_units = std::max(0.0, w->second.load.outstanding_units - units);
+}
 
 /// Why a worker on a drained node takes no request.
 constexpr const char* drained_reason = "drained by an operator (POST /admin/drain)";
@@ -148,6 +188,13 @@ void on_heartbeat(router_pointer self, const wire::heartbeat& h) {
   auto& w = st.workers.at(id->second);
   w.health.heard(clock_type::now());
   w.load.active_requests = static_cast<int32_t>(h.queue_depth);
+  // The worker's own figure, plus what was routed to it since it may
+  // not have seen yet (validated finite and >= 0 by the wire).
+  w.load.outstanding_units = h.outstanding_units + w.units_since_heartbeat;
+  w.units_since_heartbeat = 0;
+  if (w.units_served >= 0 && h.units_served >= w.units_served)
+    st.scale.served[role_index(w.load.role)].add(h.units_served - w.units_served);
+  w.units_served = h.units_served;
   for (const auto& u : h.kv_usage)
     if (u.tier == wire::kv_tier::g1_pool && w.join.num_blocks > 0) {
       w.block_bytes = u.capacity_bytes / static_cast<uint64_t>(w.join.num_blocks);
@@ -177,6 +224,7 @@ caf::expected<route_answer> route(router_pointer self, const route_query& q) {
   req.prompt_tokens = static_cast<int32_t>(q.prompt.size());
   req.block_tokens = ref.block_tokens;
   req.session_id = q.session_id;
+  req.max_tokens = std::max(0, q.max_tokens);
   engine::kv_hash_blocks(ref.hash_seed, engine::kv_hash_root(ref.hash_seed, q.cache_salt), q.prompt,
                          ref.block_tokens, q.prompt.size(), req.block_hashes);
   auto d = st.policy->route(req, loads, st.index);
@@ -195,6 +243,13 @@ caf::expected<route_answer> route(router_pointer self, const route_query& q) {
   decode.load.active_decode_blocks += f.decode_blocks;
   prefill.load.queued_prefill_tokens += f.prefill_tokens;
   st.requests[q.request_id] = f;
+  const auto& units = st.cfg.options.units;
+  f.prefill_units = units.per_input_token * static_cast<double>(std::max<int64_t>(0, f.prefill_tokens));
+  f.decode_units = units.per_output_token * static_cast<double>(req.max_tokens) + units.per_request;
+  add_units(prefill, f.prefill_units);
+  add_units(decode, f.decode_units);
+  st.scale.demanded[role_index(prefill.load.role)].add(f.prefill_units);
+  st.scale.demanded[role_index(decode.load.role)].add(f.decode_units);
   st.index.touch(d->prefill_worker, req.block_hashes);
   route_answer a{prefill.join.at, decode.join.at, d->disaggregated, d->cached_blocks, std::move(d->reason), {}, 0};
   if (d->fetch_store != 0)
@@ -213,6 +268,8 @@ void dequeue_prefill(router_state& st, inflight& f) {
       std::max<int64_t>(0, p->second.load.queued_prefill_tokens - f.prefill_tokens);
   f.prefill_tokens = 0;
 }
+  drop_units(st, f.prefill, f.prefill_units);
+  f.prefill_units = 0;
 
 /// The first token arrived: the prefill worker is done with the prompt
 /// (Dynamo's router does the same at prefill completion). Until the
@@ -237,6 +294,7 @@ void on_finished(router_pointer self, uint64_t request_id) {
       std::max<int64_t>(0, d->second.load.active_decode_blocks - f.decode_blocks);
   }
   dequeue_prefill(st, f);
+  drop_units(st, f.decode, f.decode_units);
 }
 
 /// The worker's state now, for /health and /ready.
@@ -306,11 +364,85 @@ bool canaries_on(const router_state& st) {
 }
 
 /// Every quarter canary interval (250 ms without canaries): late canaries
+/// Folds the units routed and served since the last tick into the rates
+/// and exports the autoscaling signal per role present (autoscale.hpp).
+void autoscale_tick(router_state& st) {
+  if (!st.cfg.metrics)
+    return;
+  auto& sc = st.scale;
+  const auto now = clock_type::now();
+  const double dt = std::chrono::duration<double>(now - sc.last_tick).count();
+  if (dt < 0.1)
+    return;
+  sc.last_tick = now;
+  const double tau = std::max(1.0, static_cast<double>(st.cfg.autoscale.window.count())) / 1000.0;
+  for (size_t r = 0; r < 3; ++r) {
+    sc.demanded[r].tick(dt, tau);
+    sc.served[r].tick(dt, tau);
+  }
+  auto& reg = *st.cfg.metrics;
+  auto& ttft = reg.histogram("tessera_time_to_first_token_seconds", "Time from request to first token.",
+                             cluster::latency_buckets_seconds());
+  auto& itl = reg.histogram("tessera_inter_token_latency_seconds", "Time between tokens of a choice.",
+                            cluster::latency_buckets_seconds());
+  if (now - sc.window_start >= st.cfg.autoscale.window) {
+    auto p90_ms = [](const cluster::metric_histogram& h, const std::vector<uint64_t>& before,
+                     const std::vector<uint64_t>& counts) -> std::optional<double> {
+      if (auto q = histogram_quantile(h.bounds(), before, counts, 0.9))
+        return *q * 1000.0;
+      return std::nullopt;
+    };
+    auto t = ttft.cumulative_counts();
+    auto i = itl.cumulative_counts();
+    sc.ttft_p90_ms = p90_ms(ttft, sc.ttft_before, t);
+    sc.itl_p90_ms = p90_ms(itl, sc.itl_before, i);
+    sc.ttft_before = std::move(t);
+    sc.itl_before = std::move(i);
+    sc.window_start = now;
+  }
+  std::array<int32_t, 3> healthy{};
+  std::array<bool, 3> present{};
+  for (const auto& [id, w] : st.workers) {
+    const auto r = role_index(w.load.role);
+    present[r] = true;
+    if (w.health.check(now, st.cfg.health).healthy && !st.drained.contains(w.join.at.node))
+      ++healthy[r];
+  }
+  for (auto role : {worker_role::prefill, worker_role::decode, worker_role::both}) {
+    const auto r = role_index(role);
+    if (!present[r])
+      continue;
+    const cluster::metric_labels labels{{"role", to_string(role)}};
+    autoscale_input in;
+    in.demanded_per_second = sc.demanded[r].per_second();
+    in.served_per_second = sc.served[r].per_second();
+    in.workers = healthy[r];
+    in.ttft_p90_ms = sc.ttft_p90_ms;
+    in.itl_p90_ms = sc.itl_p90_ms;
+    in.ttft_applies = role != worker_role::decode;
+    in.itl_applies = role != worker_role::prefill;
+    reg.gauge("tessera_units_demanded_per_second",
+              "Model units of the requests routed per second (EWMA), by the role of the worker they went to.",
+              labels)
+      .set(in.demanded_per_second);
+    reg.gauge("tessera_units_served_per_second",
+              "Model units of work workers did per second (EWMA, from their heartbeats), by role.", labels)
+      .set(in.served_per_second);
+    reg.gauge("tessera_autoscale_recommended_workers",
+              "Workers of the role the demand in model units and the TTFT/ITL SLO call for "
+              "(ceil(demanded / (worker capacity x target utilization)), raised above the current "
+              "count while the SLO is missed).",
+              labels)
+      .set(recommended_workers(in, st.cfg.autoscale));
+  }
+}
+
 /// become failures (and are cancelled on their worker), due ones are sent,
 /// and a worker that turned unhealthy, or healthy again, is logged once.
 void health_tick(router_pointer self) {
   auto& st = self->state;
   const auto now = clock_type::now();
+  autoscale_tick(st);
   std::erase_if(st.canaries, [&](const auto& c) { return !st.workers.contains(c.second); });
   for (auto& [worker_id, w] : st.workers) {
     if (auto late = w.health.expire_canary(now, st.cfg.health)) {

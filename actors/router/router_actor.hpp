@@ -20,15 +20,21 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <caf/all.hpp>
 
 #include "actors/actor_types.hpp"
+#include "actors/router/autoscale.hpp"
 #include "actors/router/route_types.hpp"
 #include "actors/router/worker_health.hpp"
 #include "transport/wire/messages.hpp"
+
+namespace tessera::cluster {
+class metrics_registry;
+} // namespace tessera::cluster
 
 namespace tessera::actors {
 
@@ -122,6 +128,13 @@ struct router_config {
   /// A kv store without a heartbeat for this long is not offered to the
   /// policy. Default: 5 s.
   std::chrono::milliseconds store_timeout{5000};
+  /// Where the autoscaling signal goes (autoscale.hpp): units demanded and
+  /// served per second and the recommended workers, per role; the TTFT and
+  /// ITL histograms the frontend records there are read for the SLO test.
+  /// Null: no signal.
+  std::shared_ptr<cluster::metrics_registry> metrics;
+  /// The signal's SLOs and capacity.
+  autoscale_options autoscale;
   /// The node's bridge: how the router asks a worker whose KV events it
   /// lost to resend its view (kv_events_atom). Unset: the gap is only
   /// logged and the view stays stale until the worker clears its cache.

@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include "actors/router/kv_policy.hpp"
 #include "actors/router/load_policies.hpp"
@@ -205,6 +206,24 @@ caf::expected<route_decision> router_policy::route(const route_request& req,
   route_decision out;
   std::string reason{name()};
   const candidate* d = binding ? find_in(decode, binding->decode_worker) : nullptr;
+  std::string broke;
+  if (d && opts_.sticky_break_factor > 0) {
+    // The sticky worker is given up when it carries more than the factor
+    // times what the least-loaded one would with this request.
+    double least = std::numeric_limits<double>::infinity();
+    for (const auto& c : decode)
+      least = std::min(least, load_in(opts_.load, *c.load, req.block_tokens));
+    const double mine = load_in(opts_.load, *d->load, req.block_tokens);
+    const double bar = opts_.sticky_break_factor * (least + request_load(opts_.load, opts_.units, req));
+    if (mine > bar) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "load %.6g %s > %g x %.6g", mine, to_string(opts_.load),
+                    opts_.sticky_break_factor, bar / opts_.sticky_break_factor);
+      broke = buf;
+      d = nullptr;
+      ++sticky_breaks_;
+    }
+  }
   if (d) {
     out.sticky = true;
     reason += ": decode " + str(static_cast<int64_t>(d->load->id)) + " (sticky session)";
@@ -214,7 +233,8 @@ caf::expected<route_decision> router_policy::route(const route_request& req,
     d = &decode[c.index];
     reason += ": decode " + str(static_cast<int64_t>(d->load->id));
     if (binding)
-      reason += " (sticky worker " + str(static_cast<int64_t>(binding->decode_worker)) + " replaced)";
+      reason += " (sticky worker " + str(static_cast<int64_t>(binding->decode_worker)) + " replaced"
+                + (broke.empty() ? std::string{} : ": " + broke) + ")";
     if (!c.why.empty())
       reason += " (" + c.why + ")";
   }
@@ -293,6 +313,19 @@ caf::expected<std::unique_ptr<router_policy>> make_router_policy(std::string_vie
       std::snprintf(buf, sizeof buf, "%g", credit);
       return make_router_error(router_errc::invalid_options,
                                std::string{"host_tier_credit, disk_tier_credit and remote_tier_credit must be in [0, 1], got "} + buf);
+    }
+  if (!std::isfinite(opts.sticky_break_factor) || (opts.sticky_break_factor != 0 && opts.sticky_break_factor < 1)) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%g", opts.sticky_break_factor);
+    return make_router_error(router_errc::invalid_options,
+                             std::string{"sticky_break_factor must be 0 (never) or finite and >= 1, got "} + buf);
+  }
+  for (double u : {opts.units.per_input_token, opts.units.per_output_token, opts.units.per_request})
+    if (!std::isfinite(u) || u < 0) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%g", u);
+      return make_router_error(router_errc::invalid_options,
+                               std::string{"model units a, b, c must be finite and >= 0, got "} + buf);
     }
   if (opts.max_local_prefill_tokens < 0)
     return make_router_error(router_errc::invalid_options,

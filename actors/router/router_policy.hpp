@@ -10,7 +10,8 @@
 /// 3 differ between policies (choose_decode, choose_prefill):
 ///
 ///   1. decode worker D: the session's sticky decode worker if it can take
-///      the request, else the policy's choice among the eligible workers of
+///      the request and its load is at most sticky_break_factor times the
+///      least-loaded eligible worker's plus the request's, else the policy's choice among the eligible workers of
 ///      role decode or both (eligible: healthy and under max_requests).
 ///   2. conditional disaggregation: D prefills the request itself when
 ///      prompt_tokens - (D's cached blocks x block_tokens) <=
@@ -67,6 +68,10 @@ public:
   /// Sessions forgotten because the table was full.
   [[nodiscard]] uint64_t session_evictions() const { return sessions_.evictions(); }
 
+  /// Sticky bindings given up because the sticky worker's load exceeded
+  /// router_options::sticky_break_factor times the least-loaded one's.
+  [[nodiscard]] uint64_t sticky_breaks() const { return sticky_breaks_; }
+
   /// Forgets a session's binding (the conversation ended).
   void forget_session(std::string_view session_id);
 
@@ -122,6 +127,7 @@ private:
   router_options opts_;
   uint64_t rng_state_;
   session_table sessions_;
+  uint64_t sticky_breaks_ = 0;
 };
 
 /// The policy names make_router_policy knows: "kv", "round-robin",
@@ -130,7 +136,8 @@ private:
 
 /// A policy by name (see router_policy_names()). Errors: unknown_policy
 /// naming the valid choices; invalid_options (overlap_weight negative or
-/// not finite, max_local_prefill_tokens negative).
+/// not finite, max_local_prefill_tokens negative, sticky_break_factor in
+/// (0, 1) or not finite, units negative or not finite).
 [[nodiscard]] caf::expected<std::unique_ptr<router_policy>>
 make_router_policy(std::string_view name, router_options opts = {});
 

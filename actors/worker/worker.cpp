@@ -47,6 +47,12 @@ struct tracked {
   /// cache salt, offered to the store when it finishes.
   std::vector<int32_t> tokens;
   std::string cache_salt;
+  /// Model units of its work still to do here (worker_config::units): a *
+  /// prompt until prefilled, b per output token left, c until it ends.
+  double units_left = 0;
+  /// Whether its prompt is computed (its first output came, or its KV was
+  /// handed over from a prefill worker).
+  bool prefilled = false;
 };
 
 /// A hand-off granted here, waiting for its blocks and commit.
@@ -56,6 +62,8 @@ struct granted {
   /// With a kv store: the exported sequence and its cache salt.
   std::vector<int32_t> tokens;
   std::string cache_salt;
+  /// Units of the decode left once committed: b * (max_tokens - 1) + c.
+  double units = 0;
 };
 
 /// A hand-off that found too few free blocks: it waits (first come, first
@@ -102,6 +110,8 @@ struct worker_state {
   /// tokens computed already fed to it.
   fetch_cost_model fetch_costs;
   uint64_t tokens_computed_seen = 0;
+  /// Model units of work done since the worker started (heartbeat).
+  double units_served = 0;
 };
 
 using worker_pointer = worker_impl::stateful_pointer<worker_state>;
@@ -210,6 +220,8 @@ caf::expected<wire::kv_grant> try_grant(worker_pointer self, const wire::request
   if (!grant)
     return grant.error();
   auto& g = st.grants[grant->request_id] = granted{*grant, h.reply_to, {}, {}};
+  g.units = st.cfg.units.per_output_token * static_cast<double>(std::max(0, h.request.params.max_tokens - 1))
+            + st.cfg.units.per_request;
   if (offering(st)) {
     g.tokens = h.kv->tokens;
     g.cache_salt = h.request.cache_salt;
@@ -336,6 +348,22 @@ void count_step(worker_state& st, std::chrono::steady_clock::time_point started,
   st.emulated_exported = emulated;
 }
 
+/// Counts what `out` did of `t`'s work in model units: its prompt with its
+/// first output, b per token, c when it is `done` here.
+void account_units(worker_state& st, tracked& t, const engine::request_output& out, bool done) {
+  const auto& u = st.cfg.units;
+  double served = 0;
+  if (!t.prefilled && (!out.tokens.empty() || done)) {
+    served += u.per_input_token * static_cast<double>(t.original.prompt.size());
+    t.prefilled = true;
+  }
+  served += u.per_output_token * static_cast<double>(out.tokens.size());
+  if (done)
+    served += u.per_request;
+  st.units_served += served;
+  t.units_left = done ? 0 : std::max(0.0, t.units_left - served);
+}
+
 void on_step(worker_pointer self) {
   auto& st = self->state;
   const auto started = std::chrono::steady_clock::now();
@@ -360,6 +388,7 @@ void on_step(worker_pointer self) {
       out.finish = engine::finish_reason::none; // the client's request goes on elsewhere
     const auto finished = out.finish != engine::finish_reason::none;
     const auto id = out.id;
+    account_units(st, t, out, finished || prefill_done || static_cast<bool>(out.error));
     if (offering(st) && prefill_done) {
       // The prompt's blocks serve the node's other workers from now on, not
       // only once the turn ends on the decode worker.
@@ -401,6 +430,20 @@ wire::heartbeat load_of(worker_pointer self) {
   h.node_id = st.cfg.node + "/" + st.cfg.name; // the router's key for this worker
   h.queue_depth = static_cast<uint32_t>(st.eng->num_unfinished());
   h.load = static_cast<float>(st.eng->num_unfinished()) / static_cast<float>(std::max<size_t>(1, st.cfg.max_waiting));
+  // Work accepted but not in the engine yet counts too: hand-offs granted
+  // or waiting for blocks, and requests waiting for a prefix fetch.
+  const auto& u = st.cfg.units;
+  for (const auto& [id, t] : st.requests)
+    h.outstanding_units += t.units_left;
+  for (const auto& [id, g] : st.grants)
+    h.outstanding_units += g.units;
+  for (const auto& w : st.waiting_grants)
+    h.outstanding_units += u.per_output_token * static_cast<double>(std::max(0, w.handoff.request.params.max_tokens - 1))
+                           + u.per_request;
+  for (const auto& [id, f] : st.fetching)
+    h.outstanding_units += u.cost(static_cast<int64_t>(f.handoff.request.prompt.size()),
+                                  std::max(0, f.handoff.request.params.max_tokens));
+  h.units_served = st.units_served;
   h.kv_usage.push_back({wire::kv_tier::g1_pool,
                         static_cast<uint64_t>(stats.num_blocks - stats.free_blocks) * bb,
                         static_cast<uint64_t>(stats.num_blocks) * bb});
@@ -459,8 +502,15 @@ caf::error admit(worker_pointer self, wire::request_handoff h) {
   }
   if (auto err = start_request(*st.eng, std::move(r), h.resume_output))
     return err;
+  const auto& u = st.cfg.units;
+  const auto prompt = static_cast<int64_t>(h.request.prompt.size());
+  const double units_left =
+    prefill_only ? u.cost(prompt, 1)
+                 : u.cost(prompt, std::max<int64_t>(0, int64_t{h.request.params.max_tokens}
+                                                         - static_cast<int64_t>(h.resume_output.size())));
   auto& t = st.requests[id] = tracked{h.reply_to, prefill_only ? h.decode_at : wire::actor_address{},
                                       std::move(h.request), {}, {}};
+  t.units_left = units_left;
   if (offering(st) && !prefill_only) {
     t.tokens = t.original.prompt;
     t.tokens.insert(t.tokens.end(), h.resume_output.begin(), h.resume_output.end());
@@ -673,7 +723,9 @@ worker_impl::behavior_type worker_fn(worker_pointer self, std::shared_ptr<engine
       st.grants.erase(it);
       if (auto err = commit_handoff(*st.eng, g.grant, d))
         return err;
-      st.requests[d.request_id] = tracked{g.reply_to, {}, {}, std::move(g.tokens), std::move(g.cache_salt)};
+      auto& t = st.requests[d.request_id] = tracked{g.reply_to, {}, {}, std::move(g.tokens), std::move(g.cache_salt)};
+      t.units_left = g.units;
+      t.prefilled = true;
       kick(self);
       return caf::unit;
     },

@@ -60,6 +60,7 @@
 #include "actors/worker/fetch_cost.hpp"
 #include "cluster/metrics.hpp"
 #include "engine/engine.hpp"
+#include "engine/model_units.hpp"
 #include "kvstore/block_store.hpp"
 
 namespace tessera::actors {
@@ -164,6 +165,9 @@ struct worker_config {
   /// Most payload bytes one fetch reply carries (larger prefixes come in
   /// several). Default: 16 MiB.
   uint64_t fetch_max_bytes = uint64_t{16} << 20;
+  /// The model's units for this engine: its heartbeats report outstanding
+  /// and served work in them (the router's load term). Default: unfitted.
+  engine::model_units units;
 };
 
 /// Spawns a worker on its own thread, driving `eng` (which it shares with

@@ -45,6 +45,13 @@ struct Heartbeat {
   load @3 :Float32;
   queueDepth @4 :UInt32;
   kvUsage @5 :List(KvTierUsage);
+  # Model units of the work queued and running (a * prompt tokens left +
+  # b * output tokens left + c per request); finite, >= 0.
+  outstandingUnits @6 :Float64;
+  # Model units of work done since the worker started (a per prompt token
+  # prefilled, b per token generated, c per request finished); finite,
+  # >= 0, never decreasing.
+  unitsServed @7 :Float64;
 }
 
 # A worker announcing itself to the router: where it is, what it does, and

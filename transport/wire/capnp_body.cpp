@@ -193,6 +193,8 @@ void put(capnp::MessageBuilder& mb, const wire_error& m) {
   b.setCategory(text(m.category));
   b.setCode(m.code);
   b.setMessage(text(m.message));
+  b.setOutstandingUnits(m.outstanding_units);
+  b.setUnitsServed(m.units_served);
 }
 
 void put(capnp::MessageBuilder& mb, const kv_grant& m) {
@@ -504,6 +506,8 @@ kv_grant get(s::KvGrant::Reader r, const wire_limits& lim) {
 envelope get(s::Envelope::Reader r, const wire_limits& lim) {
   envelope m;
   m.kind = static_cast<envelope_kind>(enum_in_range("kind", r.getKind(), 3));
+  m.outstanding_units = r.getOutstandingUnits();
+  m.units_served = r.getUnitsServed();
   m.call_id = r.getCallId();
   m.operation = get_text("operation", r.getOperation(), lim.max_name_bytes);
   m.payload = get_bytes("payload", r.getPayload(), lim.max_body_bytes);

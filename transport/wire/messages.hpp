@@ -207,6 +207,12 @@ struct heartbeat {
   uint32_t queue_depth = 0;
   /// At most one entry per tier.
   std::vector<kv_tier_usage> kv_usage;
+  /// Model units (engine/model_units.hpp) of the work queued and running:
+  /// a * prompt tokens left + b * output tokens left + c per request.
+  /// Finite, >= 0.
+  double outstanding_units = 0;
+  /// Model units of work done since the worker started; finite, >= 0.
+  double units_served = 0;
 };
 
 /// An error sent to a peer (a caf::error flattened to its parts).

@@ -234,6 +234,10 @@ problem check(const heartbeat& m, const wire_limits& lim) {
     return p;
   if (!(std::isfinite(m.load) && m.load >= 0.0f))
     return "load must be finite and >= 0, got " + to_string(m.load);
+  if (!(std::isfinite(m.outstanding_units) && m.outstanding_units >= 0))
+    return "outstanding_units must be finite and >= 0, got " + to_string(m.outstanding_units);
+  if (!(std::isfinite(m.units_served) && m.units_served >= 0))
+    return "units_served must be finite and >= 0, got " + to_string(m.units_served);
   unsigned seen = 0;
   for (size_t i = 0; i < m.kv_usage.size(); ++i) {
     const auto& u = m.kv_usage[i];
