@@ -1,5 +1,6 @@
 #include "actors/frontend/chat_template.hpp"
 
+#include <algorithm>
 #include <array>
 #include <filesystem>
 #include <fstream>
@@ -9,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/jinja/template.hpp"
 #include "engine/tokenizer.hpp"
 #include "engine/utf8.hpp"
 
@@ -56,10 +58,10 @@ bool is_py_space(char32_t c) {
          || c == 0x202F || c == 0x205F || c == 0x3000;
 }
 
-/// Python's str.strip() on well-formed UTF-8.
-std::string_view py_strip(std::string_view s) {
+/// Python's str.strip() (str.rstrip() when !left) on well-formed UTF-8.
+std::string_view py_strip(std::string_view s, bool left = true) {
   size_t begin = 0;
-  while (begin < s.size()) {
+  while (left && begin < s.size()) {
     size_t len = 0;
     if (!is_py_space(decode_at(s, begin, len)))
       break;
@@ -164,36 +166,58 @@ std::optional<api_error> check_alternation(std::span<const chat_message> message
   return std::nullopt;
 }
 
+/// Appends template text and data to a prompt's text and runs.
+class prompt_builder {
+public:
+  explicit prompt_builder(chat_prompt& p) : p_(p) {}
+  void tmpl(std::string_view s) { add(s, false); }
+  void data(std::string_view s) { add(s, true); }
+
+private:
+  void add(std::string_view s, bool from_data) {
+    if (s.empty())
+      return;
+    p_.text += s;
+    if (!p_.runs.empty() && p_.runs.back().from_data == from_data)
+      p_.runs.back().text += s;
+    else
+      p_.runs.push_back(prompt_run{std::string{s}, from_data});
+  }
+  chat_prompt& p_;
+};
+
 chat_prompt render_llama3(std::span<const chat_message> messages,
                           const chat_special_tokens& tokens, bool add_generation_prompt) {
   chat_prompt p;
-  p.text = tokens.bos;
+  prompt_builder b(p);
+  b.tmpl(tokens.bos);
   for (const auto& m : messages) {
-    p.text += "<|start_header_id|>";
-    p.text += m.role;
-    p.text += "<|end_header_id|>\n\n";
-    p.text += py_strip(m.content);
-    p.text += "<|eot_id|>";
+    b.tmpl("<|start_header_id|>");
+    b.data(m.role);
+    b.tmpl("<|end_header_id|>\n\n");
+    b.data(py_strip(m.content));
+    b.tmpl("<|eot_id|>");
   }
   if (add_generation_prompt)
-    p.text += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+    b.tmpl("<|start_header_id|>assistant<|end_header_id|>\n\n");
   return p;
 }
 
 chat_prompt render_chatml(const chat_template& tmpl, std::span<const chat_message> messages,
                           const chat_special_tokens& tokens, bool add_generation_prompt) {
   chat_prompt p;
+  prompt_builder b(p);
   if (!tmpl.default_system.empty() && messages.front().role != "system")
-    p.text += "<|im_start|>system\n" + tmpl.default_system + "<|im_end|>\n";
+    b.tmpl("<|im_start|>system\n" + tmpl.default_system + "<|im_end|>\n");
   for (const auto& m : messages) {
-    p.text += "<|im_start|>";
-    p.text += m.role;
-    p.text += '\n';
-    p.text += m.content;
-    p.text += "<|im_end|>\n";
+    b.tmpl("<|im_start|>");
+    b.data(m.role);
+    b.tmpl("\n");
+    b.data(m.content);
+    b.tmpl("<|im_end|>\n");
   }
   if (add_generation_prompt)
-    p.text += "<|im_start|>assistant\n";
+    b.tmpl("<|im_start|>assistant\n");
   // ChatML templates write no BOS; the tokenizer's own, if it adds one.
   p.add_bos = tokens.tokenizer_adds_bos && !tokens.bos.empty();
   return p;
@@ -208,22 +232,25 @@ api_result<chat_prompt> render_mistral(const chat_template& tmpl,
     return std::move(*err);
   const bool spaced = tmpl.mistral_spaced;
   chat_prompt p;
-  p.text = tokens.bos;
+  prompt_builder b(p);
+  b.tmpl(tokens.bos);
   for (size_t i = first; i < messages.size(); ++i) {
     const auto& m = messages[i];
     if (m.role == "user") {
-      p.text += spaced ? " [INST] " : "[INST] ";
+      b.tmpl(spaced ? " [INST] " : "[INST] ");
       // The original v0.2 template refuses a system message; the 2024 one
       // puts it before the first user message. Both get the latter here.
-      if (i == first && system != nullptr)
-        p.text += system->content + "\n\n";
-      p.text += m.content;
-      p.text += " [/INST]";
+      if (i == first && system != nullptr) {
+        b.data(system->content);
+        b.tmpl("\n\n");
+      }
+      b.data(m.content);
+      b.tmpl(" [/INST]");
     } else {
       if (spaced)
-        p.text += ' ';
-      p.text += m.content;
-      p.text += tokens.eos;
+        b.tmpl(" ");
+      b.data(m.content);
+      b.tmpl(tokens.eos);
     }
   }
   return p;
@@ -236,23 +263,31 @@ api_result<chat_prompt> render_llama2(std::span<const chat_message> messages,
   if (auto err = check_alternation(messages, "llama2", first, system))
     return std::move(*err);
   chat_prompt p;
+  prompt_builder b(p);
   for (size_t i = first; i < messages.size(); ++i) {
     const auto& m = messages[i];
-    std::string content;
-    if (i == first && system != nullptr)
-      content = "<<SYS>>\n" + system->content + "\n<</SYS>>\n\n" + m.content;
-    else
-      content = m.content;
+    const bool with_system = i == first && system != nullptr;
+    // The template strips "<<SYS>>...<</SYS>>\n\n" + content as a whole:
+    // with the system block in front only the content's end is stripped.
+    auto content = with_system ? py_strip(m.content, false) : py_strip(m.content);
     if (m.role == "user") {
-      p.text += tokens.bos;
-      p.text += "[INST] ";
-      p.text += py_strip(content);
-      p.text += " [/INST]";
+      b.tmpl(tokens.bos);
+      b.tmpl("[INST] ");
     } else {
-      p.text += ' ';
-      p.text += py_strip(content);
-      p.text += ' ';
-      p.text += tokens.eos;
+      b.tmpl(" ");
+    }
+    if (with_system) {
+      b.tmpl("<<SYS>>\n");
+      b.data(system->content);
+      // An all-space content: the strip reaches the "\n\n" too.
+      b.tmpl(content.empty() ? "\n<</SYS>>" : "\n<</SYS>>\n\n");
+    }
+    b.data(content);
+    if (m.role == "user") {
+      b.tmpl(" [/INST]");
+    } else {
+      b.tmpl(" ");
+      b.tmpl(tokens.eos);
     }
   }
   return p;
@@ -325,10 +360,37 @@ api_result<chat_template> detect_chat_template(std::string_view source) {
   return t;
 }
 
+api_result<chat_template> compile_chat_template(std::string_view source,
+                                                std::string_view origin) {
+  if (py_strip(source).empty())
+    return bad_request("the model has no chat template, so it cannot serve chat completions; "
+                       "use /v1/completions or pass --chat-template ("
+                       + family_list() + ", or a template file)");
+  auto compiled = jinja::compiled_template::compile(source);
+  if (auto* e = std::get_if<jinja::error>(&compiled))
+    return bad_request(std::string{origin} + " cannot be used: " + e->message);
+  chat_template t;
+  t.jinja = std::make_shared<const jinja::compiled_template>(
+    std::get<jinja::compiled_template>(std::move(compiled)));
+  // The family, for logs and the built-in fallback's details.
+  if (auto detected = detect_chat_template(source); auto* d = std::get_if<chat_template>(&detected)) {
+    t.family = d->family;
+    t.default_system = d->default_system;
+    t.mistral_spaced = d->mistral_spaced;
+  }
+  // Render once, so a template that fails on any conversation fails now.
+  auto probe = nlohmann::ordered_json::array({{{"role", "user"}, {"content", "Hello"}}});
+  auto r = render_chat_json(t, probe, nullptr, chat_special_tokens{"<s>", "</s>", false}, true);
+  if (auto* e = std::get_if<api_error>(&r))
+    return bad_request(std::string{origin}
+                       + " fails on a one-message conversation: " + e->message);
+  return t;
+}
+
 api_result<chat_template> resolve_chat_template(std::string_view tokenizer_template,
                                                 std::string_view override_value) {
   if (override_value.empty())
-    return detect_chat_template(tokenizer_template);
+    return compile_chat_template(tokenizer_template, "the model's chat template");
   if (auto family = family_from_name(override_value)) {
     // Keep the details the model's own template gives when it is of the
     // named family (Qwen2's default system message).
@@ -342,16 +404,16 @@ api_result<chat_template> resolve_chat_template(std::string_view tokenizer_templ
   }
   // vLLM's --chat-template also takes the template itself.
   if (has(override_value, "{{") || has(override_value, "{%"))
-    return detect_chat_template(override_value);
+    return compile_chat_template(override_value, "--chat-template");
   std::string path{override_value};
   auto text = read_text_file(path);
   if (!text)
     return bad_request("--chat-template '" + path + "' is neither a family name ("
                        + family_list() + ") nor a readable file");
-  auto detected = detect_chat_template(*text);
-  if (auto* e = std::get_if<api_error>(&detected))
+  auto compiled = compile_chat_template(*text, "the template");
+  if (auto* e = std::get_if<api_error>(&compiled))
     e->message = "--chat-template file '" + path + "': " + e->message;
-  return detected;
+  return compiled;
 }
 
 chat_special_tokens special_tokens_of(const engine::tokenizer& tok) {
@@ -365,12 +427,92 @@ chat_special_tokens special_tokens_of(const engine::tokenizer& tok) {
   return t;
 }
 
+namespace {
+
+bool known_role(std::string_view role) {
+  return role == "system" || role == "user" || role == "assistant" || role == "tool";
+}
+
+api_error unknown_role(size_t i, std::string_view role) {
+  return bad_request("messages[" + std::to_string(i) + "].role must be one of system, user, "
+                       "assistant, tool, got " + excerpt(role),
+                     "messages");
+}
+
+/// Renders with the Jinja template: messages and tools are data; the
+/// special tokens and the flag are the template's.
+api_result<chat_prompt> render_jinja(const chat_template& tmpl,
+                                     const nlohmann::ordered_json& messages,
+                                     const nlohmann::ordered_json& tools,
+                                     const chat_special_tokens& tokens,
+                                     bool add_generation_prompt) {
+  nlohmann::ordered_json data = {{"messages", messages}};
+  if (!tools.is_null())
+    data["tools"] = tools;
+  nlohmann::ordered_json trusted = {{"bos_token", tokens.bos},
+                                    {"eos_token", tokens.eos},
+                                    {"add_generation_prompt", add_generation_prompt}};
+  auto r = tmpl.jinja->render(data, trusted);
+  if (auto* e = std::get_if<jinja::error>(&r))
+    return bad_request(e->raised ? "the chat template refused the conversation: " + e->message
+                                 : "the chat template failed on this conversation: " + e->message,
+                       "messages");
+  chat_prompt p;
+  for (auto& run : std::get<std::vector<jinja::run>>(r)) {
+    p.text += run.text;
+    p.runs.push_back(prompt_run{std::move(run.text), run.from_data});
+  }
+  p.add_bos = tokens.tokenizer_adds_bos && !tokens.bos.empty() && !p.text.starts_with(tokens.bos);
+  return p;
+}
+
+} // namespace
+
+api_result<chat_prompt> render_chat_json(const chat_template& tmpl,
+                                         const nlohmann::ordered_json& messages,
+                                         const nlohmann::ordered_json& tools,
+                                         const chat_special_tokens& tokens,
+                                         bool add_generation_prompt) {
+  if (!messages.is_array() || messages.empty())
+    return bad_request("messages must not be empty", "messages");
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const auto& m = messages[i];
+    auto role = m.is_object() ? m.find("role") : m.end();
+    if (!m.is_object() || role == m.end() || !role->is_string())
+      return bad_request("messages[" + std::to_string(i) + "] needs a string role", "messages");
+    if (!known_role(role->get_ref<const std::string&>()))
+      return unknown_role(i, role->get_ref<const std::string&>());
+  }
+  if (tmpl.jinja)
+    return render_jinja(tmpl, messages, tools, tokens, add_generation_prompt);
+  std::vector<chat_message> plain;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const auto& m = messages[i];
+    auto content = m.find("content");
+    if (content == m.end() || !content->is_string())
+      return bad_request("messages[" + std::to_string(i) + "]: the built-in " + std::string{to_string(tmpl.family)}
+                           + " chat format takes string contents only",
+                         "messages");
+    plain.push_back(chat_message{m["role"].get<std::string>(), content->get<std::string>()});
+  }
+  return render_chat(tmpl, plain, tokens, add_generation_prompt);
+}
+
 api_result<chat_prompt> render_chat(const chat_template& tmpl,
                                     std::span<const chat_message> messages,
                                     const chat_special_tokens& tokens,
                                     bool add_generation_prompt) {
   if (messages.empty())
     return bad_request("messages must not be empty", "messages");
+  for (size_t i = 0; i < messages.size(); ++i)
+    if (!known_role(messages[i].role))
+      return unknown_role(i, messages[i].role);
+  if (tmpl.jinja) {
+    auto json_messages = nlohmann::ordered_json::array();
+    for (const auto& m : messages)
+      json_messages.push_back({{"role", m.role}, {"content", m.content}});
+    return render_jinja(tmpl, json_messages, nullptr, tokens, add_generation_prompt);
+  }
   switch (tmpl.family) {
     case chat_template_family::llama3:
       return render_llama3(messages, tokens, add_generation_prompt);
@@ -385,7 +527,59 @@ api_result<chat_prompt> render_chat(const chat_template& tmpl,
 }
 
 std::vector<int32_t> encode_chat_prompt(const engine::tokenizer& tok, const chat_prompt& prompt) {
-  return tok.encode(prompt.text, prompt.add_bos, /*parse_special=*/true);
+  std::vector<int32_t> ids;
+  if (prompt.add_bos && tok.settings().bos_id)
+    ids.push_back(*tok.settings().bos_id);
+  // Plain text accumulates across runs (so a benign prompt tokenizes as
+  // one text would) and is cut only at special tokens of template runs.
+  std::string plain;
+  auto flush = [&] {
+    if (plain.empty())
+      return;
+    auto part = tok.encode(plain, /*add_bos=*/false, /*parse_special=*/false);
+    ids.insert(ids.end(), part.begin(), part.end());
+    plain.clear();
+  };
+  std::vector<prompt_run> runs = prompt.runs;
+  if (runs.empty() && !prompt.text.empty())
+    runs.push_back(prompt_run{prompt.text, false}); // a prompt built by hand: all template
+  for (const auto& run : runs) {
+    if (run.from_data) {
+      plain += run.text;
+      continue;
+    }
+    // The special tokens this template text holds, as the tokenizer
+    // matches them (longest first, left to right).
+    std::vector<std::pair<std::string, int32_t>> specials;
+    for (int32_t id : tok.encode(run.text, /*add_bos=*/false, /*parse_special=*/true))
+      if (tok.is_special(id)) {
+        auto text = tok.token_bytes(id);
+        if (!text.empty()
+            && std::find_if(specials.begin(), specials.end(),
+                            [&](const auto& s) { return s.second == id; }) == specials.end())
+          specials.emplace_back(std::move(text), id);
+      }
+    if (specials.empty()) {
+      plain += run.text;
+      continue;
+    }
+    std::sort(specials.begin(), specials.end(),
+              [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+    std::string_view t = run.text;
+    for (size_t i = 0; i < t.size();) {
+      auto hit = std::find_if(specials.begin(), specials.end(),
+                              [&](const auto& s) { return t.substr(i).starts_with(s.first); });
+      if (hit == specials.end()) {
+        plain += t[i++];
+        continue;
+      }
+      flush();
+      ids.push_back(hit->second);
+      i += hit->first.size();
+    }
+  }
+  flush();
+  return ids;
 }
 
 } // namespace tessera::actors::frontend

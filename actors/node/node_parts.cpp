@@ -152,6 +152,9 @@ start_frontend(caf::actor_system& sys, bridge& br, const router_local_actor& rou
     if (!spec.chat_template.empty())
       return engine::make_engine_error(engine::engine_errc::bad_request,
                                        "--chat-template: " + e->message);
+    // A template the model has but that cannot render: refuse to start.
+    if (!model.tokenizer->settings().chat_template.empty())
+      return engine::make_engine_error(engine::engine_errc::bad_request, e->message);
     fc.chat_error = e->message;
   } else {
     fc.chat = std::get<frontend::chat_template>(std::move(chat));

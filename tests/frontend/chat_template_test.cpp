@@ -189,7 +189,7 @@ TEST(ChatTemplateTest, OverrideByFamilyNameReplacesDetection) {
   EXPECT_EQ(std::get<chat_template>(q).default_system, "You are a helpful assistant.");
 }
 
-TEST(ChatTemplateTest, OverrideByFileIsDetectedLikeATokenizerTemplate) {
+TEST(ChatTemplateTest, OverrideByFileIsCompiledLikeATokenizerTemplate) {
   temp_dir dir;
   auto file = dir.path() / "llama2.jinja";
   std::ofstream(file) << llama2_template;
@@ -198,11 +198,13 @@ TEST(ChatTemplateTest, OverrideByFileIsDetectedLikeATokenizerTemplate) {
   EXPECT_EQ(std::get<chat_template>(r).family, chat_template_family::llama2);
 
   auto garbage = dir.path() / "garbage.jinja";
-  std::ofstream(garbage) << "{{ messages | tojson }}";
+  std::ofstream(garbage) << "{{ messages | frobnicate }}";
   auto g = resolve_chat_template("", garbage.string());
   ASSERT_TRUE(std::holds_alternative<api_error>(g));
   EXPECT_NE(std::get<api_error>(g).message.find(garbage.string()), std::string::npos);
-  EXPECT_NE(std::get<api_error>(g).message.find("unknown chat template"), std::string::npos);
+  EXPECT_NE(std::get<api_error>(g).message.find("unsupported filter 'frobnicate'"),
+            std::string::npos)
+    << std::get<api_error>(g).message;
 }
 
 TEST(ChatTemplateTest, OverrideThatIsNeitherNameNorFileIsNamed) {
