@@ -55,8 +55,12 @@ struct forward_seq {
   std::span<const int32_t> tokens;
   int32_t start_pos = 0;
   std::span<const kv_block_id> block_table;
-  /// Produce logits for the last token.
-  bool want_logits = false;
+  /// Produce logits for the last `logits_rows` tokens (0..tokens.size()),
+  /// one row each in token order: 1 for a plain decode or a prompt's last
+  /// chunk, 1 + K to verify K speculative drafts. Each row is what the
+  /// token alone at its position would give (the kernels are
+  /// batch-invariant).
+  int32_t logits_rows = 0;
 };
 
 /// A compute backend. Not thread-safe: the engine thread calls it.
@@ -96,9 +100,9 @@ public:
   }
 
   /// Runs one forward step over `seqs` (all tokens of all sequences as one
-  /// batch), writing each computed token's K and V into its block. For
-  /// every sequence with want_logits, in order, one row of logits_vocab()
-  /// logits goes to `logits` ([n_want_logits, logits_vocab()]).
+  /// batch), writing each computed token's K and V into its block. The
+  /// logits rows of every sequence, sequences in order and each one's rows
+  /// in token order, go to `logits` ([sum of logits_rows, logits_vocab()]).
   virtual void forward(std::span<const forward_seq> seqs, float* logits) = 0;
 
   /// Copies block `src`'s bytes to block `dst` (copy-on-write).

@@ -8,6 +8,7 @@
 #include "common/error.hpp"
 #include "engine/detokenizer.hpp"
 #include "engine/engine_errc.hpp"
+#include "engine/speculative.hpp"
 #include "engine/tokenizer.hpp"
 
 namespace tessera::engine {
@@ -55,6 +56,13 @@ struct engine::request_state {
   bool reserved_import = false;
   std::string cache_salt;
   int32_t cached_prompt_tokens = -1; // set at first admission
+  // Speculative decoding: the request's method and K; after a step whose
+  // drafts all failed, drafting pauses for spec_skip steps, longer after
+  // each further miss in a row (spec_misses), so text the n-grams cannot
+  // predict costs little.
+  speculative_params spec;
+  int32_t spec_skip = 0;
+  int32_t spec_misses = 0;
   // Text: the detokenizer, all final output text, and how much was emitted.
   std::unique_ptr<incremental_detokenizer> detok;
   std::string text;
@@ -102,6 +110,10 @@ caf::error engine::check_new(const request& r, int32_t total_tokens) const {
     return bad("request id " + std::to_string(r.id) + " is already in use");
   if (auto err = r.params.validate())
     return err;
+  const auto spec = r.params.speculative ? *r.params.speculative : cfg_.speculative;
+  if (spec.method == speculative_params::method_kind::draft)
+    return bad("speculative method draft needs a draft model, and this engine has none "
+               "(use method ngram)");
   const int32_t capacity = backend_->num_blocks() * backend_->layout().block_tokens;
   const int64_t need = static_cast<int64_t>(total_tokens) + r.params.max_tokens;
   if (need > max_model_len_)
@@ -126,6 +138,7 @@ engine::request_state& engine::insert(request&& r) {
   rs->seed = rs->params.seed ? *rs->params.seed : splitmix64(cfg_.seed ^ splitmix64(rs->seq.arrival));
   rs->keep_kv = r.keep_kv;
   rs->continues_elsewhere = r.continues_elsewhere;
+  rs->spec = rs->params.speculative ? *rs->params.speculative : cfg_.speculative;
   rs->cache_salt = std::move(r.cache_salt);
   if (tok_ && !rs->params.stop.empty())
     for (const auto& s : rs->params.stop)
@@ -277,6 +290,7 @@ void engine::append_token(request_state& rs, const sampled_token& t, request_out
 
 std::vector<request_output> engine::step() {
   std::vector<request_output> outputs;
+  propose_drafts();
   auto plan = scheduler_->schedule();
   stats_.preemptions += plan.preempted.size();
   if (plan.seqs.empty())
@@ -292,8 +306,12 @@ std::vector<request_output> engine::step() {
     f.tokens = std::span{s.seq->tokens}.subspan(s.seq->num_computed, s.num_tokens);
     f.start_pos = s.seq->num_computed;
     f.block_table = s.seq->blocks;
-    f.want_logits = s.seq->num_computed + s.num_tokens == s.seq->length();
-    n_logits += f.want_logits ? 1 : 0;
+    // The scheduler keeps only the drafts it scheduled, so a sequence with
+    // drafts computes its last real token and all of them.
+    const bool last = s.seq->num_computed + s.num_tokens == s.seq->length();
+    TESSERA_ASSERT(last || s.seq->num_draft == 0, "drafts are scheduled whole");
+    f.logits_rows = last ? 1 + s.seq->num_draft : 0;
+    n_logits += static_cast<size_t>(f.logits_rows);
     batch.push_back(f);
   }
   const size_t vocab = static_cast<size_t>(backend_->logits_vocab());
@@ -311,20 +329,17 @@ std::vector<request_output> engine::step() {
 
   size_t row = 0;
   for (size_t i = 0; i < plan.seqs.size(); ++i) {
-    if (!batch[i].want_logits)
+    if (batch[i].logits_rows == 0)
       continue;
     sequence* seq = plan.seqs[i].seq;
     auto& rs = *find(seq->id);
-    mask_early_stops(rs, std::span{logits_}.subspan(row * vocab, vocab));
-    auto t = sample(std::span{logits_}.subspan(row * vocab, vocab), rs.params, rs.seed,
-                    static_cast<uint64_t>(rs.output_len()), rs.prompt(), rs.output(), scratch_);
-    ++row;
     request_output out;
     out.id = seq->id;
-    if (t)
-      append_token(rs, *t, out);
+    if (seq->num_draft > 0)
+      verify_drafts(rs, row, out);
     else
-      fail(rs, t.error(), out);
+      emit_row(rs, std::span{logits_}.subspan(row * vocab, vocab), out);
+    row += static_cast<size_t>(batch[i].logits_rows);
     out.prompt_tokens = seq->prompt_len;
     out.cached_prompt_tokens = rs.cached_prompt_tokens;
     out.output_tokens = rs.output_len();
@@ -334,6 +349,73 @@ std::vector<request_output> engine::step() {
     return kv.second->seq.state == sequence_state::finished && !kv.second->keep_kv;
   });
   return outputs;
+}
+
+bool engine::emit_row(request_state& rs, std::span<float> row, request_output& out) {
+  mask_early_stops(rs, row);
+  auto t = sample(row, rs.params, rs.seed, static_cast<uint64_t>(rs.output_len()), rs.prompt(),
+                  rs.output(), scratch_);
+  if (!t) {
+    fail(rs, t.error(), out);
+    return false;
+  }
+  append_token(rs, *t, out);
+  return true;
+}
+
+void engine::propose_drafts() {
+  for (auto& [id, p] : requests_) {
+    auto& rs = *p;
+    auto& seq = rs.seq;
+    if (rs.spec.method != speculative_params::method_kind::ngram ||
+        seq.state != sequence_state::running || seq.num_uncomputed() != 1)
+      continue;
+    if (rs.spec_skip > 0) {
+      --rs.spec_skip;
+      continue;
+    }
+    // Drafts past max_tokens could never be kept (and stay within
+    // max_model_len and the pool, which check_new sized for max_tokens).
+    const int32_t k = std::min(rs.spec.num_tokens, rs.params.max_tokens - rs.output_len() - 1);
+    drafts_.clear();
+    const int32_t n = ngram_propose(seq.tokens, k, drafts_);
+    seq.tokens.insert(seq.tokens.end(), drafts_.begin(), drafts_.end());
+    seq.num_draft = n;
+  }
+}
+
+void engine::verify_drafts(request_state& rs, size_t first_row, request_output& out) {
+  // Row i holds the target's logits after the last token (i = 0) or after
+  // draft i; each is sampled exactly as plain decoding would at that output
+  // position (same seed and step, penalties over the tokens so far), and
+  // draft i + 1 is kept while it equals what was drawn: the rejection rule
+  // for a point-mass draft (speculative.hpp).
+  auto& seq = rs.seq;
+  const int32_t nd = seq.num_draft;
+  drafts_.assign(seq.tokens.end() - nd, seq.tokens.end());
+  seq.tokens.resize(seq.tokens.size() - static_cast<size_t>(nd));
+  const size_t vocab = static_cast<size_t>(backend_->logits_vocab());
+  int32_t appended = 0, accepted = 0;
+  for (int32_t i = 0; i <= nd; ++i) {
+    const auto row = std::span{logits_}.subspan((first_row + static_cast<size_t>(i)) * vocab, vocab);
+    if (!emit_row(rs, row, out))
+      break;
+    ++appended;
+    const bool match = i < nd && seq.tokens.back() == drafts_[static_cast<size_t>(i)];
+    accepted += match ? 1 : 0;
+    if (!match || seq.state == sequence_state::finished)
+      break;
+  }
+  stats_.draft_tokens += static_cast<uint64_t>(nd);
+  stats_.accepted_draft_tokens += static_cast<uint64_t>(accepted);
+  if (accepted > 0) {
+    rs.spec_misses = 0;
+  } else {
+    rs.spec_misses = std::min(rs.spec_misses + 1, 5);
+    rs.spec_skip = (1 << (rs.spec_misses - 1)) - 1; // 0, 1, 3, 7, 15 steps
+  }
+  // The last token and each accepted draft were computed with their KV.
+  scheduler_->finish_speculation(seq, appended);
 }
 
 std::optional<request_output> engine::abort(uint64_t id) {

@@ -57,6 +57,10 @@ struct engine_config {
 
 /// A generation request.
 struct request {
+  /// Speculative decoding for requests whose params do not say
+  /// (sampling_params::speculative); method draft is refused (no draft
+  /// model in this engine). Default: none.
+  speculative_params speculative;
   /// Caller-chosen id, unique among unfinished requests.
   uint64_t id = 0;
   /// Token ids; not empty.
@@ -89,7 +93,9 @@ std::string_view to_string(finish_reason r);
 struct request_output {
   /// The request's id.
   uint64_t id = 0;
-  /// Tokens generated in this step (one, or none when only finishing).
+  /// Tokens generated in this step: one, none when only finishing, or up
+  /// to 1 + K with speculative decoding (accepted drafts and the target's
+  /// own next token).
   std::vector<int32_t> tokens;
   /// Per new token: its log-probability and the top alternatives asked for.
   std::vector<sampled_token> logprobs;
@@ -126,6 +132,10 @@ struct engine_stats {
   uint64_t tokens_generated = 0;
   /// Times a running request lost its blocks to make room.
   uint64_t preemptions = 0;
+  /// Speculative draft tokens the target verified, and of them those it
+  /// accepted (acceptance rate = accepted / verified).
+  uint64_t draft_tokens = 0;
+  uint64_t accepted_draft_tokens = 0;
   /// Blocks in the KV pool.
   int32_t num_blocks = 0;
   /// Blocks no request holds: never used, or cached and evictable. Blocks of
@@ -300,6 +310,14 @@ private:
   void append_token(request_state& rs, const sampled_token& t, request_output& out);
   void prime_text(request_state& rs);
   void mask_early_stops(const request_state& rs, std::span<float> logits) const;
+  /// Appends n-gram drafts to the running, decoding sequences that speculate.
+  void propose_drafts();
+  /// Samples and appends the token of one logits row; false if it failed
+  /// the request (bad logits).
+  bool emit_row(request_state& rs, std::span<float> row, request_output& out);
+  /// Verifies seq's drafts against its 1 + num_draft logits rows from
+  /// `first_row` and appends what holds.
+  void verify_drafts(request_state& rs, size_t first_row, request_output& out);
 
   std::unique_ptr<backend> backend_;
   engine_config cfg_;
@@ -312,6 +330,7 @@ private:
   std::unique_ptr<scheduler> scheduler_;
   std::unordered_map<uint64_t, std::unique_ptr<request_state>> requests_;
   std::vector<float> logits_;
+  std::vector<int32_t> drafts_;
   sampler_scratch scratch_;
   engine_stats stats_;
 };

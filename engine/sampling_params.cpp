@@ -80,6 +80,11 @@ caf::error sampling_params::validate() const {
     if (stop_token_ids[i] < 0)
       return bad("stop_token_ids[" + std::to_string(i) + "] must be >= 0, got "
                  + std::to_string(stop_token_ids[i]));
+  if (speculative && speculative->method != speculative_params::method_kind::none &&
+      (speculative->num_tokens < 1 || speculative->num_tokens > speculative_params::max_tokens))
+    return bad("speculative num_tokens must be in [1, " +
+               std::to_string(speculative_params::max_tokens) + "], got " +
+               std::to_string(speculative->num_tokens));
   return {};
 }
 

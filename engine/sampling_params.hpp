@@ -12,6 +12,30 @@
 
 namespace tessera::engine {
 
+/// Speculative decoding of one request (speculative.hpp): how drafts are
+/// proposed and how many per step. Output is the same as without it
+/// (greedy token for token; sampled with the target's distribution).
+struct speculative_params {
+  enum class method_kind : uint8_t {
+    /// No speculation.
+    none,
+    /// Prompt lookup: drafts copied from an earlier occurrence of the
+    /// sequence's last n-gram.
+    ngram,
+    /// A smaller draft model with the same tokenizer.
+    draft,
+  };
+  method_kind method = method_kind::none;
+  /// Draft tokens proposed per step (K), 1..max_tokens when method is not
+  /// none.
+  int32_t num_tokens = 0;
+
+  /// Most draft tokens per step.
+  static constexpr int32_t max_tokens = 16;
+
+  friend bool operator==(const speculative_params&, const speculative_params&) = default;
+};
+
 /// How to pick tokens and when to stop. Plain data, copyable.
 struct sampling_params {
   /// 0 means greedy (argmax). Default: 1.
@@ -53,6 +77,10 @@ struct sampling_params {
   /// model distribution (before penalties, temperature and filtering), as
   /// vLLM does by default. Default: none.
   std::optional<int32_t> logprobs;
+
+  /// Speculative decoding for this request; nullopt: the engine's default
+  /// (engine_config::speculative). Default: nullopt.
+  std::optional<speculative_params> speculative;
 
   /// Most top logprobs a request may ask for.
   static constexpr int32_t max_logprobs = 20;

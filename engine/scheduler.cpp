@@ -83,6 +83,12 @@ bool scheduler::reserve(sequence& seq, int32_t num_tokens, schedule_output& out)
   return true;
 }
 
+void scheduler::drop_drafts(sequence& seq, int32_t n) {
+  n = std::min(n, seq.num_draft);
+  seq.tokens.resize(seq.tokens.size() - static_cast<size_t>(n));
+  seq.num_draft -= n;
+}
+
 void scheduler::release_blocks(sequence& seq) {
   cache_.free_blocks(seq.blocks);
   seq.blocks.clear();
@@ -101,6 +107,7 @@ void scheduler::preempt(sequence& seq, schedule_output& out) {
   std::erase_if(out.copies, [&](const block_copy& c) {
     return std::find(seq.blocks.begin(), seq.blocks.end(), c.dst) != seq.blocks.end();
   });
+  drop_drafts(seq, seq.num_draft);
   release_blocks(seq);
   ++seq.num_preemptions;
   insert_waiting(&seq);
@@ -142,8 +149,18 @@ schedule_output scheduler::schedule() {
   for (size_t i = 0; i < running_.size() && budget() > 0;) {
     sequence* s = running_[i];
     int32_t n = chunk(*s, budget());
+    // The drafts past the budget go: a step computes the real token and
+    // every draft it keeps (drafts never span two steps).
+    if (s->num_draft > 0 && n < s->num_uncomputed())
+      drop_drafts(*s, s->num_uncomputed() - n);
     bool lost_self = false;
     while (!reserve(*s, n, out)) {
+      // Drafts give way before anything is preempted for them.
+      if (s->num_draft > 0) {
+        drop_drafts(*s, s->num_draft);
+        n = chunk(*s, budget());
+        continue;
+      }
       // Blocks held by waiting sequences go first: they are not running.
       if (release_waiting_holder(nullptr, out))
         continue;
@@ -161,6 +178,11 @@ schedule_output scheduler::schedule() {
     out.total_tokens += n;
     ++i;
   }
+  // Running sequences the budget left out this step lose their drafts.
+  for (sequence* s : running_)
+    if (s->num_draft > 0 && std::none_of(out.seqs.begin(), out.seqs.end(),
+                                         [&](const scheduled_seq& x) { return x.seq == s; }))
+      drop_drafts(*s, s->num_draft);
   if (!out.preempted.empty())
     return out;
 
@@ -212,9 +234,29 @@ void scheduler::cache_full_blocks(sequence& seq) {
 
 void scheduler::commit(const schedule_output& out) {
   for (const auto& s : out.seqs) {
+    if (s.seq->num_draft > 0)
+      continue; // finish_speculation
     s.seq->num_computed += s.num_tokens;
     cache_full_blocks(*s.seq);
   }
+}
+
+void scheduler::finish_speculation(sequence& seq, int32_t num_valid) {
+  TESSERA_ASSERT(num_valid >= 0 && seq.num_computed + num_valid <= seq.length(),
+                 "accepted tokens within the sequence");
+  seq.num_draft = 0;
+  seq.num_computed += num_valid;
+  // Blocks that held only rejected drafts go back; the last kept block's
+  // rejected positions are past num_computed and get overwritten.
+  const auto keep = static_cast<size_t>(blocks_for(seq.num_computed));
+  if (seq.blocks.size() > keep) {
+    cache_.free_blocks(std::span{seq.blocks}.subspan(keep));
+    seq.blocks.resize(keep);
+  }
+  const auto whole = static_cast<size_t>(seq.length() / cache_.block_tokens());
+  if (seq.hashes.size() > whole)
+    seq.hashes.resize(whole);
+  cache_full_blocks(seq);
 }
 
 } // namespace tessera::engine

@@ -17,6 +17,12 @@
 ///      allow. A waiting sequence of higher priority than a running one may
 ///      preempt it to get in (health checks first).
 ///
+/// A running sequence may carry speculative drafts (sequence::num_draft):
+/// they count against the budget and take blocks like any token, but they
+/// give way first: drafts that do not fit the budget are dropped, and a
+/// sequence short of blocks drops its drafts before anything is preempted;
+/// a preempted or unscheduled sequence loses them.
+///
 /// Sequence states:  waiting --admit--> running --finish--> finished
 ///                      ^                  |
 ///                      +-----preempt------+
@@ -84,7 +90,16 @@ public:
 
   /// Records that a step computed what `out` planned: advances
   /// num_computed and offers newly full blocks to the prefix cache.
+  /// Sequences with drafts are left to finish_speculation.
   void commit(const schedule_output& out);
+
+  /// Ends a speculative step of `seq` (its last token and num_draft drafts
+  /// were computed): the caller has replaced the drafts in seq.tokens by
+  /// what it accepted; the first `num_valid` computed tokens (the last
+  /// token and the accepted drafts) keep their KV. Advances num_computed by
+  /// num_valid, returns the blocks past it to the pool and offers newly
+  /// full blocks to the prefix cache (rejected tokens never reach it).
+  void finish_speculation(sequence& seq, int32_t num_valid);
 
   /// Offers seq's full, computed blocks to the prefix cache (also used
   /// after tokens were imported rather than computed).
@@ -100,6 +115,8 @@ public:
 
 private:
   bool reserve(sequence& seq, int32_t num_tokens, schedule_output& out);
+  /// Drops seq's last `n` drafts (at most num_draft) from its tokens.
+  static void drop_drafts(sequence& seq, int32_t n);
   void preempt(sequence& seq, schedule_output& out);
   /// Frees seq's blocks; it will be computed from its first token again.
   void release_blocks(sequence& seq);

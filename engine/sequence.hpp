@@ -40,6 +40,10 @@ struct sequence {
   sequence_state state = sequence_state::waiting;
   /// Times this sequence lost its blocks to preemption.
   int32_t num_preemptions = 0;
+  /// Speculative draft tokens at the end of `tokens` (after the one real
+  /// uncomputed token), there only from the engine's proposal to the end of
+  /// that step: never hashed, never offered to the prefix cache.
+  int32_t num_draft = 0;
 
   [[nodiscard]] int32_t length() const { return static_cast<int32_t>(tokens.size()); }
   [[nodiscard]] int32_t num_uncomputed() const { return length() - num_computed; }

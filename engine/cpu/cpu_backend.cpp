@@ -277,13 +277,15 @@ void cpu_backend::forward(std::span<const forward_seq> seqs, float* logits) {
     add_residual(T);
   }
 
-  // Logits for the last token of each sequence that wants them.
+  // Logits for the last logits_rows tokens of each sequence, in order.
   std::vector<int64_t> rows;
   int64_t t0 = 0;
   for (const auto& f : seqs) {
-    t0 += static_cast<int64_t>(f.tokens.size());
-    if (f.want_logits)
-      rows.push_back(t0 - 1);
+    const auto n = static_cast<int64_t>(f.tokens.size());
+    TESSERA_ASSERT(f.logits_rows >= 0 && f.logits_rows <= n, "logits rows within the sequence's tokens");
+    t0 += n;
+    for (int64_t r = t0 - f.logits_rows; r < t0; ++r)
+      rows.push_back(r);
   }
   if (rows.empty())
     return;

@@ -207,7 +207,9 @@ void sim_backend::forward(std::span<const forward_seq> seqs, float* logits) {
   shapes_.clear();
   size_t row = 0;
   for (const auto& f : seqs) {
-    shapes_.push_back({static_cast<int64_t>(f.tokens.size()), f.start_pos, f.want_logits});
+    TESSERA_ASSERT(f.logits_rows >= 0 && static_cast<size_t>(f.logits_rows) <= f.tokens.size(),
+                   "logits rows within the sequence's tokens");
+    shapes_.push_back({static_cast<int64_t>(f.tokens.size()), f.start_pos, f.logits_rows > 0});
     if (f.tokens.empty())
       continue;
     uint64_t d = fingerprint_;
@@ -219,9 +221,9 @@ void sim_backend::forward(std::span<const forward_seq> seqs, float* logits) {
       const int32_t pos = f.start_pos + static_cast<int32_t>(i);
       d = chain(d, f.tokens[i], pos);
       std::memcpy(digest_slot(f.block_table[pos / bt], pos % bt), &d, digest_bytes);
+      if (i + static_cast<size_t>(f.logits_rows) >= f.tokens.size())
+        write_logits(d, logits + row++ * static_cast<size_t>(logits_vocab_));
     }
-    if (f.want_logits)
-      write_logits(d, logits + row++ * static_cast<size_t>(logits_vocab_));
   }
   last_ = costs_.step(shapes_);
   if (last_.tokens == 0)
