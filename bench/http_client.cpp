@@ -80,6 +80,8 @@ public:
     req_.set(http::field::user_agent, "tessera-bench");
     req_.set(http::field::content_type, "application/json");
     req_.set(http::field::accept, "text/event-stream");
+    if (!post.authorization.empty())
+      req_.set(http::field::authorization, post.authorization);
     req_.keep_alive(true);
     req_.body() = std::move(post.body);
     req_.prepare_payload();
@@ -398,7 +400,7 @@ caf::expected<http_endpoint> parse_http_url(std::string_view url) {
 
 caf::expected<http_reply> http_fetch(const http_endpoint& ep, const std::string& method,
                                      const std::string& target, const std::string& body,
-                                     std::chrono::milliseconds timeout) {
+                                     std::chrono::milliseconds timeout, const std::string& authorization) {
   asio::io_context ioc;
   tcp::resolver resolver{ioc};
   error_code ec;
@@ -410,6 +412,8 @@ caf::expected<http_reply> http_fetch(const http_endpoint& ep, const std::string&
                                        ep.base_path + target, 11};
   req.set(http::field::host, host_field(ep));
   req.set(http::field::user_agent, "tessera-bench");
+  if (!authorization.empty())
+    req.set(http::field::authorization, authorization);
   if (!body.empty()) {
     req.set(http::field::content_type, "application/json");
     req.body() = body;

@@ -58,16 +58,20 @@ struct http_reply {
 /// Sends one request (`method` "GET" or "POST"; `body` sent as JSON when
 /// not empty) on a new connection and waits for the whole response, at most
 /// `timeout`. Errors (caf::sec::runtime_error): resolve, connect, I/O and
-/// timeout failures, naming the endpoint.
+/// timeout failures, naming the endpoint. `authorization`, when not empty,
+/// is sent as the Authorization header.
 [[nodiscard]] caf::expected<http_reply> http_fetch(const http_endpoint& ep, const std::string& method,
                                                    const std::string& target, const std::string& body,
-                                                   std::chrono::milliseconds timeout);
+                                                   std::chrono::milliseconds timeout,
+                                                   const std::string& authorization = {});
 
 /// A POST a stream connection sends: the target (appended to the
 /// endpoint's base_path) and a JSON body.
 struct http_post {
   std::string target;
   std::string body;
+  /// The Authorization header's value (e.g. "Bearer sk-..."); empty: none.
+  std::string authorization;
 };
 
 /// Decides what stream connections send and receives what they get. All

@@ -78,8 +78,8 @@ caf::error await_health(const http_endpoint& ep, std::chrono::seconds limit, boo
                                                     std::to_string(limit.count()) + " s: " + last);
 }
 
-caf::expected<std::string> first_model(const http_endpoint& ep) {
-  auto r = http_fetch(ep, "GET", "/v1/models", "", std::chrono::seconds{10});
+caf::expected<std::string> first_model(const http_endpoint& ep, const std::string& authorization) {
+  auto r = http_fetch(ep, "GET", "/v1/models", "", std::chrono::seconds{10}, authorization);
   if (!r)
     return r.error();
   json j = json::parse(r->body, nullptr, false);

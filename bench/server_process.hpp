@@ -62,8 +62,9 @@ void stop_server(spawned_server& s, const say_function& say);
 /// unless `retry_unreachable` (a server just spawned may not accept yet).
 [[nodiscard]] caf::error await_health(const http_endpoint& ep, std::chrono::seconds limit, bool retry_unreachable);
 
-/// The id of the first model GET /v1/models lists. Errors name what the
+/// The id of the first model GET /v1/models lists (`authorization`, when
+/// not empty, sent as the Authorization header). Errors name what the
 /// server answered instead.
-[[nodiscard]] caf::expected<std::string> first_model(const http_endpoint& ep);
+[[nodiscard]] caf::expected<std::string> first_model(const http_endpoint& ep, const std::string& authorization = {});
 
 } // namespace tessera::bench

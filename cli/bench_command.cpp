@@ -6,6 +6,7 @@
 #include "bench/engine_bench.hpp"
 #include "bench/kv_int8_bench.hpp"
 #include "bench/serve_bench.hpp"
+#include "bench/tenant_bench.hpp"
 #include "bench/trace_bench.hpp"
 #include "bench/transport_bench.hpp"
 #include "bench/transport_peer.hpp"
@@ -191,6 +192,59 @@ void add_serve(CLI::App* bench, std::vector<std::pair<CLI::App*, std::function<i
   });
 }
 
+void add_tenants(CLI::App* bench, std::vector<std::pair<CLI::App*, std::function<int()>>>& subs) {
+  auto* t = bench->add_subcommand(
+    "tenants", "Two tenants on one spawned server: B's TTFT alone and beside A flooding at "
+               "4x capacity under its rate limit in model units (A's 429s, timeouts, lost requests)");
+  struct args {
+    bench::tenant_bench_options o;
+    std::string server_args;
+    double timeout_s = 120;
+  };
+  auto a = std::make_shared<args>();
+  auto& o = a->o;
+  t->add_option("--model-dir", o.model_dir, "Model folder of the spawned server (default: the demo model)");
+  t->add_option("--server-args", a->server_args,
+                "Arguments of the spawned server, one string, e.g. \"--engine sim --mode agg\"");
+  t->add_option("--model", o.model_name, "The \"model\" of each request (default: the first /v1/models lists)");
+  t->add_option("--prompt-tokens", o.prompt_tokens, "Prompt tokens per request")
+    ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  t->add_option("--output-tokens", o.output_tokens, "Tokens generated per request (max_tokens, ignore_eos)")
+    ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  t->add_option("--calibrate-seconds", o.calibrate_s, "Seconds of the capacity run")
+    ->capture_default_str()->check(CLI::Range(1.0, 3600.0));
+  t->add_option("--calibrate-concurrency", o.calibrate_concurrency, "Closed-loop clients of the capacity run")
+    ->capture_default_str()->check(CLI::Range(1, 1024));
+  t->add_option("--phase-seconds", o.phase_s, "Seconds of each phase (B alone, B beside A)")
+    ->capture_default_str()->check(CLI::Range(1.0, 3600.0));
+  t->add_option("--flood", o.flood_factor, "A's offered load, x capacity")
+    ->capture_default_str()->check(CLI::Range(0.0, 100.0));
+  t->add_option("--b-share", o.b_share, "B's offered load, x capacity")
+    ->capture_default_str()->check(CLI::Range(0.001, 10.0));
+  t->add_option("--a-limit", o.a_limit_share, "A's units_per_minute, x the capacity in units per minute")
+    ->capture_default_str()->check(CLI::Range(0.001, 100.0));
+  t->add_option("--a-priority", o.a_priority, "A's priority in the key file")->capture_default_str();
+  t->add_option("--b-priority", o.b_priority, "B's priority in the key file")->capture_default_str();
+  t->add_option("--seed", o.seed, "Seeds the prompts, the arrivals and the keys")->capture_default_str();
+  t->add_option("--json", o.json_path, "Write results as JSON to this file");
+  t->add_option("--timeout", a->timeout_s, "Seconds to wait for any step of a request (then: a timeout)")
+    ->capture_default_str()->check(CLI::Range(0.1, 86400.0));
+  subs.emplace_back(t, [a] {
+    a->o.server_args = split_words(a->server_args);
+    a->o.server_program = self_program();
+    a->o.io_timeout = std::chrono::milliseconds{static_cast<int64_t>(a->timeout_s * 1000)};
+    if (a->o.model_dir.empty()) {
+      auto dir = ensure_demo_model();
+      if (!dir) {
+        std::fprintf(stderr, "bench tenants: %s\n", error_text(dir.error()).c_str());
+        return 1;
+      }
+      a->o.model_dir = dir->string();
+    }
+    return bench::run_tenant_bench(a->o);
+  });
+}
+
 void add_trace(CLI::App* bench, std::vector<std::pair<CLI::App*, std::function<int()>>>& subs) {
   auto* tr = bench->add_subcommand(
     "trace", "Replay a Mooncake-format request trace (open loop, at its arrival times) against the HTTP "
@@ -323,12 +377,13 @@ void add_transport(CLI::App* bench,
 } // namespace
 
 command add_bench_command(CLI::App& app) {
-  auto* bench = app.add_subcommand("bench", "Benchmarks: engine, kv-int8, serve, trace, transport");
+  auto* bench = app.add_subcommand("bench", "Benchmarks: engine, kv-int8, serve, tenants, trace, transport");
   bench->require_subcommand(1);
   auto subs = std::make_shared<std::vector<std::pair<CLI::App*, std::function<int()>>>>();
   add_engine(bench, *subs);
   add_kv_int8(bench, *subs);
   add_serve(bench, *subs);
+  add_tenants(bench, *subs);
   add_trace(bench, *subs);
   add_transport(bench, *subs);
   add_units(bench, *subs);

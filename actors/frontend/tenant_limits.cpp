@@ -1,6 +1,8 @@
 #include "actors/frontend/tenant_limits.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 
 namespace tessera::actors::frontend {
 
@@ -101,6 +103,52 @@ std::optional<double> tenant_limits::balance(const std::string& tenant, clock::t
 int32_t tenant_limits::in_flight(const std::string& tenant) const {
   auto it = tenants_.find(tenant);
   return it == tenants_.end() ? 0 : it->second.in_flight;
+}
+
+namespace {
+
+std::string units_text(double units) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.6g", units);
+  return buf;
+}
+
+} // namespace
+
+api_error tenant_refusal_error(const std::string& tenant, const tenant_limit& limit,
+                               const tenant_admission& a, double admission_units) {
+  api_error e;
+  e.status = 429;
+  e.type = "rate_limit_error";
+  e.code = "rate_limit_exceeded";
+  const auto who = "tenant '" + tenant + "'";
+  switch (a.limit) {
+  case tenant_limit_kind::never_fits:
+    e.status = 400;
+    e.type = "invalid_request_error";
+    e.code = "request_exceeds_rate_limit";
+    e.param = "prompt";
+    e.message = "this request's prompt costs " + units_text(admission_units) + " model units, more than " +
+                who + "'s whole rate limit of " + units_text(limit.units_per_minute.value_or(0)) +
+                " units per minute: it can never be admitted (shorten the prompt)";
+    break;
+  case tenant_limit_kind::concurrency:
+    e.message = who + " has " + std::to_string(limit.max_concurrent.value_or(0)) +
+                " requests in flight, its max_concurrent; retry after one of them ends";
+    break;
+  default:
+    e.message = who + " is over its rate limit of " + units_text(limit.units_per_minute.value_or(0)) +
+                " model units per minute: this request costs " + units_text(admission_units) +
+                " units to admit and the tenant's balance is " + units_text(a.balance) + "; retry in " +
+                std::to_string(retry_after_header_s(a)) + " s";
+    break;
+  }
+  return e;
+}
+
+int64_t retry_after_header_s(const tenant_admission& a) {
+  // Clamped so that a balance far below zero still makes a sane header.
+  return static_cast<int64_t>(std::clamp(std::ceil(a.retry_after_s), 1.0, 86400.0));
 }
 
 int32_t request_priority(std::optional<int32_t> requested, std::optional<int32_t> tenant_priority) {

@@ -32,6 +32,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "actors/frontend/api_error.hpp"
 #include "engine/model_units.hpp"
 
 namespace tessera::actors::frontend {
@@ -124,6 +125,22 @@ private:
   engine::model_units units_;
   std::unordered_map<std::string, entry> tenants_;
 };
+
+/// The API error for a refusal `a` of a request of `tenant` (limits
+/// `limit`) costing `admission_units` at admission:
+///  - units or concurrency: 429, type "rate_limit_error", code
+///    "rate_limit_exceeded", naming the limit, the cost and when to retry
+///    (send it with a Retry-After header of retry_after_header_s);
+///  - never_fits: 400, type "invalid_request_error", code
+///    "request_exceeds_rate_limit", param "prompt": the prompt alone costs
+///    more than the tenant's bucket holds, so no wait can admit it (a 429
+///    would make clients, the OpenAI SDKs among them, retry it in vain).
+[[nodiscard]] api_error tenant_refusal_error(const std::string& tenant, const tenant_limit& limit,
+                                             const tenant_admission& a, double admission_units);
+
+/// The Retry-After header's whole seconds for a refusal: retry_after_s
+/// rounded up, at least 1.
+[[nodiscard]] int64_t retry_after_header_s(const tenant_admission& a);
 
 /// Largest |priority| a request gets (the body's `priority` field is
 /// range-checked against it; a tenant's priority is clamped to it), so that

@@ -166,6 +166,43 @@ TEST(TenantLimitsTest, ATenantNamedAgainBeforeItsLastReleaseKeepsItsCount) {
   EXPECT_TRUE(t.admit("alice", lim, 1, t0).admitted);
 }
 
+TEST(TenantLimitsTest, RefusalsBecomeErrorsThatNameTheLimitAndWhenToRetry) {
+  using tessera::actors::frontend::retry_after_header_s;
+  using tessera::actors::frontend::tenant_refusal_error;
+  auto t = table();
+  const tenant_limit lim{.units_per_minute = 600, .max_concurrent = 1};
+  ASSERT_TRUE(t.admit("alice", lim, 590, t0).admitted);
+  t.release("alice");
+  auto units = t.admit("alice", lim, 100, t0);
+  ASSERT_EQ(units.limit, tenant_limit_kind::units);
+  EXPECT_DOUBLE_EQ(units.retry_after_s, 9.0);
+  EXPECT_EQ(retry_after_header_s(units), 9);
+  auto e = tenant_refusal_error("alice", lim, units, 100);
+  EXPECT_EQ(e.status, 429);
+  EXPECT_EQ(e.type, "rate_limit_error");
+  EXPECT_EQ(e.code, "rate_limit_exceeded");
+  EXPECT_NE(e.message.find("tenant 'alice' is over its rate limit of 600 model units per minute"),
+            std::string::npos)
+    << e.message;
+  EXPECT_NE(e.message.find("retry in 9 s"), std::string::npos) << e.message;
+  // A fraction of a second rounds up to a whole one.
+  auto soon = t.admit("alice", lim, 10.5, t0);
+  EXPECT_EQ(retry_after_header_s(soon), 1);
+
+  ASSERT_TRUE(t.admit("alice", lim, 1, t0 + 1h).admitted);
+  auto busy = t.admit("alice", lim, 1, t0 + 1h);
+  EXPECT_EQ(retry_after_header_s(busy), 1);
+  auto c = tenant_refusal_error("alice", lim, busy, 1);
+  EXPECT_EQ(c.status, 429);
+  EXPECT_NE(c.message.find("max_concurrent"), std::string::npos) << c.message;
+
+  auto huge = t.admit("alice", lim, 601, t0 + 1h);
+  auto n = tenant_refusal_error("alice", lim, huge, 601);
+  EXPECT_EQ(n.status, 400);
+  EXPECT_EQ(n.code, "request_exceeds_rate_limit");
+  EXPECT_NE(n.message.find("can never be admitted"), std::string::npos) << n.message;
+}
+
 TEST(TenantLimitsTest, RequestPriorityIsCappedByTheTenants) {
   // Without keys: the body's value as given, 0 without one.
   EXPECT_EQ(request_priority(std::nullopt, std::nullopt), 0);
