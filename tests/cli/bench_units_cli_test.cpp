@@ -30,7 +30,7 @@ TEST(BenchUnitsCliTest, FitsTheSimEngineAndWritesTheServingConfig) {
   }
   const auto json_path = dir.path() / "units.json";
   auto r = run("bench units --model-dir " + model.string() +
-               " --engine sim --sim-gpu h100 --inputs 64,256,1024 --outputs 4,16,64 --concurrency 4 --write --json " +
+               " --engine sim --sim-gpu h100 --inputs 32,128,384 --outputs 4,16,64 --concurrency 4 --write --json " +
                json_path.string());
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("model units for"), std::string::npos) << r.out;
