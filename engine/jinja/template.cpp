@@ -1,6 +1,8 @@
 #include "engine/jinja/template.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <ctime>
 #include <unordered_map>
 
@@ -229,7 +231,8 @@ private:
       if (!n.is<int64_t>())
         fail("cannot multiply a string by a " + n.type_name());
       auto times = *n.as<int64_t>();
-      if (times > 0 && s.as<pstring>()->size() * static_cast<size_t>(times) > max_output_bytes)
+      if (times > 0
+          && static_cast<uint64_t>(times) > max_output_bytes / std::max<size_t>(1, s.as<pstring>()->size()))
         fail("string repetition past " + std::to_string(max_output_bytes) + " bytes");
       pstring out;
       for (int64_t i = 0; i < times; ++i)
@@ -252,28 +255,37 @@ private:
       return value{as_dbl(a) / as_dbl(b)};
     }
     if (op == "**") {
-      if (ints && as_int(b) >= 0)
-        return value{static_cast<int64_t>(std::pow(as_dbl(a), as_dbl(b)))};
-      return value{std::pow(as_dbl(a), as_dbl(b))};
+      double p = std::pow(as_dbl(a), as_dbl(b));
+      if (ints && as_int(b) >= 0) {
+        if (!(std::fabs(p) < 9.2e18))
+          fail("integer overflow in **");
+        return value{static_cast<int64_t>(p)};
+      }
+      return value{p};
     }
     if (ints) {
       int64_t x = as_int(a);
       int64_t y = as_int(b);
-      if (op == "+")
-        return value{x + y};
-      if (op == "-")
-        return value{x - y};
-      if (op == "*")
-        return value{x * y};
+      int64_t r = 0;
+      if (op == "+" || op == "-" || op == "*") {
+        bool overflow = op == "+"   ? __builtin_add_overflow(x, y, &r)
+                        : op == "-" ? __builtin_sub_overflow(x, y, &r)
+                                    : __builtin_mul_overflow(x, y, &r);
+        if (overflow)
+          fail("integer overflow in " + op);
+        return value{r};
+      }
       if (y == 0)
         fail("division by zero");
+      if (y == -1)
+        return op == "//" ? arith("-", value{int64_t{0}}, a) : value{int64_t{0}};
       int64_t q = x / y;
-      int64_t r = x % y;
-      if (r != 0 && ((r < 0) != (y < 0))) {
+      int64_t m = x % y;
+      if (m != 0 && ((m < 0) != (y < 0))) {
         --q;
-        r += y;
+        m += y;
       }
-      return value{op == "//" ? q : r};
+      return value{op == "//" ? q : m};
     }
     double x = as_dbl(a);
     double y = as_dbl(b);
@@ -368,7 +380,7 @@ private:
         if (e.name == "not")
           return value{!v.truthy()};
         if (v.is<int64_t>())
-          return value{e.name == "-" ? -*v.as<int64_t>() : *v.as<int64_t>()};
+          return e.name == "-" ? arith("-", value{int64_t{0}}, v) : v;
         if (v.is<double>())
           return value{e.name == "-" ? -*v.as<double>() : *v.as<double>()};
         fail("unary " + e.name + " of a " + v.type_name());
@@ -451,10 +463,12 @@ scope globals() {
     if (step == 0)
       fail("range step cannot be zero");
     value_list out;
-    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+    for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
       if (static_cast<int64_t>(out.size()) >= max_range)
         fail("range longer than " + std::to_string(max_range));
       out.push_back(value{i});
+      if (__builtin_add_overflow(i, step, &i))
+        break;
     }
     return value::list(std::move(out));
   });

@@ -269,9 +269,27 @@ TEST(JinjaTest, ProvenanceMarksDataBytesThroughStringOperations) {
   EXPECT_TRUE(jr[1].from_data);
 }
 
+TEST(JinjaTest, IntegerOverflowIsAnErrorNotUndefinedBehaviour) {
+  auto mul = render_error("{{ 9223372036854775807 * 2 }}");
+  EXPECT_NE(mul.message.find("integer overflow"), std::string::npos) << mul.message;
+  EXPECT_NE(render_error("{{ 2 ** 64 }}").message.find("integer overflow"), std::string::npos);
+  EXPECT_EQ(render("{{ (-9223372036854775807 - 1) // 1 }} {{ 7 // -1 }} {{ 7 % -1 }}"),
+            "-9223372036854775808 -7 0");
+  EXPECT_NE(render_error("{{ (-9223372036854775807 - 1) // -1 }}").message.find("overflow"),
+            std::string::npos);
+}
+
+TEST(JinjaTest, DataThatLooksLikeJinjaIsNeverEvaluated) {
+  json d = {{"c", "{{ raise_exception('pwned') }}{% for x in range(9) %}x{% endfor %}"}};
+  EXPECT_EQ(render("[{{ c }}]", d), "[{{ raise_exception('pwned') }}{% for x in range(9) %}x{% endfor %}]");
+}
+
 TEST(JinjaTest, RunawayTemplatesAreStopped) {
   auto e = render_error("{% for i in range(200000) %}{% endfor %}");
   EXPECT_NE(e.message.find("range longer"), std::string::npos) << e.message;
+  auto rep = render_error("{{ 'ab' * 9223372036854775807 }}");
+  EXPECT_NE(rep.message.find("repetition"), std::string::npos) << rep.message;
+  EXPECT_EQ(render("{{ range(0, 9223372036854775807, 4611686018427387904)|length }}"), "2");
   auto m = render_error("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}");
   EXPECT_NE(m.message.find("nested deeper"), std::string::npos) << m.message;
   auto big = render_error("{% set s = 'x' * 1000000 %}{% for i in range(20) %}{{ s }}{% endfor %}");
