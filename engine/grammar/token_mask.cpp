@@ -76,7 +76,6 @@ bool token_masker::accept_token(grammar_matcher& m, int32_t id) const {
 }
 
 void token_masker::fill(const grammar_matcher& m, mask_mode mode, token_mask& out) {
-  size_t words = (static_cast<size_t>(trie_.vocab_size()) + 63) / 64;
   if (mode == mask_mode::free && cache_entries_ > 0) {
     std::string key = m.serialize();
     if (auto it = cache_.find(key); it != cache_.end()) {
@@ -86,7 +85,7 @@ void token_masker::fill(const grammar_matcher& m, mask_mode mode, token_mask& ou
       return;
     }
     ++misses_;
-    walk(m, mode, out);
+    fill_from_node_cache(m, out);
     if (cache_.size() >= cache_entries_) {
       cache_.erase(lru_.back());
       lru_.pop_back();
@@ -95,38 +94,59 @@ void token_masker::fill(const grammar_matcher& m, mask_mode mode, token_mask& ou
     cache_.emplace(std::move(key), std::make_pair(out, lru_.begin()));
     return;
   }
-  out.bits.assign(words, 0);
   walk(m, mode, out);
 }
 
-void token_masker::walk(const grammar_matcher& m, mask_mode mode, token_mask& out) {
+void token_masker::start_mask(const grammar_matcher& m, token_mask& out) const {
   size_t words = (static_cast<size_t>(trie_.vocab_size()) + 63) / 64;
   out.bits.assign(words, 0);
   out.eos_allowed = false;
-  auto set_bit = [&](int32_t id) {
-    out.bits[static_cast<size_t>(id) / 64] |= uint64_t{1} << (id % 64);
-  };
   if (m.can_end()) {
     out.eos_allowed = !trie_.eos_ids().empty();
     for (int32_t id : trie_.eos_ids())
       if (id >= 0 && id < trie_.vocab_size())
-        set_bit(id);
-    if (mode == mask_mode::closing)
-      return;
+        out.bits[static_cast<size_t>(id) / 64] |= uint64_t{1} << (id % 64);
   }
+}
+
+void token_masker::walk(const grammar_matcher& m, mask_mode mode, token_mask& out) {
+  start_mask(m, out);
+  if (m.can_end() && mode == mask_mode::closing)
+    return;
   arena_ = m.frames();
   stack_ops ops(m.grammar_ref(), arena_, m.max_depth());
   levels_.resize(trie_.max_depth() + 1);
   marks_.resize(trie_.max_depth() + 1);
   levels_[0] = m.tops();
   marks_[0] = arena_.size();
-  uint32_t start_distance = mode == mask_mode::closing ? ops.distance(levels_[0]) : 0;
   candidates_.clear();
+  walk_range(ops, 0, mode, out, nullptr);
+  if (mode == mask_mode::closing && !candidates_.empty()) {
+    uint32_t start_distance = ops.distance(m.tops());
+    uint32_t best = no_node;
+    for (auto& [id, dist] : candidates_)
+      best = std::min(best, dist);
+    uint32_t limit = best < start_distance ? start_distance : best + 1;
+    for (auto& [id, dist] : candidates_)
+      if (dist < limit)
+        out.bits[static_cast<size_t>(id) / 64] |= uint64_t{1} << (id % 64);
+  }
+}
 
+// Walks the subtree below trie node `root` from the stacks in
+// levels_[depth(root)] (arena marked at marks_[depth(root)]). With
+// `boundaries`, records the trie nodes after which the bottom frame's rule
+// ended (ended = true there) and tokens go on past it.
+void token_masker::walk_range(stack_ops& ops, uint32_t root, mask_mode mode, token_mask& out,
+                              std::vector<uint32_t>* boundaries) {
   const auto& nodes = trie_.nodes();
   const auto& ids = trie_.token_ids();
-  size_t k = 1;
-  while (k < nodes.size()) {
+  auto set_bit = [&](int32_t id) {
+    out.bits[static_cast<size_t>(id) / 64] |= uint64_t{1} << (id % 64);
+  };
+  size_t k = root + 1;
+  size_t end = nodes[root].subtree_end;
+  while (k < end) {
     const token_trie::node& tn = nodes[k];
     size_t d = tn.depth;
     arena_.resize(marks_[d - 1]);
@@ -146,6 +166,8 @@ void token_masker::walk(const grammar_matcher& m, mask_mode mode, token_mask& ou
           candidates_.emplace_back(ids[t], dist);
       }
     }
+    if (boundaries != nullptr && st.ended && tn.subtree_end > k + 1)
+      boundaries->push_back(static_cast<uint32_t>(k));
     if (st.tops.empty()) {
       k = tn.subtree_end;
       continue;
@@ -153,15 +175,60 @@ void token_masker::walk(const grammar_matcher& m, mask_mode mode, token_mask& ou
     marks_[d] = arena_.size();
     ++k;
   }
-  if (mode == mask_mode::closing && !candidates_.empty()) {
-    uint32_t best = no_node;
-    for (auto& [id, dist] : candidates_)
-      best = std::min(best, dist);
-    uint32_t limit = best < start_distance ? start_distance : best + 1;
-    for (auto& [id, dist] : candidates_)
-      if (dist < limit)
-        set_bit(id);
+}
+
+// A free mask from per-node entries: for each stack, the tokens its top
+// node allows within its own rule (computed once per node and depth: they
+// do not depend on the frames below), plus, where that rule may end inside
+// a token, the rest of those tokens walked from the real frames below.
+void token_masker::fill_from_node_cache(const grammar_matcher& m, token_mask& out) {
+  start_mask(m, out);
+  levels_.resize(trie_.max_depth() + 1);
+  marks_.resize(trie_.max_depth() + 1);
+  const auto& frames = m.frames();
+  for (uint32_t t : m.tops().tops) {
+    const stack_frame& top = frames[t];
+    const node_entry& entry = node_entry_for(m, top.node, top.depth);
+    for (size_t w = 0; w < out.bits.size(); ++w)
+      out.bits[w] |= entry.allowed[w];
+    if (top.parent == no_node || entry.boundaries.empty())
+      continue;
+    arena_ = frames;
+    stack_ops ops(m.grammar_ref(), arena_, m.max_depth());
+    stack_tops popped;
+    ops.close(top.parent, popped);
+    if (popped.tops.empty())
+      continue;
+    size_t base = arena_.size();
+    for (uint32_t k : entry.boundaries) {
+      size_t d = trie_.nodes()[k].depth;
+      arena_.resize(base);
+      levels_[d] = popped;
+      marks_[d] = base;
+      walk_range(ops, k, mask_mode::free, out, nullptr);
+    }
   }
+}
+
+const token_masker::node_entry& token_masker::node_entry_for(const grammar_matcher& m,
+                                                             uint32_t node, uint32_t depth) {
+  node_key key{m.grammar_ref().fingerprint(), (uint64_t{depth} << 32) | node};
+  if (auto it = node_cache_.find(key); it != node_cache_.end())
+    return it->second;
+  if (node_cache_.size() >= std::max<size_t>(cache_entries_, 16))
+    node_cache_.clear();
+  node_entry entry;
+  token_mask scratch;
+  scratch.bits.assign((static_cast<size_t>(trie_.vocab_size()) + 63) / 64, 0);
+  arena_.clear();
+  arena_.push_back({node, no_node, depth});
+  stack_ops ops(m.grammar_ref(), arena_, m.max_depth());
+  levels_[0].tops.assign(1, 0);
+  levels_[0].ended = false;
+  marks_[0] = arena_.size();
+  walk_range(ops, 0, mask_mode::free, scratch, &entry.boundaries);
+  entry.allowed = std::move(scratch.bits);
+  return node_cache_.emplace(key, std::move(entry)).first->second;
 }
 
 } // namespace tessera::engine::grammar

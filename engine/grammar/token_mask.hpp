@@ -88,11 +88,17 @@ enum class mask_mode {
   closing,
 };
 
-/// Computes masks. Holds scratch buffers and a cache of free-mode masks
-/// keyed by matcher state; one per thread (not thread-safe).
+/// Computes masks. Holds scratch buffers and two caches of free-mode
+/// masks: whole masks keyed by matcher state, and per grammar node (and
+/// stack depth) the tokens that node allows within its own rule, which do
+/// not depend on the frames below, plus the trie subtrees where that rule
+/// may end mid-token (only those are walked again, from the real frames).
+/// One per thread (not thread-safe).
 class token_masker {
 public:
-  /// `cache_entries`: masks kept (each vocab_size / 8 bytes). Default: 256.
+  /// `cache_entries`: masks kept in each cache (each vocab_size / 8
+  /// bytes); 0 turns both caches off (every mask a full trie walk).
+  /// Default: 256.
   explicit token_masker(const token_trie& trie, size_t cache_entries = 256);
 
   /// The tokens allowed after `m`'s bytes, into `out`.
@@ -107,7 +113,17 @@ public:
   [[nodiscard]] uint64_t cache_misses() const { return misses_; }
 
 private:
+  /// What one grammar node allows within its rule, at one stack depth.
+  struct node_entry {
+    std::vector<uint64_t> allowed;    // tokens that stay valid whatever lies below
+    std::vector<uint32_t> boundaries; // trie nodes after which the rule may end
+  };
+  void start_mask(const grammar_matcher& m, token_mask& out) const;
   void walk(const grammar_matcher& m, mask_mode mode, token_mask& out);
+  void walk_range(stack_ops& ops, uint32_t root, mask_mode mode, token_mask& out,
+                  std::vector<uint32_t>* boundaries);
+  void fill_from_node_cache(const grammar_matcher& m, token_mask& out);
+  const node_entry& node_entry_for(const grammar_matcher& m, uint32_t node, uint32_t depth);
 
   const token_trie& trie_;
   size_t cache_entries_;
@@ -116,6 +132,17 @@ private:
   std::vector<size_t> marks_;
   std::vector<std::pair<int32_t, uint32_t>> candidates_;
   std::unordered_map<std::string, std::pair<token_mask, std::list<std::string>::iterator>> cache_;
+  struct node_key {
+    uint64_t grammar = 0; // fingerprint
+    uint64_t node_depth = 0;
+    bool operator==(const node_key&) const = default;
+  };
+  struct node_key_hash {
+    size_t operator()(const node_key& k) const {
+      return static_cast<size_t>(k.grammar ^ (k.node_depth * 0x9E3779B97F4A7C15ull));
+    }
+  };
+  std::unordered_map<node_key, node_entry, node_key_hash> node_cache_;
   std::list<std::string> lru_;
   uint64_t hits_ = 0;
   uint64_t misses_ = 0;

@@ -177,8 +177,9 @@ TEST(GrammarWalkTest, TokenMaskEqualsTheBruteForceMask) {
   const token_trie& trie = demo_trie(32000);
   const auto& vocab_bytes = [&](int32_t id) -> const std::string& { return trie.bytes_of(id); };
   token_masker masker(trie, 0);
+  token_masker cached(trie, 64); // the state and per-node caches
   std::mt19937_64 rng(7);
-  for (size_t s : {4u, 9u, 18u, 30u, 41u, 46u, 51u}) {
+  for (size_t s : {4u, 9u, 18u, 30u, 37u, 41u, 46u, 49u, 51u}) {
     auto compiled = compile_json_schema_text(schema_corpus()[s]);
     ASSERT_TRUE(compiled.ok());
     grammar_matcher m(compiled.value);
@@ -199,6 +200,9 @@ TEST(GrammarWalkTest, TokenMaskEqualsTheBruteForceMask) {
         if (expect && !trie.is_eos(id))
           allowed.push_back(id);
       }
+      token_mask from_cache;
+      cached.fill(m, mask_mode::free, from_cache);
+      ASSERT_EQ(from_cache.bits, mask.bits) << "schema " << s << " step " << step;
       masker.fill(m, mask_mode::closing, closing);
       ASSERT_GT(closing.count(), 0u);
       for (size_t w = 0; w < closing.bits.size(); ++w)
