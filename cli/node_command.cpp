@@ -7,6 +7,7 @@
 #include <string>
 
 #include <caf/all.hpp>
+#include <spdlog/spdlog.h>
 
 #include "actors/node/actor_system_tuning.hpp"
 #include "actors/node/cluster_node.hpp"
@@ -26,6 +27,8 @@ struct node_args {
   std::string role;
   std::string secret_file;
   std::string admin_key_file;
+  std::string api_keys_file;
+  bool protect_metrics = false;
   bool insecure = false;
   bool fault_injection = false;
   double drain_timeout_s = 10.0;
@@ -37,10 +40,13 @@ int fail(const std::string& what) {
 }
 
 int run_node(const node_args& a) {
+  // SIGINT / SIGTERM stop the node, SIGHUP reloads a frontend's API key
+  // file (sigwait below).
   sigset_t stop;
   sigemptyset(&stop);
   sigaddset(&stop, SIGINT);
   sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
   // Preflight: every problem that would stop this node, before the model
@@ -56,6 +62,10 @@ int run_node(const node_args& a) {
     cfg->cluster_secret_file = a.secret_file;
   if (!a.admin_key_file.empty())
     cfg->admin_key_file = a.admin_key_file;
+  if (!a.api_keys_file.empty())
+    cfg->api_keys_file = a.api_keys_file;
+  if (a.protect_metrics)
+    cfg->protect_metrics = true;
   if (a.fault_injection)
     cfg->fault_injection = true;
   if (!a.node.empty()) {
@@ -102,7 +112,10 @@ int run_node(const node_args& a) {
     std::printf("tessera node %s: listening on %s\n", id.c_str(), url.c_str());
   std::fflush(stdout);
   int sig = 0;
-  sigwait(&stop, &sig);
+  while (sigwait(&stop, &sig) == 0 && sig == SIGHUP) {
+    if (auto err = (*node)->reload_api_keys())
+      spdlog::error("tessera node {}: SIGHUP: {} (the API keys in use stay)", id, error_text(err));
+  }
   // Graceful stop (a frontend node drains its requests, serve's way).
   (*node)->drain(std::chrono::milliseconds{static_cast<int64_t>(a.drain_timeout_s * 1000)});
   node->reset();
@@ -128,6 +141,11 @@ command add_node_command(CLI::App& app) {
   sub->add_option("--admin-key-file", a->admin_key_file,
                   "The frontend's admin key (overrides admin_key_file in the config; chmod 600): POST "
                   "/admin/drain and every /admin/* endpoint then need Authorization: Bearer <key>");
+  sub->add_option("--api-keys", a->api_keys_file,
+                  "The frontend's API key file (overrides api_keys_file in the config): every /v1/* "
+                  "request then needs Authorization: Bearer <key>; SIGHUP reloads it");
+  sub->add_flag("--protect-metrics", a->protect_metrics,
+                "With API keys: the frontend's GET /metrics needs a key too (as protect_metrics = true)");
   sub->add_flag("--fault-injection", a->fault_injection,
                 "Run this node's transport through the fault decorator and take POST /admin/faults "
                 "{\"plan\": ...} on its metrics endpoint (as fault_injection = true in the config; "

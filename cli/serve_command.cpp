@@ -7,6 +7,7 @@
 #include <string>
 
 #include <caf/all.hpp>
+#include <spdlog/spdlog.h>
 
 #include "actors/node/actor_system_tuning.hpp"
 #include "actors/node/serve_node.hpp"
@@ -34,12 +35,14 @@ struct serve_args {
 };
 
 int run_serve(serve_args& a) {
-  // SIGINT / SIGTERM end the server through sigwait below; block them
-  // before any thread starts so every thread inherits the mask.
+  // SIGINT / SIGTERM end the server and SIGHUP reloads the API key file,
+  // through sigwait below; block them before any thread starts so every
+  // thread inherits the mask.
   sigset_t stop;
   sigemptyset(&stop);
   sigaddset(&stop, SIGINT);
   sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
   // Preflight: every problem that would stop the server, before the model
@@ -97,7 +100,11 @@ int run_serve(serve_args& a) {
               url.c_str(), (*node)->model_name().c_str());
   std::fflush(stdout);
   int sig = 0;
-  sigwait(&stop, &sig);
+  while (sigwait(&stop, &sig) == 0 && sig == SIGHUP) {
+    // A bad file keeps the keys in use; streams run on either way.
+    if (auto err = (*node)->reload_api_keys())
+      spdlog::error("tessera serve: SIGHUP: {} (the API keys in use stay)", error_text(err));
+  }
   // Graceful stop: no new requests, the ones in flight may finish for up
   // to --drain-timeout, then the actors, the store's spill queue and
   // RocksDB are closed in order.
@@ -192,9 +199,14 @@ command add_serve_command(CLI::App& app) {
   sub->add_option("--admin-key-file", o.admin_key_file,
                   "A file holding the admin key (chmod 600, at least 16 bytes): POST /admin/drain "
                   "{\"node\": ...} and every /admin/* endpoint then need Authorization: Bearer <key>");
+  sub->add_option("--api-keys", o.api_keys_file,
+                  "The API key file (TOML [[key]] tables: key or key_sha256, tenant, units_per_minute, "
+                  "max_concurrent, priority, share_cache_with): every /v1/* request then needs "
+                  "Authorization: Bearer <key>; SIGHUP reloads it");
+  sub->add_flag("--protect-metrics", o.protect_metrics, "With --api-keys: GET /metrics needs a key too");
   sub->add_flag("--fault-injection", o.fault_injection,
                "Chaos drills: POST /admin/fault {\"worker\": \"decode-0\", \"fault\": \"crash\"} "
-               "crashes that worker (the supervisor restarts it)");
+               "crashes that worker (the supervisor restarts it); needs --admin-key-file");
   sub->add_option("--actor-threads", a->scheduler_threads, "Actor scheduler threads (0: 2)")
     ->capture_default_str()
     ->check(CLI::Range(0, 256));

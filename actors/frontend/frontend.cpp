@@ -202,6 +202,7 @@ wire::request_handoff handoff_of(frontend_pointer self, const job& j, size_t ind
   h.request.params = j.req.params;
   if (h.request.params.seed && j.req.n > 1)
     *h.request.params.seed += index; // n different choices
+  h.request.cache_salt = j.cache_salt;
   h.reply_to = {self->state.cfg.node, self->state.cfg.name};
   return h;
 }
@@ -212,7 +213,7 @@ void admit(frontend_pointer self, uint64_t key, size_t index, std::vector<int32_
   auto& j = st.jobs.at(key);
   auto& c = j.choices[index];
   // A conversation sticks to its workers by session_id, else by user.
-  route_query q{c.engine_id, prompt, "", j.req.session_id.empty() ? j.req.user : j.req.session_id,
+  route_query q{c.engine_id, prompt, j.cache_salt, j.req.session_id.empty() ? j.req.user : j.req.session_id,
                 j.req.params.max_tokens};
   self->request(st.cfg.router, st.cfg.admit_timeout, route_atom_v, q)
     .then(
@@ -314,8 +315,8 @@ void resume(frontend_pointer self, uint64_t key, size_t index) {
   auto& c = j.choices[index];
   auto tokens = j.prompt;
   tokens.insert(tokens.end(), c.out.token_ids.begin(), c.out.token_ids.end());
-  route_query q{c.engine_id, std::move(tokens), "", j.req.session_id.empty() ? j.req.user : j.req.session_id,
-                j.req.params.max_tokens};
+  route_query q{c.engine_id, std::move(tokens), j.cache_salt,
+                j.req.session_id.empty() ? j.req.user : j.req.session_id, j.req.params.max_tokens};
   const auto id = c.engine_id;
   auto retry = [self, key, index, id](const caf::error& err) {
     auto it = self->state.jobs.find(key);
@@ -349,7 +350,9 @@ void resume(frontend_pointer self, uint64_t key, size_t index) {
       [retry](caf::error& err) { retry(err); });
 }
 
-void start_job(frontend_pointer self, api_kind kind, http_call call) {
+/// Starts a completion of `tenant` (null without API keys).
+void start_job(frontend_pointer self, api_kind kind, http_call call,
+               std::shared_ptr<const cluster::tenant_policy> tenant) {
   auto& st = self->state;
   auto parsed = parse_request(kind, call.request.body, st.cfg.limits);
   if (auto* e = std::get_if<api_error>(&parsed)) {
@@ -387,6 +390,11 @@ void start_job(frontend_pointer self, api_kind kind, http_call call) {
   j.prompt_tokens = static_cast<int32_t>(std::get<std::vector<int32_t>>(prompt).size());
   j.prompt = std::get<std::vector<int32_t>>(prompt);
   j.req = std::move(req);
+  // The tenant's namespace salts every block hash of the request (engine,
+  // router index, kv store, wire): its prefix cache is its own.
+  j.cache_salt = compose_cache_salt(tenant ? std::string_view{tenant->cache_namespace} : std::string_view{},
+                                    j.req.cache_salt);
+  j.tenant = std::move(tenant);
   // A seed for every request, so a choice that moves to another worker
   // samples on exactly as it would have (migrate).
   if (!j.req.params.seed)
@@ -412,10 +420,18 @@ void on_http(frontend_pointer self, http_call call) {
   auto& st = self->state;
   const auto& method = call.request.method;
   auto path = call.request.target.substr(0, call.request.target.find('?'));
-  st.metrics->request(path.starts_with("/v1/") || path == "/health" || path == "/ready" || path == "/live" ||
-                          path == "/metrics"
-                        ? path
-                        : "other");
+  st.metrics->request(path);
+  // The API (and /metrics if protected) needs a key when keys are set;
+  // /health, /ready and /live stay open for load balancers and probes.
+  std::shared_ptr<const cluster::tenant_policy> tenant;
+  if (path.starts_with("/v1/") || (path == "/metrics" && st.cfg.protect_metrics)) {
+    auto who = authenticate(st.cfg.api_keys, call.request.header("Authorization"));
+    if (auto* e = std::get_if<api_error>(&who)) {
+      st.metrics->error("invalid_api_key");
+      return send_error(call.response, *e);
+    }
+    tenant = std::get<0>(std::move(who));
+  }
   auto wrong_method = [&](const char* allowed) {
     api_error e = bad_request("method " + quote_input(method) + " is not allowed on " + quote_input(path) + " (use " +
                               allowed + ")");
@@ -429,27 +445,10 @@ void on_http(frontend_pointer self, http_call call) {
       return send_error(call.response, shutting_down("it takes no new requests"));
     }
     return start_job(self, path == "/v1/completions" ? api_kind::completion : api_kind::chat,
-                     std::move(call));
+                     std::move(call), std::move(tenant));
   }
-  if (path.starts_with("/admin/")) {
-    const bool fault = path == "/admin/fault" && st.cfg.supervisor;
-    const bool drain = path == "/admin/drain" && !st.cfg.admin_key.empty();
-    if ((fault || drain) && method != "POST")
-      return wrong_method("POST");
-    // With an admin key every admin endpoint needs it; /admin/drain exists
-    // only with one.
-    if ((drain || (fault && !st.cfg.admin_key.empty())) && !admin_allowed(st, call)) {
-      api_error e = bad_request("this endpoint needs the admin key: Authorization: Bearer <key of "
-                                "--admin-key-file>");
-      e.status = 401;
-      e.type = "authentication_error";
-      return send_error(call.response, e);
-    }
-    if (fault)
-      return admin_fault(self, call);
-    if (drain)
-      return admin_drain(self, call);
-  }
+  if (path.starts_with("/admin/"))
+    return admin(self, call);
   if (method != "GET" && method != "HEAD")
     return wrong_method("GET");
   if (path == "/live")
@@ -538,6 +537,10 @@ frontend_impl::behavior_type frontend_fn(frontend_pointer self, frontend_config 
   self->delayed_send(self, st.cfg.watch_interval, step_atom_v);
   return {
     [self](step_atom) { watch_streams(self); },
+    [self](load_atom, api_keys_swap& swap) {
+      // Requests in flight keep their tenant (job::tenant holds its table).
+      self->state.cfg.api_keys = std::move(swap.keys);
+    },
     [self](http_atom, http_call& call) { on_http(self, std::move(call)); },
     [self](token_atom, wire::token_chunk& c) { on_tokens(self, std::move(c)); },
     [self](failed_atom, const wire::request_cancel& c) {
@@ -623,6 +626,10 @@ caf::expected<std::unique_ptr<frontend>> frontend::start(caf::actor_system& sys,
   }
   f->server_ = std::move(*server);
   return f;
+}
+
+void frontend::set_api_keys(std::shared_ptr<const cluster::api_key_table> keys) {
+  caf::anon_send(caf::actor_cast<frontend_impl>(actor_), load_atom_v, api_keys_swap{std::move(keys)});
 }
 
 void frontend::drain(std::chrono::milliseconds timeout) {

@@ -15,9 +15,17 @@
 /// GET /v1/models, GET /health (each worker's state and the reason, from
 /// the router's heartbeats and canaries; 200 while a complete serving path
 /// is healthy, else 503), GET /ready (200 or 503 alike, short), GET /live,
-/// GET /metrics (Prometheus text); with fault
-/// injection on, POST /admin/fault {"worker": "decode-0", "fault": "crash"}
-/// (a worker of this node) for chaos drills.
+/// GET /metrics (Prometheus text); with an admin key and fault injection
+/// on, POST /admin/fault {"worker": "decode-0", "fault": "crash"} (a worker
+/// of this node) for chaos drills.
+///
+/// With an API key table (frontend_config::api_keys) every /v1/* request
+/// needs "Authorization: Bearer <key>" (401 otherwise) and runs as the
+/// key's tenant: its prefix-cache namespace salts the request's block
+/// hashes (api_auth.hpp), so tenants never hit each other's cache unless
+/// the key file shares it. /health, /ready, /live and /metrics stay open
+/// (/metrics needs a key with protect_metrics). /admin/* needs the admin
+/// key and is 404 without one.
 
 #include <chrono>
 #include <memory>
@@ -32,6 +40,7 @@
 #include "actors/frontend/http_server.hpp"
 #include "actors/frontend/openai_request.hpp"
 #include "actors/router/router_actor.hpp"
+#include "cluster/api_keys.hpp"
 #include "cluster/metrics.hpp"
 #include "engine/tokenizer.hpp"
 
@@ -74,11 +83,17 @@ struct frontend_config {
   std::chrono::milliseconds watch_interval{500};
   std::chrono::milliseconds gap_timeout{2000};
   std::chrono::milliseconds stall_timeout{60000};
-  /// The admin key: set, POST /admin/drain is served and every /admin/*
-  /// endpoint needs "Authorization: Bearer <key>" (401 otherwise); empty,
-  /// /admin/drain is 404 and /admin/fault open where fault injection is
-  /// on. Default: empty.
+  /// The admin key: set, POST /admin/drain (and /admin/fault with a
+  /// supervisor) is served and every /admin/* endpoint needs
+  /// "Authorization: Bearer <key>" (401 otherwise); empty, every /admin/*
+  /// endpoint is 404. Default: empty.
   std::string admin_key;
+  /// The API keys and their tenants; null: no authentication, every
+  /// request runs without a tenant. Replaced at run time by
+  /// frontend::set_api_keys. Default: null.
+  std::shared_ptr<const cluster::api_key_table> api_keys;
+  /// With api_keys: GET /metrics needs a key too. Default: false.
+  bool protect_metrics = false;
   /// The node's worker supervisor (actors/node/worker_supervisor.hpp):
   /// set, POST /admin/fault is served; null, it is 404.
   caf::actor supervisor;
@@ -103,6 +118,12 @@ public:
   [[nodiscard]] uint16_t port() const { return server_->port(); }
   /// The actor (publish it on the bridge under frontend_config::name).
   [[nodiscard]] const token_sink_actor& actor() const { return actor_; }
+
+  /// Replaces the API key table (a reloaded key file; null turns
+  /// authentication off). Requests from then on are checked against
+  /// `keys`; requests in flight go on as their tenant. Thread-safe: the
+  /// actor takes the table in its own turn.
+  void set_api_keys(std::shared_ptr<const cluster::api_key_table> keys);
 
   /// Graceful stop: from now on new completions get 503
   /// ("shutting_down") and /health 503 {"status":"draining"}; returns once

@@ -113,6 +113,44 @@ bool admin_allowed(const frontend_state& st, const http_call& call) {
   return diff == 0;
 }
 
+void admin(frontend_pointer self, const http_call& call) {
+  auto& st = self->state;
+  const auto& method = call.request.method;
+  const auto path = call.request.target.substr(0, call.request.target.find('?'));
+  auto not_found = [&] {
+    api_error e = bad_request("no such endpoint: " + quote_input(method) + " " + quote_input(path));
+    e.status = 404;
+    e.type = "not_found_error";
+    send_error(call.response, e);
+  };
+  // Without an admin key there is no admin endpoint at all; with one,
+  // nothing under /admin/ (not even which endpoints exist) is told to a
+  // caller without it.
+  if (st.cfg.admin_key.empty())
+    return not_found();
+  if (!admin_allowed(st, call)) {
+    api_error e = bad_request("this endpoint needs the admin key: Authorization: Bearer <key of "
+                              "--admin-key-file>");
+    e.status = 401;
+    e.type = "authentication_error";
+    e.code = "invalid_api_key";
+    return send_error(call.response, e);
+  }
+  const bool fault = path == "/admin/fault" && st.cfg.supervisor;
+  const bool drain = path == "/admin/drain";
+  if (!fault && !drain)
+    return not_found();
+  if (method != "POST") {
+    api_error e = bad_request("method " + quote_input(method) + " is not allowed on " + quote_input(path) +
+                              " (use POST)");
+    e.status = 405;
+    return send_error(call.response, e);
+  }
+  if (fault)
+    return admin_fault(self, call);
+  admin_drain(self, call);
+}
+
 /// POST /admin/drain {"node": id, "drain": true|false}: the router sends
 /// the node's workers no new request (or takes them back), and every
 /// stream running there moves to another worker (migrate), so the node can

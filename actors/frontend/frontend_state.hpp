@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "actors/bridge/remote_actor.hpp"
+#include "actors/frontend/api_auth.hpp"
 #include "actors/frontend/api_error.hpp"
 #include "actors/frontend/api_prompt.hpp"
 #include "actors/frontend/frontend_actor.hpp"
@@ -32,9 +33,15 @@ struct http_call {
   std::shared_ptr<http_response> response;
 };
 
+/// A new API key table for the actor (frontend::set_api_keys).
+struct api_keys_swap {
+  std::shared_ptr<const cluster::api_key_table> keys;
+};
+
 } // namespace tessera::actors::frontend::detail
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tessera::actors::frontend::detail::http_call)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tessera::actors::frontend::detail::api_keys_swap)
 
 namespace tessera::actors::frontend::detail {
 
@@ -54,7 +61,9 @@ using frontend_impl = token_sink_actor::extend<
   /// Time to place choice (key, index) again after its worker failed.
   caf::reacts_to<start_atom, uint64_t, uint64_t>,
   /// Time for the stream watchdog (watch_streams).
-  caf::reacts_to<step_atom>>;
+  caf::reacts_to<step_atom>,
+  /// From now on, check API keys against this table (a reloaded key file).
+  caf::reacts_to<load_atom, api_keys_swap>>;
 
 /// One choice of a completion: one engine request.
 struct job_choice {
@@ -94,6 +103,12 @@ struct job {
   /// before the worker's "accepted" reply).
   std::vector<std::string> backlog;
   clock_type::time_point start;
+  /// The tenant of the request's API key (sharing ownership of its key
+  /// table, so a reload does not pull it away); null without API keys.
+  std::shared_ptr<const cluster::tenant_policy> tenant;
+  /// The engine request's cache_salt: the tenant's cache namespace and the
+  /// body's cache_salt (compose_cache_salt).
+  std::string cache_salt;
 };
 
 /// The frontend's metrics.
@@ -118,8 +133,10 @@ struct frontend_metrics {
                            "Times a request's stream moved to another worker after its worker or "
                            "node failed (it goes on from the tokens already sent).")) {}
 
-  void request(const std::string& endpoint) {
-    registry.counter("tessera_requests_total", "HTTP requests by endpoint.", {{"endpoint", endpoint}})
+  /// Counts a request to `path` (its label bounded by endpoint_label).
+  void request(std::string_view path) {
+    registry
+      .counter("tessera_requests_total", "HTTP requests by endpoint.", {{"endpoint", std::string{endpoint_label(path)}}})
       .inc();
   }
   void error(const std::string& kind) {
@@ -183,6 +200,10 @@ void metrics(frontend_pointer self, std::shared_ptr<http_response> res);
 
 /// Whether `call` carries the admin key (frontend_config::admin_key).
 [[nodiscard]] bool admin_allowed(const frontend_state& st, const http_call& call);
+
+/// The /admin/* endpoints: 404 without an admin key, 401 without it in
+/// the request, else admin_fault or admin_drain (frontend_endpoints.cpp).
+void admin(frontend_pointer self, const http_call& call);
 
 /// POST /admin/fault and POST /admin/drain (frontend_endpoints.cpp).
 void admin_fault(frontend_pointer self, const http_call& call);

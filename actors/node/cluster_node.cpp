@@ -22,6 +22,7 @@ namespace wire = transport::wire;
 
 struct cluster_node::impl : detail::node_actors {
   using node_actors::node_actors;
+  std::filesystem::path api_keys_file;
   std::atomic<bool> stopping{false};
   std::thread connector;
   std::unique_ptr<frontend::http_server> metrics_http;
@@ -104,6 +105,10 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
                  "UCX's ports) can join this cluster, call its actors and write into its memory",
                  node_id, me->address);
   }
+  // A frontend's bad key file stops the start before the model loads.
+  auto api_keys = detail::load_api_keys(me->has("frontend") ? cfg.api_keys_file : std::string{});
+  if (!api_keys)
+    return api_keys.error();
   say("loading " + model_dir.string());
   const auto engine = detail::backend_choice_of(cfg);
   auto model = detail::load_model(model_dir, engine.kind);
@@ -240,6 +245,9 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
         return key.error();
       fs.admin_key = std::move(*key);
     }
+    fs.api_keys = std::move(*api_keys);
+    fs.protect_metrics = cfg.protect_metrics;
+    p->api_keys_file = cfg.api_keys_file;
     auto front = detail::start_frontend(sys, *p->br, p->router, *model, fs);
     if (!front)
       return front.error();
@@ -283,6 +291,13 @@ cluster_node::~cluster_node() = default;
 void cluster_node::drain(std::chrono::milliseconds timeout) {
   if (impl_->front)
     impl_->front->drain(timeout);
+}
+
+caf::error cluster_node::reload_api_keys() {
+  if (!impl_->front || impl_->api_keys_file.empty())
+    return detail::bad_option("no API key file to reload (this node runs no frontend, or its config has no "
+                              "api_keys_file)");
+  return detail::reload_api_keys(*impl_->front, impl_->api_keys_file);
 }
 
 std::string cluster_node::url() const {

@@ -42,6 +42,12 @@ public:
   cluster_node(const cluster_node&) = delete;
   cluster_node& operator=(const cluster_node&) = delete;
 
+  /// On a frontend node: reads the config's api_keys_file again and hands
+  /// its table to the frontend (SIGHUP); requests in flight go on. Errors:
+  /// no frontend or no key file, or the file's problems (the old table
+  /// stays).
+  [[nodiscard]] caf::error reload_api_keys();
+
   /// The HTTP API's URL if this node runs the frontend, else empty.
   [[nodiscard]] std::string url() const;
 

@@ -1,11 +1,14 @@
 #include "actors/node/node_parts.hpp"
 
+#include <algorithm>
 #include <random>
 
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "actors/common/token_sink.hpp"
 #include "actors/node/worker_supervisor.hpp"
+#include "cluster/host_port.hpp"
 #include "kvstore/tiered_block_store.hpp"
 #include "engine/engine_errc.hpp"
 
@@ -21,6 +24,18 @@ void stop_and_wait(caf::actor_system& sys, const Handle& a, Stop stop) {
   self->monitor(a);
   stop(self);
   self->receive([](const caf::down_msg&) {}, caf::after(std::chrono::seconds{10}) >> [] {});
+}
+
+/// Whether `host` names this machine's loopback only (what a listener on
+/// it can be reached from).
+bool loopback_only(const std::string& host) {
+  if (host == "localhost")
+    return true;
+  auto ips = cluster::resolve_host(host, cluster::address_family::any);
+  if (!ips || ips->empty())
+    return false;
+  return std::all_of(ips->begin(), ips->end(),
+                     [](const std::string& ip) { return ip.starts_with("127.") || ip == "::1"; });
 }
 
 } // namespace
@@ -168,6 +183,12 @@ start_frontend(caf::actor_system& sys, bridge& br, const router_local_actor& rou
   fc.metrics = spec.metrics;
   fc.supervisor = spec.supervisor;
   fc.admin_key = spec.admin_key;
+  fc.api_keys = spec.api_keys;
+  fc.protect_metrics = spec.protect_metrics;
+  if (!spec.api_keys && !loopback_only(spec.host))
+    spdlog::warn("frontend: listening on {} without API keys: anyone who can reach it may use the API "
+                 "(give --api-keys FILE, or api_keys_file in the cluster config)",
+                 spec.host);
   fc.health_kv_store = kv_store_health(spec.store.get());
   auto front = frontend::frontend::start(sys, fc);
   if (!front)
@@ -191,6 +212,25 @@ std::string kv_store_health(const kvstore::block_store* store) {
   if (!r.moved_to.empty())
     j["moved_to"] = r.moved_to.string();
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+caf::expected<std::shared_ptr<const cluster::api_key_table>> load_api_keys(const std::filesystem::path& file) {
+  if (file.empty())
+    return std::shared_ptr<const cluster::api_key_table>{};
+  auto t = cluster::api_key_table::load(file);
+  if (!t)
+    return t.error();
+  return std::make_shared<const cluster::api_key_table>(std::move(*t));
+}
+
+caf::error reload_api_keys(frontend::frontend& front, const std::filesystem::path& file) {
+  auto t = load_api_keys(file);
+  if (!t)
+    return t.error();
+  spdlog::info("frontend: API keys reloaded from {}: {} key(s) of {} tenant(s)", file.string(), (*t)->key_count(),
+               (*t)->tenants().size());
+  front.set_api_keys(std::move(*t));
+  return {};
 }
 
 int32_t model_len(const loaded_model& model, int32_t max_model_len) {

@@ -152,6 +152,9 @@ struct frontend_spec {
   caf::actor supervisor;
   /// frontend_config::admin_key.
   std::string admin_key;
+  /// frontend_config::api_keys and protect_metrics.
+  std::shared_ptr<const cluster::api_key_table> api_keys;
+  bool protect_metrics = false;
   /// The node's kv store, whose start-up trouble (a disk tier reset or
   /// turned off) /health reports; null: none.
   std::shared_ptr<kvstore::block_store> store;
@@ -161,11 +164,22 @@ struct frontend_spec {
 /// wrong with its disk tier at start-up; empty when nothing did.
 [[nodiscard]] std::string kv_store_health(const kvstore::block_store* store);
 
-/// Starts the frontend (HTTP listening) and publishes it on `br`. Errors: a
-/// bad --chat-template, the port in use.
+/// Starts the frontend (HTTP listening) and publishes it on `br`; warns
+/// when it listens beyond loopback without API keys. Errors: a bad
+/// --chat-template, the port in use.
 [[nodiscard]] caf::expected<std::unique_ptr<frontend::frontend>>
 start_frontend(caf::actor_system& sys, bridge& br, const router_local_actor& router,
                const loaded_model& model, const frontend_spec& spec);
+
+/// Reads the API key file `file` (cluster/api_keys.hpp) and hands the
+/// table to `front` (frontend::set_api_keys): a SIGHUP's reload. Errors:
+/// the file's (the frontend keeps its table then).
+[[nodiscard]] caf::error reload_api_keys(frontend::frontend& front, const std::filesystem::path& file);
+
+/// The API key file's table, or null when `file` is empty. Errors: the
+/// file's problems.
+[[nodiscard]] caf::expected<std::shared_ptr<const cluster::api_key_table>>
+load_api_keys(const std::filesystem::path& file);
 
 /// The longest prompt + output the model allows with `max_model_len`
 /// (0: the model's max_position_embeddings).

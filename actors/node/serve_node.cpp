@@ -17,6 +17,7 @@ struct serve_node::impl : detail::node_actors {
   using node_actors::node_actors;
   std::string model_name;
   std::string description;
+  std::filesystem::path api_keys_file;
 };
 
 namespace {
@@ -53,6 +54,11 @@ caf::expected<std::unique_ptr<serve_node>> serve_node::start(caf::actor_system& 
     return detail::bad_option("--decode (and with disagg --prefill) must be at least 1");
   const int n_workers = opts.decode_workers + (disagg ? opts.prefill_workers : 0);
 
+  // A bad key file stops the start before the model loads.
+  auto api_keys = detail::load_api_keys(opts.api_keys_file);
+  if (!api_keys)
+    return api_keys.error();
+
   say("loading " + opts.model_dir.string());
   auto model = detail::load_model(opts.model_dir, opts.engine.kind);
   if (!model)
@@ -60,6 +66,7 @@ caf::expected<std::unique_ptr<serve_node>> serve_node::start(caf::actor_system& 
 
   auto p = std::make_unique<impl>(sys);
   p->model_name = opts.model_name.empty() ? opts.model_dir.filename().string() : opts.model_name;
+  p->api_keys_file = opts.api_keys_file;
   p->br = std::make_unique<bridge>(
     sys, std::make_unique<transport::loopback_transport>(transport::loopback_fabric::make()),
     bridge_config{node_id, detail::node_protocol(), std::chrono::seconds{30}, {}});
@@ -159,6 +166,8 @@ caf::expected<std::unique_ptr<serve_node>> serve_node::start(caf::actor_system& 
       return key.error();
     fs.admin_key = std::move(*key);
   }
+  fs.api_keys = std::move(*api_keys);
+  fs.protect_metrics = opts.protect_metrics;
   auto front = detail::start_frontend(sys, *p->br, p->router, *model, fs);
   if (!front)
     return front.error();
@@ -173,6 +182,12 @@ serve_node::~serve_node() = default;
 
 void serve_node::drain(std::chrono::milliseconds timeout) {
   impl_->front->drain(timeout);
+}
+
+caf::error serve_node::reload_api_keys() {
+  if (impl_->api_keys_file.empty())
+    return detail::bad_option("no API key file to reload (start with --api-keys FILE)");
+  return detail::reload_api_keys(*impl_->front, impl_->api_keys_file);
 }
 
 std::string serve_node::url() const {

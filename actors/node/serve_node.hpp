@@ -79,6 +79,12 @@ struct serve_options {
   /// The admin key's file (frontend_config::admin_key; chmod 600, at least
   /// 16 bytes). Empty: none. Default: empty.
   std::filesystem::path admin_key_file;
+  /// The API key file (cluster/api_keys.hpp): set, every /v1/* request
+  /// needs a key and runs as its tenant. Empty: no authentication.
+  /// Default: empty.
+  std::filesystem::path api_keys_file;
+  /// With api_keys_file: GET /metrics needs a key too. Default: false.
+  bool protect_metrics = false;
   /// Progress lines while loading (may be empty).
   std::function<void(const std::string&)> progress;
 };
@@ -103,6 +109,10 @@ public:
   /// request in flight may finish for up to `timeout`; those left then end
   /// with an error (frontend::drain). Blocks.
   void drain(std::chrono::milliseconds timeout);
+  /// Reads api_keys_file again and hands its table to the frontend
+  /// (SIGHUP); requests in flight go on. Errors: no key file configured,
+  /// or the file's problems (the old table stays).
+  [[nodiscard]] caf::error reload_api_keys();
   /// The served model name.
   [[nodiscard]] const std::string& model_name() const;
   /// One line describing the workers, e.g. "1 prefill + 1 decode worker(s), cpu avx512 x1".

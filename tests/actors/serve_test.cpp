@@ -79,6 +79,13 @@ protected:
                                     const std::string& shape = "nano", bool fault_injection = false) {
     serve_options o;
     o.fault_injection = fault_injection;
+    if (fault_injection) {
+      // /admin/fault exists only with an admin key.
+      std::ofstream(admin_dir.path() / "admin.key") << admin_key;
+      std::filesystem::permissions(admin_dir.path() / "admin.key",
+                                   std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+      o.admin_key_file = admin_dir.path() / "admin.key";
+    }
     o.model_dir = tessera::test::test_model_dir(shape);
     o.model_name = "nano";
     o.mode = mode;
@@ -91,6 +98,15 @@ protected:
     return n ? std::move(*n) : nullptr;
   }
 
+  /// POST /admin/fault with the admin key.
+  static http_result fault(const std::string& url, const std::string& body) {
+    return tessera::test::curl({"-H", "Content-Type: application/json", "-H", "Authorization: Bearer " + admin_key,
+                                "--data-binary", body},
+                               url + "/admin/fault");
+  }
+
+  static inline const std::string admin_key = "serve-test-admin-key-0123456789";
+  tessera::test::temp_dir admin_dir;
   caf::actor_system_config cfg;
   caf::actor_system sys;
 };
@@ -206,8 +222,8 @@ TEST_F(ServeTest, ACrashedWorkersStreamGoesOnElsewhereTokenForTokenAndTheWorkerI
   ASSERT_TRUE(c);
   auto first = c->read_line(30s);
   ASSERT_TRUE(first) << "no first chunk";
-  auto fault = post(node->url() + "/admin/fault", R"({"worker": "decode-0", "fault": "crash"})");
-  ASSERT_EQ(fault.status, 200) << fault.body;
+  auto crash = fault(node->url(), R"({"worker": "decode-0", "fault": "crash"})");
+  ASSERT_EQ(crash.status, 200) << crash.body;
   // The stream goes on (on the restarted decode-0 or the prefill worker)
   // from the tokens already sent: one uninterrupted answer.
   std::string body = *first + "\n";
@@ -250,10 +266,10 @@ TEST_F(ServeTest, ACrashedWorkersStreamGoesOnElsewhereTokenForTokenAndTheWorkerI
   EXPECT_NE(health.body.find("\"workers\":2"), std::string::npos) << "the old decode-0 is forgotten: "
                                                                    << health.body;
 
-  auto unknown = post(node->url() + "/admin/fault", R"({"worker": "decode-9", "fault": "crash"})");
+  auto unknown = fault(node->url(), R"({"worker": "decode-9", "fault": "crash"})");
   EXPECT_EQ(unknown.status, 404) << unknown.body;
   EXPECT_NE(unknown.body.find("no worker named 'decode-9'"), std::string::npos) << unknown.body;
-  auto bad = post(node->url() + "/admin/fault", R"({"worker": "decode-0", "fault": "melt"})");
+  auto bad = fault(node->url(), R"({"worker": "decode-0", "fault": "melt"})");
   EXPECT_EQ(bad.status, 400) << bad.body;
 }
 
