@@ -44,8 +44,24 @@ const std::set<std::string>& known_keywords() {
   static const std::set<std::string> k{
       "type",      "enum",      "const",     "properties", "required", "additionalProperties",
       "items",     "minItems",  "maxItems",  "minLength",  "maxLength", "pattern",
-      "anyOf",     "oneOf",     "$ref"};
+      "anyOf",     "oneOf",     "$ref",       "format"};
   return k;
+}
+
+// The string formats served, as the patterns generated strings follow
+// (each a subset of what the format allows).
+const char* format_pattern(const std::string& format) {
+  static const std::map<std::string, const char*> patterns = {
+      {"date", R"(^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|1\d|2[0-8])$)"},
+      {"time", R"(^([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,6})?(Z|[+-]([01]\d|2[0-3]):[0-5]\d)$)"},
+      {"date-time",
+       R"(^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|1\d|2[0-8])T([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,6})?(Z|[+-]([01]\d|2[0-3]):[0-5]\d)$)"},
+      {"uuid", R"(^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$)"},
+      {"email", R"(^[a-z0-9._+-]{1,32}@[a-z0-9-]{1,32}(\.[a-z0-9-]{1,16}){0,2}\.[a-z]{2,6}$)"},
+      {"ipv4", R"(^((25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)$)"},
+  };
+  auto it = patterns.find(format);
+  return it == patterns.end() ? nullptr : it->second;
 }
 
 class compiler {
@@ -262,7 +278,8 @@ private:
         types.push_back("object");
       else if (s.contains("items") || s.contains("minItems") || s.contains("maxItems"))
         types.push_back("array");
-      else if (s.contains("pattern") || s.contains("minLength") || s.contains("maxLength"))
+      else if (s.contains("pattern") || s.contains("format") || s.contains("minLength") ||
+               s.contains("maxLength"))
         types.push_back("string");
     }
     if (types.empty()) {
@@ -283,7 +300,17 @@ private:
         if (max != -1 && max < min)
           fail(pointer, "maxLength", "maxLength is below minLength");
         char_dfa dfa;
-        if (s.contains("pattern")) {
+        if (s.contains("format")) {
+          if (!s["format"].is_string() || format_pattern(s["format"].get<std::string>()) == nullptr)
+            fail(pointer, "format",
+                 "unsupported format " + s["format"].dump() +
+                     " (supported: date, time, date-time, uuid, email, ipv4)");
+          if (s.contains("pattern"))
+            fail(pointer, "format", "format together with pattern is not supported");
+          std::string err;
+          if (!compile_pattern(format_pattern(s["format"].get<std::string>()), dfa, err))
+            fail(pointer, "format", err);
+        } else if (s.contains("pattern")) {
           if (!s["pattern"].is_string())
             fail(pointer, "pattern", "pattern must be a string");
           std::string err;

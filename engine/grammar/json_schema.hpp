@@ -6,7 +6,8 @@
 /// number, integer, boolean, null), enum, const, properties, required,
 /// additionalProperties (false, true/absent = any JSON value, or a
 /// schema), items, minItems, maxItems, minLength, maxLength, pattern (see
-/// regex.hpp), anyOf, oneOf (treated as anyOf), $ref to "#", "#/$defs/..."
+/// regex.hpp), format (date, time, date-time, uuid, email, ipv4: strings
+/// generated in a plain subset of each, e.g. dates with days 01-28), anyOf, oneOf (treated as anyOf), $ref to "#", "#/$defs/..."
 /// or "#/definitions/..." (recursion allowed), $defs, definitions, and the
 /// annotations title, description, $schema, $id, $comment, default,
 /// examples, deprecated, readOnly, writeOnly. Any other keyword is an error

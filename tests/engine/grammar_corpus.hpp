@@ -70,6 +70,7 @@ inline const std::vector<std::string>& schema_corpus() {
       R"({"type":"object","properties":{"flag":{"type":"boolean"},"nothing":{"type":"null"},"list":{"type":"array","items":true,"maxItems":2}},"required":["flag","nothing","list"]})",
       R"({"type":"object","properties":{"\"quoted\"":{"type":"integer"},"back\\slash":{"type":"string","maxLength":2},"ünï":{"type":"boolean"}},"required":["\"quoted\"","back\\slash","ünï"],"additionalProperties":false})",
       R"({"type":"object","properties":{"s":{"type":"string","pattern":"^[\"\\\\/\\n]{1,3}$"}},"required":["s"],"additionalProperties":false})",
+      R"({"type":"object","properties":{"at":{"type":"string","format":"date-time"},"id":{"type":"string","format":"uuid"},"contact":{"type":"string","format":"email"},"ip":{"type":"string","format":"ipv4"},"day":{"type":"string","format":"date"},"clock":{"type":"string","format":"time"}},"required":["at","id","contact","ip","day","clock"],"additionalProperties":false})",
   };
   return corpus;
 }

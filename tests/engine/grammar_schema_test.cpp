@@ -60,6 +60,13 @@ TEST(GrammarSchemaTest, AcceptsValidAndRejectsInvalidDocumentsPerKeyword) {
       {R"({"enum":["red","green",3,null,{"a":[1]}]})",
        {R"("red")", "3", "null", R"({"a":[1]})"},
        {R"("blue")", "4", R"("Red")"}},
+      {R"({"type":"string","format":"date-time"})",
+       {R"("2024-02-28T13:05:59Z")", R"("1999-12-01T00:00:00.123+05:30")"},
+       {R"("2024-02-28")", R"("2024-13-01T00:00:00Z")", R"("2024-02-28T24:00:00Z")"}},
+      {R"({"format":"uuid"})",
+       {R"("123e4567-e89b-12d3-a456-426614174000")"},
+       {R"("123e4567e89b12d3a456426614174000")"}},
+      {R"({"type":"string","format":"email"})", {R"("a.b@example.com")"}, {R"("a@b")", R"("@x.com")"}},
       {R"({"const":"fixed"})", {R"("fixed")"}, {R"("fixe")", R"("fixed2")"}},
       {R"({"type":"string","enum":["a",1,"b"]})", {R"("a")", R"("b")"}, {"1"}},
       {R"({"type":"array","items":{"type":"integer"},"minItems":1,"maxItems":3})",
@@ -134,8 +141,9 @@ TEST(GrammarSchemaTest, UnsupportedKeywordsNameTheKeywordAndPointer) {
   EXPECT_EQ(e.keyword, "allOf");
   EXPECT_EQ(e.pointer, "/items");
 
-  e = error_of(R"({"properties":{"a/b":{"format":"date"}}})");
+  e = error_of(R"({"properties":{"a/b":{"format":"hostname"}}})");
   EXPECT_EQ(e.keyword, "format");
+  EXPECT_NE(e.message.find("hostname"), std::string::npos);
   EXPECT_EQ(e.pointer, "/properties/a~1b");
 
   e = error_of(R"({"anyOf":[{"type":"string"},{"not":{}}]})");
