@@ -6,6 +6,7 @@
 #include "bench/engine_bench.hpp"
 #include "bench/kv_int8_bench.hpp"
 #include "bench/serve_bench.hpp"
+#include "bench/spec_bench.hpp"
 #include "bench/tenant_bench.hpp"
 #include "bench/trace_bench.hpp"
 #include "bench/transport_bench.hpp"
@@ -65,6 +66,28 @@ void add_engine(CLI::App* bench, std::vector<std::pair<CLI::App*, std::function<
     ->delimiter(',');
   add_engine_options(eng, o->engine);
   subs.emplace_back(eng, [o] { return bench::run_engine_bench(*o); });
+}
+
+void add_spec(CLI::App* bench, std::vector<std::pair<CLI::App*, std::function<int()>>>& subs) {
+  auto* s = bench->add_subcommand("spec", "Speculative decoding (ngram:K) against plain decoding on one "
+                                          "engine: tok/s, speed-up and acceptance, repetitive and random text");
+  auto o = std::make_shared<bench::spec_bench_options>();
+  s->add_option("--model", o->model, "Model folder")->required();
+  s->add_option("--json", o->json_path, "Write results as JSON to this file");
+  s->add_option("--threads", o->threads, "CPU threads (0: all cores)")->capture_default_str();
+  s->add_option("--num-tokens", o->num_tokens, "Draft tokens per step (K)")->capture_default_str()
+    ->check(CLI::Range(1, 16));
+  s->add_option("--batches", o->batches, "Batch sizes")->capture_default_str()->delimiter(',')
+    ->check(CLI::Range(1, 256));
+  s->add_option("--prompt-tokens", o->prompt_tokens, "Random prefix (repetitive) or prompt (random) length")
+    ->capture_default_str()->check(CLI::Range(1, 1 << 16));
+  s->add_option("--generate-tokens", o->generate_tokens, "Greedy tokens per request")
+    ->capture_default_str()->check(CLI::Range(2, 1 << 16));
+  s->add_option("--runs", o->runs, "Interleaved repetitions (median reported)")->capture_default_str()
+    ->check(CLI::Range(1, 100));
+  s->add_option("--seed", o->seed, "Seeds the random prompts")->capture_default_str();
+  add_engine_options(s, o->engine);
+  subs.emplace_back(s, [o] { return bench::run_spec_bench(*o); });
 }
 
 void add_units(CLI::App* bench, std::vector<std::pair<CLI::App*, std::function<int()>>>& subs) {
@@ -383,6 +406,7 @@ command add_bench_command(CLI::App& app) {
   add_engine(bench, *subs);
   add_kv_int8(bench, *subs);
   add_serve(bench, *subs);
+  add_spec(bench, *subs);
   add_tenants(bench, *subs);
   add_trace(bench, *subs);
   add_transport(bench, *subs);

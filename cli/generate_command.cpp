@@ -13,6 +13,7 @@
 #include "common/error.hpp"
 #include "engine/engine.hpp"
 #include "engine/factory/backend_factory.hpp"
+#include "engine/speculative.hpp"
 #include "engine/tokenizer.hpp"
 
 namespace tessera::cli {
@@ -30,6 +31,7 @@ struct generate_args {
   int threads = 0;
   bool json = false;
   bool ignore_eos = false;
+  std::string speculative = "none";
   engine::backend_choice engine;
 };
 
@@ -39,6 +41,9 @@ int fail(const caf::error& err) {
 }
 
 int run_generate(const generate_args& a) {
+  auto spec = engine::parse_speculative(a.speculative);
+  if (!spec)
+    return fail(spec.error());
   std::filesystem::path dir = a.model;
   const bool demo = a.model.empty();
   if (demo) {
@@ -65,7 +70,9 @@ int run_generate(const generate_args& a) {
                  demo ? " (built-in demo model: RANDOM WEIGHTS, the text is gibberish)" : "",
                  static_cast<double>(files->config.parameter_count()) / 1e6,
                  (*be)->description().c_str());
-  engine::engine eng{std::move(*be), {}, tokenizer};
+  engine::engine_config ec;
+  ec.speculative = *spec;
+  engine::engine eng{std::move(*be), ec, tokenizer};
 
   engine::request r;
   r.id = 1;
@@ -119,6 +126,11 @@ int run_generate(const generate_args& a) {
     std::fprintf(stderr, "tessera: %zu prompt tokens, %zu generated (%s); first token %.0f ms, %.1f tokens/s after\n",
                  r.prompt.size(), ids.size(), std::string{engine::to_string(why)}.c_str(),
                  ttft * 1e3, ids.size() > 1 ? static_cast<double>(ids.size() - 1) / (total - ttft) : 0.0);
+    if (const auto st = eng.stats(); st.draft_tokens > 0)
+      std::fprintf(stderr, "tessera: speculative %s: %llu of %llu draft tokens accepted (%.1f%%)\n",
+                   a.speculative.c_str(), static_cast<unsigned long long>(st.accepted_draft_tokens),
+                   static_cast<unsigned long long>(st.draft_tokens),
+                   100.0 * static_cast<double>(st.accepted_draft_tokens) / static_cast<double>(st.draft_tokens));
   }
   return 0;
 }
@@ -153,6 +165,10 @@ command add_generate_command(CLI::App& app) {
   sub->add_option("--threads", a->threads, "CPU threads (0: all cores)")->capture_default_str()
     ->check(CLI::Range(0, 1024));
   sub->add_flag("--ignore-eos", a->ignore_eos, "Keep generating through end-of-sequence");
+  sub->add_option("--speculative", a->speculative,
+                  "Speculative decoding: ngram:K (prompt lookup, K draft tokens per step, 1..16) or none; "
+                  "the output is the same as without it")
+    ->capture_default_str();
   add_engine_options(sub, a->engine);
   sub->add_flag("--json", a->json,
                 "Print one JSON object (prompt_token_ids, token_ids, logprobs, text) instead of streaming");

@@ -16,6 +16,7 @@
 #include "cli/engine_options.hpp"
 #include "cli/preflight_checks.hpp"
 #include "common/error.hpp"
+#include "engine/speculative.hpp"
 
 namespace tessera::cli {
 
@@ -27,6 +28,7 @@ struct serve_args {
   size_t kv_cache_mb = 0;
   size_t kv_store_host_mb = 1024;
   std::string kv_store_disk_dir;
+  std::string speculative = "none";
   size_t kv_store_disk_mb = 16384;
   bool kv_store_int8 = false;
   uint64_t kv_store_offer_mb = 64;
@@ -80,6 +82,12 @@ int run_serve(serve_args& a) {
   a.opts.kv_store_disk_bytes = a.kv_store_disk_mb << 20;
   a.opts.kv_store_int8 = a.kv_store_int8;
   a.opts.kv_offer_max_bytes = a.kv_store_offer_mb << 20;
+  if (auto spec = engine::parse_speculative(a.speculative)) {
+    a.opts.speculative = *spec;
+  } else {
+    std::fprintf(stderr, "tessera serve: %s\n", error_text(spec.error()).c_str());
+    return 2;
+  }
   a.opts.progress = [](const std::string& line) { std::fprintf(stderr, "tessera serve: %s\n", line.c_str()); };
 
   caf::actor_system_config cfg;
@@ -194,6 +202,11 @@ command add_serve_command(CLI::App& app) {
   sub->add_option("--max-model-len", o.max_model_len, "Longest prompt + output (0: the model's; at most 1048576)")
     ->capture_default_str()
     ->check(CLI::Range(0, 1 << 20));
+  sub->add_option("--speculative", a->speculative,
+                  "Speculative decoding for requests that do not ask (their \"speculative\" field): "
+                  "ngram:K (prompt lookup, K draft tokens per step, 1..16) or none; the output is the "
+                  "same as without it")
+    ->capture_default_str();
   sub->add_option("--http-threads", o.http_threads, "HTTP I/O threads")->capture_default_str()
     ->check(CLI::Range(1, 64));
   sub->add_option("--admin-key-file", o.admin_key_file,

@@ -764,6 +764,36 @@ void read_fields(field_reader& r, api_request& req) {
     }
   }
 
+  // Speculative decoding: {"method": "ngram"|"draft", "num_tokens": K}.
+  if (const json* sp = r.get("speculative"); sp && !r.failed()) {
+    using spec = engine::speculative_params;
+    if (!sp->is_object()) {
+      r.fail("speculative must be an object {\"method\", \"num_tokens\"}, got " + describe(*sp),
+             "speculative");
+    } else {
+      spec s;
+      auto m = sp->find("method");
+      if (m == sp->end() || !m->is_string())
+        r.fail("speculative.method must be \"ngram\" or \"draft\"", "speculative");
+      else if (auto v = r.string(*m, "speculative.method", 16); v && *v == "ngram")
+        s.method = spec::method_kind::ngram;
+      else if (v && *v == "draft")
+        s.method = spec::method_kind::draft;
+      else if (v)
+        r.fail("speculative.method must be \"ngram\" or \"draft\", got \"" + *v + "\"",
+               "speculative");
+      auto k = sp->find("num_tokens");
+      if (k == sp->end() || k->is_null())
+        r.fail("speculative.num_tokens must be an integer in [1, " +
+                 std::to_string(spec::max_tokens) + "]",
+               "speculative");
+      else if (auto v = r.integer(*k, "speculative.num_tokens", 1, spec::max_tokens))
+        s.num_tokens = static_cast<int32_t>(*v);
+      if (!r.failed())
+        p.speculative = s;
+    }
+  }
+
   if (req.kind == api_kind::chat)
     if (auto v = r.boolean("add_generation_prompt"))
       req.add_generation_prompt = *v;

@@ -79,6 +79,8 @@ struct worker_spec {
   /// The backend (cpu or sim) and the sim's settings.
   engine::backend_choice engine;
   int32_t max_model_len = 0;
+  /// engine_config::speculative of the worker's engine.
+  engine::speculative_params speculative;
   uint64_t worker_id = 0;
   transport::wire::actor_address router;
   std::shared_ptr<cluster::metrics_registry> metrics;

@@ -118,6 +118,7 @@ caf::expected<std::unique_ptr<serve_node>> serve_node::start(caf::actor_system& 
     spec.kv_cache_bytes = opts.kv_cache_bytes;
     spec.engine = opts.engine;
     spec.max_model_len = opts.max_model_len;
+    spec.speculative = opts.speculative;
     spec.worker_id = id_base + static_cast<uint64_t>(i);
     spec.router = {node_id, "router"};
     spec.metrics = metrics;

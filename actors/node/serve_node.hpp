@@ -47,6 +47,9 @@ struct serve_options {
   engine::backend_choice engine;
   /// Longest prompt + output; 0: the model's max_position_embeddings.
   int32_t max_model_len = 0;
+  /// Speculative decoding for requests that do not ask for their own
+  /// (engine_config::speculative; --speculative). Default: none.
+  engine::speculative_params speculative;
   /// The routing policy and its options.
   router_config router;
   /// --chat-template: a family name, a file, or a template; empty: the
