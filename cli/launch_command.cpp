@@ -37,10 +37,10 @@ int fail(const std::string& what, int code = 1) {
 int run_launch(const launch_args& a) {
   auto rack = launch::load_rack(a.rack);
   if (!rack)
-    return fail("the rack has problems:\n" + error_text(rack.error()), 2);
+    return fail("the rack has problems:\n" + error_message(rack.error()), 2);
   auto plan = launch::make_plan(*rack);
   if (!plan)
-    return fail(error_text(plan.error()), 2);
+    return fail(error_message(plan.error()), 2);
   if (a.launcher == "ssh" && plan->hosts_from_allocation)
     return fail(a.rack + ": ssh needs [[host]] tables (the hosts come from an allocation only with slurm)", 2);
   if (!a.binary.empty() && !launch::is_safe_path(a.binary))
@@ -81,7 +81,7 @@ int run_launch(const launch_args& a) {
     std::filesystem::remove_all(temp, ec);
   }
   if (err)
-    return fail(error_text(err), a.action == "status" ? 3 : 1);
+    return fail(error_message(err), a.action == "status" ? 3 : 1);
   return 0;
 }
 

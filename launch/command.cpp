@@ -13,6 +13,8 @@
 #include <caf/error.hpp>
 #include <caf/sec.hpp>
 
+#include "common/error.hpp"
+
 namespace tessera::launch {
 
 namespace {
@@ -125,7 +127,7 @@ caf::expected<command_result> runner::must(const std::string& what, const std::v
                                            std::chrono::milliseconds timeout) const {
   auto r = run(argv, timeout);
   if (!r)
-    return failed(what + ": " + caf::to_string(r.error()));
+    return failed(what + ": " + error_message(r.error()));
   if (r->exit_code != 0)
     return failed(what + " failed (exit " + std::to_string(r->exit_code) + "): " + command_text(argv) + "\n" +
                   tail_lines(r->output, 20));

@@ -20,7 +20,7 @@ caf::error wait_ready(const std::string& host, uint16_t port, std::chrono::secon
     auto r = cluster::http_get(host, port, "/ready", 2s);
     if (r && r->status == 200)
       return {};
-    last = r ? "HTTP " + std::to_string(r->status) + " " + r->body : error_text(r.error());
+    last = r ? "HTTP " + std::to_string(r->status) + " " + r->body : error_message(r.error());
     const auto now = std::chrono::steady_clock::now();
     const bool out_of_time = now - start >= timeout;
     if (out_of_time || now - last_check >= 2s) {
@@ -42,7 +42,7 @@ std::string health_line(const std::string& host, uint16_t port, bool& ok) {
   auto r = cluster::http_get(host, port, "/health", 5s);
   ok = r && r->status == 200;
   if (!r)
-    return "frontend " + url + ": no answer (" + error_text(r.error()) + ")";
+    return "frontend " + url + ": no answer (" + error_message(r.error()) + ")";
   std::string body = r->body;
   while (!body.empty() && (body.back() == '\n' || body.back() == '\r'))
     body.pop_back();

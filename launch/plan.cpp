@@ -148,7 +148,7 @@ caf::expected<std::string> cluster_config_text(const launch_plan& p, const std::
 
 std::string plan_text(const launch_plan& p, const std::string& launcher) {
   std::string out = "rack " + p.spec.name + ": " + std::to_string(p.nodes.size()) + " nodes on " +
-                    std::to_string(p.hosts.size()) + " hosts (" + launcher + ")" +
+                    std::to_string(p.hosts.size()) + (p.hosts.size() == 1 ? " host (" : " hosts (") + launcher + ")" +
                     (p.hosts_from_allocation ? ", hosts from the Slurm allocation" : "") + "\n";
   char line[512];
   std::snprintf(line, sizeof line, "  %-12s %-16s %-24s %-18s %s\n", "node", "host", "address", "roles", "gpu");

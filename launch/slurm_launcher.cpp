@@ -195,7 +195,7 @@ caf::error slurm_start(const launch_plan& p, const launch_options& o, std::ostre
   };
   for (;;) {
     if (auto err = job_alive())
-      return cancelled(error_text(err));
+      return cancelled(error_message(err));
     std::vector<std::string> hosts;
     std::istringstream lines{read_file(hosts_file)};
     for (std::string h; std::getline(lines, h);)
@@ -216,7 +216,7 @@ caf::error slurm_start(const launch_plan& p, const launch_options& o, std::ostre
   out << "job " << job << " is running; waiting for http://" << front << ":" << p.http_port << "/ready ..."
       << std::endl;
   if (auto err = wait_ready(front, p.http_port, std::max(left, std::chrono::seconds{1}), job_alive))
-    return cancelled(error_text(err) + "\n" + job_logs(p, job));
+    return cancelled(error_message(err) + "\n" + job_logs(p, job));
   out << "rack " << p.spec.name << " is ready: http://" << front << ":" << p.http_port << " (job " << job << ")\n";
   return {};
 }

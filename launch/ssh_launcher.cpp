@@ -86,7 +86,7 @@ std::string log_tail(const launch_plan& p, const planned_node& n, const runner& 
   const std::string log = p.spec.state_dir + "/" + n.id + ".log";
   auto r = run.run(ssh_command(p, p.host_of(n), "tail -n 20 " + log), 30s);
   if (!r)
-    return "  (its log could not be read: " + error_text(r.error()) + ")\n";
+    return "  (its log could not be read: " + error_message(r.error()) + ")\n";
   return "the end of its log (" + p.host_of(n).name + ":" + log + "):\n" + tail_lines(r->output, 20);
 }
 
@@ -170,20 +170,22 @@ caf::error ssh_start(const launch_plan& p, const launch_options& o, std::ostream
     return {};
   }
   out << "waiting for http://" << front.address << ":" << p.http_port << "/ready ..." << std::endl;
-  if (auto err = wait_ready(front.address, p.http_port, o.ready_timeout,
-                            [&] { return dead_nodes(p, run, "(it exited)"); })) {
+  bool died = false;
+  if (auto err = wait_ready(front.address, p.http_port, o.ready_timeout, [&] {
+        auto dead = dead_nodes(p, run, "(it exited)");
+        died = static_cast<bool>(dead);
+        return dead;
+      })) {
     // Which node did not come up: a dead one, else the frontend.
-    std::string why = error_text(err) + "\n";
-    if (auto dead = dead_nodes(p, run, "(it exited)"))
-      why += error_text(dead);
-    else
+    std::string why = error_message(err) + "\n";
+    if (!died)
       why += "every node is running; the frontend node " + p.frontend().id + "'s " + log_tail(p, p.frontend(), run);
     // Half a cluster serves nothing: the nodes that did start are stopped.
     std::ostringstream ignored;
     auto quick = o;
     quick.stop_grace = std::chrono::seconds{2};
     const auto stopped = ssh_stop(p, quick, ignored);
-    return failed(why + (stopped ? "stopping the other nodes failed too: " + error_text(stopped)
+    return failed(why + (stopped ? "stopping the other nodes failed too: " + error_message(stopped)
                                  : std::string{"the rack's other nodes were stopped"}));
   }
   out << "rack " << p.spec.name << " is ready: http://" << front.address << ":" << p.http_port << "\n";
@@ -224,7 +226,7 @@ caf::error ssh_stop(const launch_plan& p, const launch_options& o, std::ostream&
     auto r = run.must("stopping nodes on host " + p.hosts[h].name, ssh_command(p, p.hosts[h], script),
                       o.stop_grace + 60s);
     if (!r)
-      errors += error_text(r.error()) + "\n";
+      errors += error_message(r.error()) + "\n";
     else
       out << r->output;
   }

@@ -86,18 +86,24 @@ inline bool pid_alive(const std::string& pid) {
   return close_paren != std::string::npos && close_paren + 2 < stat.size() && stat[close_paren + 2] != 'Z';
 }
 
-/// Pids of running `tessera node` processes whose command line holds `needle`.
+/// Pids of running `tessera node` processes (not the srun or shell that
+/// started one) whose command line holds `needle`.
 inline std::vector<std::string> node_pids(const std::string& needle) {
   std::vector<std::string> out;
-  for (const auto& e : fs::directory_iterator("/proc")) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/proc", ec)) {
     const auto name = e.path().filename().string();
     if (name.find_first_not_of("0123456789") != std::string::npos)
       continue;
     auto cmd = read(e.path() / "cmdline");
+    const auto first = cmd.find('\0');
+    if (first == std::string::npos || !cmd.substr(0, first).ends_with("tessera") ||
+        cmd.compare(first + 1, 5, std::string{"node\0", 5}) != 0)
+      continue;
     for (auto& c : cmd)
       if (c == '\0')
         c = ' ';
-    if (cmd.find(" node --config ") != std::string::npos && cmd.find(needle) != std::string::npos && pid_alive(name))
+    if (cmd.find(needle) != std::string::npos && pid_alive(name))
       out.push_back(name);
   }
   return out;
