@@ -84,7 +84,7 @@ router_policy::choice kv_policy::choose_decode(const route_context& ctx) {
     cost[i] = decode_load(*d.load, ctx.request) + prefill_cost[p];
   }
   const size_t chosen = pick_lowest(ctx.decode, cost);
-  std::string why = "cost " + number(cost[chosen]) + " " + to_string(options().load);
+  std::string why = "cost " + number(cost[chosen]);
   if (remote_part[chosen] >= 0)
     why += " = decode " + number(decode_load(*ctx.decode[chosen].load, ctx.request)) + " + remote prefill "
            + number(remote_part[chosen]);
@@ -97,7 +97,7 @@ router_policy::choice kv_policy::choose_prefill(const route_context& ctx,
   for (size_t i = 0; i < remote.size(); ++i)
     cost[i] = prefill_cost(remote[i], ctx.request);
   const size_t chosen = pick_lowest(remote, cost);
-  return {chosen, "cost " + number(cost[chosen]) + " " + to_string(options().load)};
+  return {chosen, "cost " + number(cost[chosen])};
 }
 
 } // namespace tessera::actors

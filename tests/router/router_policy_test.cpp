@@ -36,7 +36,9 @@ class RouterPolicyStickinessTest : public ::testing::TestWithParam<std::string> 
 TEST_P(RouterPolicyStickinessTest, SameSessionKeepsItsWorkersWhileTheyAreHealthy) {
   prefix_index idx;
   std::vector<worker_load> w{make_worker(1, both), make_worker(2, both), make_worker(3, both)};
-  auto p = policy(GetParam());
+  router_options opts;
+  opts.sticky_break_factor = 0; // the break by load: units_routing_test
+  auto p = policy(GetParam(), opts);
   const auto first = must_route(*p, make_request(chain(4), 64, "conv-a"), w, idx);
   EXPECT_FALSE(first.sticky);
   for (int turn = 0; turn < 5; ++turn) {
