@@ -123,6 +123,8 @@ TEST_F(TenantServeTest, TheApiNeedsAKeyAndTheProbesStayOpen) {
   EXPECT_NE(unknown.body.find("unknown key"), std::string::npos) << unknown.body;
   EXPECT_EQ(unknown.body.find("sk-not-a-key"), std::string::npos) << "the key is never echoed";
   EXPECT_EQ(get(node->url() + "/v1/models").status, 401);
+  auto headers = tessera::test::curl({"-D", "-"}, node->url() + "/v1/models");
+  EXPECT_NE(headers.body.find("WWW-Authenticate: Bearer"), std::string::npos) << headers.body;
   EXPECT_EQ(get(node->url() + "/v1/nope").status, 401) << "nothing under /v1/ is told without a key";
 
   auto ok = post(url, body, key_a);
@@ -135,7 +137,7 @@ TEST_F(TenantServeTest, TheApiNeedsAKeyAndTheProbesStayOpen) {
   EXPECT_EQ(get(node->url() + "/live").status, 200);
   auto m = get(node->url() + "/metrics");
   EXPECT_EQ(m.status, 200);
-  EXPECT_NE(m.body.find("tessera_request_errors_total{kind=\"invalid_api_key\"} 4"), std::string::npos) << m.body;
+  EXPECT_NE(m.body.find("tessera_request_errors_total{kind=\"invalid_api_key\"} 5"), std::string::npos) << m.body;
 
   // No admin key: no admin endpoint, even with fault injection on.
   auto fault = post(node->url() + "/admin/fault", R"({"worker": "worker-0", "fault": "crash"})", key_a);
