@@ -428,7 +428,7 @@ void on_http(frontend_pointer self, http_call call) {
     auto who = authenticate(st.cfg.api_keys, call.request.header("Authorization"));
     if (auto* e = std::get_if<api_error>(&who)) {
       st.metrics->error("invalid_api_key");
-      return send_error(call.response, *e);
+      return call.response->send(e->status, json_type, error_body(*e), {{"WWW-Authenticate", "Bearer"}});
     }
     tenant = std::get<0>(std::move(who));
   }
