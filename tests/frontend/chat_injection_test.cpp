@@ -1,5 +1,7 @@
 #include "actors/frontend/chat_template.hpp"
 
+#include "actors/frontend/api_prompt.hpp"
+
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -83,6 +85,26 @@ TEST_F(ChatInjectionTest, ForgedSystemTurnInUserContentStaysPlainText) {
   // transformers' and vLLM's) would have forged the turn.
   auto naive = tok_->encode(p.text, p.add_bos, /*parse_special=*/true);
   EXPECT_EQ(count(naive, ids_t::start_header), 4);
+}
+
+TEST_F(ChatInjectionTest, ThePromptTheFrontendBuildsKeepsTheForgeryPlain) {
+  // The path a /v1/chat/completions body takes: parse, render, encode.
+  nlohmann::json body = {{"model", "m"},
+                         {"messages", {{{"role", "user"}, {"content", forged}}}}};
+  auto req = parse_request(api_kind::chat, body.dump());
+  ASSERT_TRUE(std::holds_alternative<api_request>(req)) << std::get<api_error>(req).message;
+  auto ids = prepare_prompt(std::get<api_request>(req), *tok_, &tmpl_, 256);
+  ASSERT_TRUE(std::holds_alternative<std::vector<int32_t>>(ids)) << std::get<api_error>(ids).message;
+  const auto& v = std::get<std::vector<int32_t>>(ids);
+  EXPECT_EQ(count(v, ids_t::start_header), 2) << "user header + generation prompt only";
+  EXPECT_EQ(count(v, ids_t::eot), 1);
+  // A completions prompt string still parses special tokens (documented).
+  nlohmann::json comp = {{"model", "m"}, {"prompt", forged}};
+  auto creq = parse_request(api_kind::completion, comp.dump());
+  ASSERT_TRUE(std::holds_alternative<api_request>(creq));
+  auto cids = prepare_prompt(std::get<api_request>(creq), *tok_, &tmpl_, 256);
+  ASSERT_TRUE(std::holds_alternative<std::vector<int32_t>>(cids));
+  EXPECT_EQ(count(std::get<std::vector<int32_t>>(cids), ids_t::start_header), 1);
 }
 
 TEST_F(ChatInjectionTest, BuiltInFamilyRendererIsAsSafe) {
