@@ -1,5 +1,7 @@
 #include "actors/frontend/frontend_actor.hpp"
 
+#include <set>
+
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
@@ -39,6 +41,10 @@ worker_actor worker_at(frontend_pointer self, const wire::actor_address& at) {
 void forget_job(frontend_pointer self, uint64_t key) {
   auto& st = self->state;
   st.metrics->in_flight.add(-1);
+  // However it ended (finished, failed, cancelled, client gone), its
+  // tenant's slot is free again.
+  if (auto it = st.jobs.find(key); it != st.jobs.end() && it->second.limited)
+    st.limits.release(it->second.tenant->name);
   st.jobs.erase(key);
   if (st.draining && st.jobs.empty()) {
     for (auto& rp : st.drained)
@@ -155,6 +161,8 @@ void on_tokens(frontend_pointer self, wire::token_chunk chunk) {
         st.metrics->itl.observe(std::chrono::duration<double>(now - c.last_token).count());
       c.last_token = now;
       st.metrics->generated.inc(static_cast<double>(out.tokens.size()));
+      if (j.limited)
+        st.limits.charge_output(j.tenant->name, static_cast<int64_t>(out.tokens.size()), now);
     }
     // The first chunk comes from the worker that computed the prompt: its
     // count is the prefix-cache hit (a decode worker that received the KV
@@ -202,6 +210,7 @@ wire::request_handoff handoff_of(frontend_pointer self, const job& j, size_t ind
   h.request.params = j.req.params;
   if (h.request.params.seed && j.req.n > 1)
     *h.request.params.seed += index; // n different choices
+  h.request.priority = j.priority;
   h.request.cache_salt = j.cache_salt;
   h.reply_to = {self->state.cfg.node, self->state.cfg.name};
   return h;
@@ -377,8 +386,28 @@ void start_job(frontend_pointer self, api_kind kind, http_call call,
     st.metrics->error(e->code.empty() ? "invalid_request" : e->code);
     return send_error(call.response, *e);
   }
+  // A tenant's limits are checked before any work is queued: a refused
+  // request costs the cluster nothing.
+  bool limited = false;
+  if (tenant) {
+    const tenant_limit lim{tenant->units_per_minute, tenant->max_concurrent};
+    const double cost =
+      st.cfg.units.admission(static_cast<int64_t>(std::get<std::vector<int32_t>>(prompt).size()));
+    auto a = st.limits.admit(tenant->name, lim, cost, clock_type::now());
+    if (!a.admitted) {
+      auto e = tenant_refusal_error(tenant->name, lim, a, cost);
+      st.metrics->error(e.code);
+      if (e.status != 429)
+        return send_error(call.response, e);
+      return call.response->send(429, json_type, error_body(e),
+                                 {{"Retry-After", std::to_string(retry_after_header_s(a))}});
+    }
+    limited = true;
+  }
   const uint64_t key = st.next_key++;
   job j;
+  j.limited = limited;
+  j.priority = request_priority(req.priority, tenant ? std::optional{tenant->priority} : std::nullopt);
   j.key = key;
   j.res = call.response;
   j.start = clock_type::now();
@@ -527,6 +556,7 @@ void watch_streams(frontend_pointer self) {
 frontend_impl::behavior_type frontend_fn(frontend_pointer self, frontend_config cfg) {
   auto& st = self->state;
   st.cfg = std::move(cfg);
+  st.limits = tenant_limits{st.cfg.units};
   st.metrics = std::make_unique<frontend_metrics>(*st.cfg.metrics);
   st.created = std::chrono::duration_cast<std::chrono::seconds>(
                  std::chrono::system_clock::now().time_since_epoch())
@@ -540,6 +570,13 @@ frontend_impl::behavior_type frontend_fn(frontend_pointer self, frontend_config 
     [self](load_atom, api_keys_swap& swap) {
       // Requests in flight keep their tenant (job::tenant holds its table).
       self->state.cfg.api_keys = std::move(swap.keys);
+      // Tenants the file no longer names leave the limits table (their
+      // requests in flight still count until they end).
+      std::set<std::string> names;
+      if (self->state.cfg.api_keys)
+        for (const auto& [name, policy] : self->state.cfg.api_keys->tenants())
+          names.insert(name);
+      self->state.limits.forget_absent(names);
     },
     [self](http_atom, http_call& call) { on_http(self, std::move(call)); },
     [self](token_atom, wire::token_chunk& c) { on_tokens(self, std::move(c)); },

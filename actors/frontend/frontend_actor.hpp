@@ -42,6 +42,7 @@
 #include "actors/router/router_actor.hpp"
 #include "cluster/api_keys.hpp"
 #include "cluster/metrics.hpp"
+#include "engine/model_units.hpp"
 #include "engine/tokenizer.hpp"
 
 namespace tessera::actors::frontend {
@@ -65,6 +66,10 @@ struct frontend_config {
   std::string model_name;
   /// Longest prompt + output, in tokens.
   int32_t max_model_len = 0;
+  /// The served model's units (a, b, c): what the tenants' rate limits
+  /// charge (a * prompt tokens + c at admission, b per output token).
+  /// Default: 1 unit per token either way, none per request.
+  engine::model_units units;
   api_limits limits;
   http_server_options http;
   /// Where the counters go (shared with the workers of this process).

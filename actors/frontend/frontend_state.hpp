@@ -19,6 +19,7 @@
 #include "actors/frontend/api_prompt.hpp"
 #include "actors/frontend/frontend_actor.hpp"
 #include "actors/frontend/openai_response.hpp"
+#include "actors/frontend/tenant_limits.hpp"
 #include "actors/frontend/token_order.hpp"
 #include "actors/worker/worker_actor.hpp"
 
@@ -109,6 +110,11 @@ struct job {
   /// The engine request's cache_salt: the tenant's cache namespace and the
   /// body's cache_salt (compose_cache_salt).
   std::string cache_salt;
+  /// The tenant's limits admitted it (tenant_limits::release at its end).
+  bool limited = false;
+  /// The engine priority (request_priority: the body's, capped by the
+  /// tenant's).
+  int32_t priority = 0;
 };
 
 /// The frontend's metrics.
@@ -171,6 +177,8 @@ struct frontend_state {
   int64_t created = 0;
   /// Seeds for requests that come without one.
   std::mt19937_64 rng{std::random_device{}()};
+  /// The tenants' rate and concurrency limits (API keys only).
+  tenant_limits limits;
   /// Draining (graceful stop): new completions get 503, /health says so.
   bool draining = false;
   int64_t drain_timeout_ms = 0;
