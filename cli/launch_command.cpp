@@ -52,6 +52,8 @@ int run_launch(const launch_args& a) {
   o.stop_grace = std::chrono::seconds{static_cast<int64_t>(a.stop_grace_s)};
   // A dry run writes only into a temporary folder, removed afterwards.
   std::filesystem::path temp;
+  o.job_dir = a.state_dir.empty() ? std::filesystem::path{"/tmp/tessera-launch-" + rack->name}
+                                  : std::filesystem::path{a.state_dir};
   if (a.dry_run) {
     std::string tmpl = (std::filesystem::temp_directory_path() / "tessera-launch-dry-XXXXXX").string();
     if (mkdtemp(tmpl.data()) == nullptr)
@@ -59,7 +61,7 @@ int run_launch(const launch_args& a) {
     temp = tmpl;
     o.local_dir = temp;
   } else {
-    o.local_dir = a.state_dir.empty() ? std::filesystem::path{"/tmp/tessera-launch-" + rack->name} : std::filesystem::path{a.state_dir};
+    o.local_dir = o.job_dir;
   }
   if (a.dry_run || a.action == "start")
     std::cout << launch::plan_text(*plan, a.launcher);

@@ -24,6 +24,10 @@ struct launch_options {
   /// This machine's folder for the launch's files (the cluster config, the
   /// Slurm job id and script). Default: /tmp/tessera-launch-<rack>.
   std::filesystem::path local_dir;
+  /// Where the Slurm job id is kept (<job_dir>/job_id): the launch's
+  /// folder even in a dry run (whose local_dir is a temporary one), so that
+  /// a dry stop or status shows the job it would act on.
+  std::filesystem::path job_dir;
   /// Print the plan and every command; run nothing, write only to local_dir.
   bool dry_run = false;
   /// How long start waits for the frontend's /ready.

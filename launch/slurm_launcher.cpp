@@ -35,7 +35,7 @@ bool digits(const std::string& s) {
 
 /// The job id recorded by start, or an error saying there is none.
 caf::expected<std::string> recorded_job(const launch_options& o) {
-  const auto f = o.local_dir / "job_id";
+  const auto f = o.job_dir / "job_id";
   std::string id = read_file(f);
   while (!id.empty() && (id.back() == '\n' || id.back() == ' '))
     id.pop_back();
@@ -162,7 +162,7 @@ caf::error slurm_start(const launch_plan& p, const launch_options& o, std::ostre
   if (!sub)
     return sub.error();
   if (o.dry_run) {
-    out << "# then: record the job id in " << (o.local_dir / "job_id").string() << " and wait up to "
+    out << "# then: record the job id in " << (o.job_dir / "job_id").string() << " and wait up to "
         << o.ready_timeout.count() << " s for http://" << p.host_of(p.frontend()).address << ":" << p.http_port
         << "/ready (200)\n";
     return {};
@@ -171,7 +171,7 @@ caf::error slurm_start(const launch_plan& p, const launch_options& o, std::ostre
   std::string job = sub->output.substr(0, sub->output.find_first_of(";\n"));
   if (!digits(job))
     return failed("sbatch --parsable printed " + cluster::quote_input(sub->output) + ", not a job id");
-  if (auto err = write_text_file(o.local_dir / "job_id", job + "\n", fs::perms::owner_read | fs::perms::owner_write))
+  if (auto err = write_text_file(o.job_dir / "job_id", job + "\n", fs::perms::owner_read | fs::perms::owner_write))
     return err;
   out << "submitted job " << job << " (output " << state << "/job-" << job << ".out)" << std::endl;
   // Until the job runs and its script has written the hosts.
@@ -225,7 +225,7 @@ caf::error slurm_stop(const launch_plan& p, const launch_options& o, std::ostrea
   const runner run{o.dry_run, out};
   auto job = recorded_job(o);
   if (!job && o.dry_run) {
-    out << "+ scancel <the job id in " << (o.local_dir / "job_id").string() << ">\n";
+    out << "+ scancel <the job id in " << (o.job_dir / "job_id").string() << ">\n";
     return {};
   }
   if (!job)
@@ -254,7 +254,7 @@ caf::error slurm_stop(const launch_plan& p, const launch_options& o, std::ostrea
     std::this_thread::sleep_for(500ms);
   }
   std::error_code ec;
-  fs::remove(o.local_dir / "job_id", ec);
+  fs::remove(o.job_dir / "job_id", ec);
   out << "job " << *job << " of rack " << p.spec.name << " cancelled\n";
   return {};
 }
@@ -263,7 +263,7 @@ caf::error slurm_status(const launch_plan& p, const launch_options& o, std::ostr
   const runner run{o.dry_run, out};
   auto job = recorded_job(o);
   if (!job && o.dry_run) {
-    out << "+ squeue -h -j <the job id in " << (o.local_dir / "job_id").string() << "> -o '%i %T %M %N'\n";
+    out << "+ squeue -h -j <the job id in " << (o.job_dir / "job_id").string() << "> -o '%i %T %M %N'\n";
     return {};
   }
   if (!job)

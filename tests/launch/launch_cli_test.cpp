@@ -12,6 +12,8 @@
 #include <sstream>
 #include <string>
 
+#include "common/error.hpp"
+#include "launch/command.hpp"
 #include "tests/support/run_tessera.hpp"
 
 namespace {
@@ -76,6 +78,31 @@ TEST_F(LaunchCliTest, SlurmStartDryRunMatchesGolden) {
   expect_golden("configs/racks/example-4host.toml slurm start --dry-run", "example-4host-slurm-start.txt");
   expect_golden("configs/racks/example-slurm-placement.toml slurm start --dry-run --binary /opt/t/tessera",
                 "example-slurm-placement-start.txt");
+}
+
+TEST_F(LaunchCliTest, TheScriptWrapsTheSubcommand) {
+  auto r = tessera::launch::run_command({"/usr/bin/env", "TESSERA_BIN=" + tessera::test::tessera_binary(),
+                                         "scripts/launch.sh", "configs/racks/example-4host.toml", "ssh", "start",
+                                         "--dry-run"},
+                                        std::chrono::seconds{30});
+  ASSERT_TRUE(r) << tessera::error_text(r.error());
+  ASSERT_EQ(r->exit_code, 0) << r->output;
+  EXPECT_EQ(normalised(r->output), read(source_dir + "/tests/launch/golden/example-4host-ssh-start.txt"));
+  r = tessera::launch::run_command({"scripts/launch.sh", "configs/racks/example-4host.toml"}, std::chrono::seconds{30});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->exit_code, 2) << r->output;
+  EXPECT_NE(r->output.find("usage: scripts/launch.sh"), std::string::npos) << r->output;
+}
+
+TEST_F(LaunchCliTest, ADryStopShowsTheRecordedJob) {
+  const fs::path dir = fs::temp_directory_path() / "tessera-launch-cli-dryjob";
+  fs::create_directories(dir);
+  std::ofstream(dir / "job_id") << "4711\n";
+  auto r = run_tessera("launch configs/racks/example-4host.toml slurm stop --dry-run --state-dir " + dir.string());
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("+ scancel 4711\n"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::exists(dir / "job_id")) << "a dry run removed the job id";
+  fs::remove_all(dir);
 }
 
 TEST_F(LaunchCliTest, ADryRunNeedsNoSecretBinaryOrHosts) {
