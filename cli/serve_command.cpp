@@ -150,13 +150,6 @@ command add_serve_command(CLI::App& app) {
                   "Uncached prompt tokens a decode worker prefills itself (conditional disaggregation)")
     ->capture_default_str()
     ->check(CLI::Range(0, 1 << 24));
-  sub->add_option("--chat-template", o.chat_template,
-                  "Chat template: llama3, chatml, mistral, llama2, or a file");
-  sub->add_option("--threads", o.threads_per_worker, "Compute threads per worker (0: cores shared out)")
-    ->capture_default_str()
-    ->check(CLI::Range(0, 1024));
-  sub->add_option("--kv-cache-mb", a->kv_cache_mb,
-                  "KV pool per worker, MiB; with --engine sim the modelled GPU's KV capacity "
   sub->add_option("--router-load", o.router.options.load,
                   "The router's load term: units (outstanding model units, tessera bench units) or "
                   "blocks (KV blocks, the older measure)")
@@ -179,6 +172,13 @@ command add_serve_command(CLI::App& app) {
                   "Model units one worker serves per second when always busy (0: fitted units are ms, "
                   "so 1000, or 1000 / --sim-time-scale on the sim)")
     ->capture_default_str()->check(CLI::Range(0.0, 1e12));
+  sub->add_option("--chat-template", o.chat_template,
+                  "Chat template: llama3, chatml, mistral, llama2, or a file");
+  sub->add_option("--threads", o.threads_per_worker, "Compute threads per worker (0: cores shared out)")
+    ->capture_default_str()
+    ->check(CLI::Range(0, 1024));
+  sub->add_option("--kv-cache-mb", a->kv_cache_mb,
+                  "KV pool per worker, MiB; with --engine sim the modelled GPU's KV capacity "
                   "(0: the backend's default: cpu 256 MiB, sim what the GPU's memory leaves "
                   "after the weights)")
     ->capture_default_str()
