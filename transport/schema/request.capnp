@@ -26,6 +26,11 @@ struct SamplingParams {
   ignoreEos @13 :Bool;
   hasLogprobs @14 :Bool;
   logprobs @15 :Int32;
+  # engine::speculative_params when the request set it (else the engine's
+  # default): method 0 none, 1 ngram, 2 draft; K draft tokens.
+  hasSpeculative @16 :Bool;
+  speculativeMethod @17 :UInt8;
+  speculativeTokens @18 :Int32;
 }
 
 # What one engine exported so another can continue a request

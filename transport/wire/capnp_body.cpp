@@ -70,6 +70,11 @@ void put(s::SamplingParams::Builder b, const engine::sampling_params& p) {
   b.setIgnoreEos(p.ignore_eos);
   b.setHasLogprobs(p.logprobs.has_value());
   b.setLogprobs(p.logprobs.value_or(0));
+  b.setHasSpeculative(p.speculative.has_value());
+  if (p.speculative) {
+    b.setSpeculativeMethod(static_cast<uint8_t>(p.speculative->method));
+    b.setSpeculativeTokens(p.speculative->num_tokens);
+  }
 }
 
 void put(capnp::MessageBuilder& mb, const request_handoff& m) {
@@ -345,6 +350,15 @@ engine::sampling_params get(s::SamplingParams::Reader r) {
   p.ignore_eos = r.getIgnoreEos();
   if (r.getHasLogprobs())
     p.logprobs = r.getLogprobs();
+  if (r.getHasSpeculative()) {
+    // sampling_params::validate checks num_tokens; the method must be one
+    // the engine knows.
+    const auto m = r.getSpeculativeMethod();
+    if (m > static_cast<uint8_t>(engine::speculative_params::method_kind::draft))
+      refuse("params.speculative method " + std::to_string(m) + " is not none (0), ngram (1) or draft (2)");
+    p.speculative = engine::speculative_params{static_cast<engine::speculative_params::method_kind>(m),
+                                               r.getSpeculativeTokens()};
+  }
   return p;
 }
 
