@@ -1,0 +1,55 @@
+// The cluster TOML's model-unit keys: router_load, router_sticky_break and
+// the autoscaling SLOs, their defaults and their refusals.
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "cluster/cluster_config.hpp"
+#include "common/error.hpp"
+
+namespace {
+
+using namespace tessera::cluster;
+
+const char* one_router = "[[node]]\nid = \"a\"\naddress = \"127.0.0.1:14000\"\nroles = [\"router\"]\n";
+
+std::string problems_of(const std::string& text) {
+  std::string all;
+  for (const auto& p : read_cluster_config(text, "c.toml").problems)
+    all += p + "\n";
+  return all;
+}
+
+TEST(ClusterConfigUnitsTest, DefaultsAreUnitsFactorTwoAndNoSlo) {
+  auto c = parse_cluster_config(one_router, "c.toml");
+  ASSERT_TRUE(c) << tessera::error_text(c.error());
+  EXPECT_EQ(c->router_load, "units");
+  EXPECT_EQ(c->router_sticky_break, 2.0);
+  EXPECT_EQ(c->slo_ttft_ms, 0.0);
+  EXPECT_EQ(c->slo_itl_ms, 0.0);
+}
+
+TEST(ClusterConfigUnitsTest, KeysAreRead) {
+  auto c = parse_cluster_config(std::string{"router_load = \"blocks\"\nrouter_sticky_break = 0\n"
+                                            "slo_ttft_ms = 500\nslo_itl_ms = 40.5\n"} + one_router,
+                                "c.toml");
+  ASSERT_TRUE(c) << tessera::error_text(c.error());
+  EXPECT_EQ(c->router_load, "blocks");
+  EXPECT_EQ(c->router_sticky_break, 0.0);
+  EXPECT_EQ(c->slo_ttft_ms, 500.0);
+  EXPECT_EQ(c->slo_itl_ms, 40.5);
+}
+
+TEST(ClusterConfigUnitsTest, BadValuesAreNamed) {
+  EXPECT_NE(problems_of(std::string{"router_load = \"tokens\"\n"} + one_router).find("'router_load' must be units or blocks"),
+            std::string::npos);
+  EXPECT_NE(problems_of(std::string{"router_sticky_break = 0.5\n"} + one_router).find("'router_sticky_break' must be 0"),
+            std::string::npos);
+  EXPECT_NE(problems_of(std::string{"router_sticky_break = -1\n"} + one_router).find("router_sticky_break"),
+            std::string::npos);
+  EXPECT_NE(problems_of(std::string{"slo_ttft_ms = -5\n"} + one_router).find("slo_ttft_ms"), std::string::npos);
+  EXPECT_NE(problems_of(std::string{"slo_itl_ms = \"fast\"\n"} + one_router).find("slo_itl_ms"), std::string::npos);
+  EXPECT_NE(problems_of(std::string{"router_laod = \"units\"\n"} + one_router).find("router_load"), std::string::npos);
+}
+
+} // namespace
