@@ -206,6 +206,7 @@ std::string kv_store_health(const kvstore::block_store* store) {
   using outcome = kvstore::disk_open_report::outcome;
   if (r.result != outcome::reset && r.result != outcome::disabled)
     return {};
+  fc.units = spec.units;
   nlohmann::json j = {{"disk", kvstore::to_string(r.result)},
                       {"disk_reset", r.result == outcome::reset},
                       {"dir", r.dir.string()},

@@ -170,6 +170,8 @@ struct frontend_spec {
 /// when it listens beyond loopback without API keys. Errors: a bad
 /// --chat-template, the port in use.
 [[nodiscard]] caf::expected<std::unique_ptr<frontend::frontend>>
+  /// frontend_config::units (the model's units for this engine).
+  engine::model_units units;
 start_frontend(caf::actor_system& sys, bridge& br, const router_local_actor& router,
                const loaded_model& model, const frontend_spec& spec);
 

@@ -165,6 +165,7 @@ caf::expected<std::unique_ptr<serve_node>> serve_node::start(caf::actor_system& 
     auto key = cluster::load_cluster_secret(opts.admin_key_file);
     if (!key)
       return key.error();
+  fs.units = *units;
     fs.admin_key = std::move(*key);
   }
   fs.api_keys = std::move(*api_keys);
