@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -112,7 +114,7 @@ std::string sbatch_script(const launch_plan& p, const std::string& bin) {
   for (const auto& n : p.nodes) {
     const std::string host =
       p.hosts_from_allocation ? "\"${hosts[" + std::to_string(n.host) + "]}\"" : p.host_of(n).name;
-    s += "srun --overlap --nodes=1 --ntasks=1 -w " + host;
+    s += "srun --overlap --nodes=1 --ntasks=1 -J " + n.id + " -w " + host;
     if (n.gpu >= 0)
       s += " --export=ALL,CUDA_VISIBLE_DEVICES=" + std::to_string(n.gpu);
     s += " " + bin + " node --config \"$job/cluster.toml\" --node " + n.id + " > \"$job/" + n.id + ".log\" 2>&1 &\n";
@@ -187,6 +189,31 @@ caf::error slurm_start(const launch_plan& p, const launch_options& o, std::ostre
                     " before the cluster was ready;\n" + job_logs(p, job));
     return {};
   };
+  // A node whose step ended (missing from the job's running steps twice in
+  // a row: a step just started may not be listed yet) did not come up.
+  std::map<std::string, int> missing;
+  auto steps_alive = [&]() -> caf::error {
+    if (auto err = job_alive())
+      return err;
+    auto r = run.run({"squeue", "-h", "-s", "-j", job, "-o", "%j"}, 30s);
+    if (!r || r->exit_code != 0)
+      return {};
+    std::set<std::string> running;
+    std::istringstream lines{r->output};
+    for (std::string name; std::getline(lines, name);)
+      running.insert(name);
+    std::string dead;
+    for (const auto& n : p.nodes) {
+      const int times = running.contains(n.id) ? 0 : missing[n.id] + 1;
+      missing[n.id] = times;
+      if (times >= 2) {
+        const auto log = fs::path{state} / ("job-" + job) / (n.id + ".log");
+        dead += "node " + n.id + " (job " + job + ") is not running; the end of its log (" + log.string() + "):\n" +
+                tail_lines(read_file(log), 20);
+      }
+    }
+    return dead.empty() ? caf::error{} : failed(dead);
+  };
   // Half a cluster serves nothing: a job that did not come up is cancelled.
   auto cancelled = [&](const std::string& why) {
     auto r = run.run({"scancel", job}, 60s);
@@ -215,8 +242,13 @@ caf::error slurm_start(const launch_plan& p, const launch_options& o, std::ostre
   const auto left = std::chrono::duration_cast<std::chrono::seconds>(deadline - std::chrono::steady_clock::now());
   out << "job " << job << " is running; waiting for http://" << front << ":" << p.http_port << "/ready ..."
       << std::endl;
-  if (auto err = wait_ready(front, p.http_port, std::max(left, std::chrono::seconds{1}), job_alive))
-    return cancelled(error_message(err) + "\n" + job_logs(p, job));
+  bool died = false;
+  if (auto err = wait_ready(front, p.http_port, std::max(left, std::chrono::seconds{1}), [&] {
+        auto dead = steps_alive();
+        died = static_cast<bool>(dead);
+        return dead;
+      }))
+    return cancelled(error_message(err) + (died ? std::string{} : "\n" + job_logs(p, job)));
   out << "rack " << p.spec.name << " is ready: http://" << front << ":" << p.http_port << " (job " << job << ")\n";
   return {};
 }

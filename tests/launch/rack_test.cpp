@@ -221,7 +221,7 @@ TEST(RackTest, SlurmPlacementTakesTheAllocationsHosts) {
   EXPECT_EQ(s.find("--nodelist"), std::string::npos) << s;
   EXPECT_NE(s.find("hosts=($(scontrol show hostnames \"$SLURM_JOB_NODELIST\"))"), std::string::npos) << s;
   EXPECT_NE(s.find("-e \"s/\\\"slurm-host-0:/\\\"${hosts[0]}:/\""), std::string::npos) << s;
-  EXPECT_NE(s.find("srun --overlap --nodes=1 --ntasks=1 -w \"${hosts[0]}\" --export=ALL,CUDA_VISIBLE_DEVICES=1 "
+  EXPECT_NE(s.find("srun --overlap --nodes=1 --ntasks=1 -J decode-0 -w \"${hosts[0]}\" --export=ALL,CUDA_VISIBLE_DEVICES=1 "
                    "/opt/tessera node --config \"$job/cluster.toml\" --node decode-0 > \"$job/decode-0.log\" 2>&1 &"),
             std::string::npos)
     << s;

@@ -129,6 +129,25 @@ protected:
     return u != nullptr && *u != '\0' ? u : "root";
   }
 
+  /// A rack placing a prefill and a decode node on the allocation's one
+  /// host (localhost); its HTTP port (0: no free ports).
+  uint16_t write_rack() {
+    const auto d = dir_.path();
+    make_tiny_model(d / "model");
+    make_secret(d / "cluster.secret");
+    const auto http = free_ports(4);
+    rack_ = d / "rack.toml";
+    local_ = d / "local";
+    std::ofstream(rack_) << "[rack]\nname = \"slurmtest\"\nmodel = \"" << (d / "model").string()
+                         << "\"\nserved_model_name = \"tiny\"\ncluster_secret_file = \"cluster.secret\"\n"
+                         << "ports_base = " << http << "\nstate_dir = \"" << (d / "shared").string()
+                         << "\"\nbinary = \"" << tessera::test::tessera_binary() << "\"\n"
+                         << "[cluster]\nthreads_per_worker = 1\nkv_cache_mb = 8\nmax_local_prefill_tokens = 0\n"
+                         << "[placement]\nprefill = 1\ndecode = 1\n"
+                         << "[slurm]\npartition = \"test\"\nnodes = 1\ngpus_per_node = 2\n";
+    return http;
+  }
+
   std::string launch(const std::string& action, const std::string& extra = "") {
     auto r = run_tessera("launch " + rack_.string() + " slurm " + action + " --state-dir " + local_.string() + " " +
                          extra);
@@ -149,20 +168,8 @@ TEST_F(SlurmLaunchTest, AThreeNodeClusterRunsAsOneJob) {
   if (auto why = start_slurm(); !why.empty())
     GTEST_SKIP() << "no Slurm for this test: " << why;
   const auto d = dir_.path();
-  make_tiny_model(d / "model");
-  make_secret(d / "cluster.secret");
-  const auto http = free_ports(4);
+  const auto http = write_rack();
   ASSERT_NE(http, 0);
-  rack_ = d / "rack.toml";
-  local_ = d / "local";
-  // Placement: the hosts are the allocation's (one: localhost).
-  std::ofstream(rack_) << "[rack]\nname = \"slurmtest\"\nmodel = \"" << (d / "model").string()
-                       << "\"\nserved_model_name = \"tiny\"\ncluster_secret_file = \"cluster.secret\"\n"
-                       << "ports_base = " << http << "\nstate_dir = \"" << (d / "shared").string() << "\"\nbinary = \""
-                       << tessera::test::tessera_binary() << "\"\n"
-                       << "[cluster]\nthreads_per_worker = 1\nkv_cache_mb = 8\nmax_local_prefill_tokens = 0\n"
-                       << "[placement]\nprefill = 1\ndecode = 1\n"
-                       << "[slurm]\npartition = \"test\"\nnodes = 1\ngpus_per_node = 2\n";
   auto out = launch("start", "--timeout 60");
   ASSERT_EQ(last_exit_, 0) << out << "\nslurmctld:\n" << read(d / "log" / "slurmctld.log");
   EXPECT_NE(out.find("rack slurmtest is ready: http://localhost:" + std::to_string(http)), std::string::npos) << out;
@@ -178,6 +185,11 @@ TEST_F(SlurmLaunchTest, AThreeNodeClusterRunsAsOneJob) {
   EXPECT_NE(out.find(" RUNNING "), std::string::npos) << out;
   EXPECT_NE(out.find("/health: 200"), std::string::npos) << out;
 
+  // A second start must not submit a second cluster over the first.
+  out = launch("start", "--timeout 10");
+  EXPECT_EQ(last_exit_, 1) << out;
+  EXPECT_NE(out.find("is RUNNING: stop it first"), std::string::npos) << out;
+
   out = launch("stop");
   EXPECT_EQ(last_exit_, 0) << out;
   EXPECT_NE(out.find("cancelled"), std::string::npos) << out;
@@ -185,6 +197,30 @@ TEST_F(SlurmLaunchTest, AThreeNodeClusterRunsAsOneJob) {
     << "node processes outlived scancel";
   out = launch("status");
   EXPECT_NE(last_exit_, 0) << out;
+}
+
+TEST_F(SlurmLaunchTest, ANodeThatCannotStartIsNamedAndTheJobCancelled) {
+  if (getuid() != 0)
+    GTEST_SKIP() << "slurmd runs job steps as their user and must run as root; this test runs as uid " << getuid();
+  if (auto why = start_slurm(); !why.empty())
+    GTEST_SKIP() << "no Slurm for this test: " << why;
+  const auto http = write_rack();
+  ASSERT_NE(http, 0);
+  // The decode node's transport port is taken: its step ends at once.
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  auto addr = tessera::test::loopback_address(static_cast<uint16_t>(http + 3));
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(fd, 1), 0);
+  auto out = launch("start", "--timeout 40");
+  close(fd);
+  EXPECT_EQ(last_exit_, 1) << out;
+  EXPECT_NE(out.find("node decode-0 (job "), std::string::npos) << out;
+  EXPECT_NE(out.find("cannot listen"), std::string::npos) << out;
+  EXPECT_NE(out.find("was cancelled"), std::string::npos) << out;
+  EXPECT_TRUE(wait_until([&] { return node_pids((dir_.path() / "shared").string()).empty(); }, 20s))
+    << "node processes outlived the cancelled job";
 }
 
 } // namespace
