@@ -242,7 +242,6 @@ caf::expected<route_answer> route(router_pointer self, const route_query& q) {
   decode.load.active_requests += 1;
   decode.load.active_decode_blocks += f.decode_blocks;
   prefill.load.queued_prefill_tokens += f.prefill_tokens;
-  st.requests[q.request_id] = f;
   const auto& units = st.cfg.options.units;
   f.prefill_units = units.per_input_token * static_cast<double>(std::max<int64_t>(0, f.prefill_tokens));
   f.decode_units = units.per_output_token * static_cast<double>(req.max_tokens) + units.per_request;
@@ -250,6 +249,7 @@ caf::expected<route_answer> route(router_pointer self, const route_query& q) {
   add_units(decode, f.decode_units);
   st.scale.demanded[role_index(prefill.load.role)].add(f.prefill_units);
   st.scale.demanded[role_index(decode.load.role)].add(f.decode_units);
+  st.requests[q.request_id] = f;
   st.index.touch(d->prefill_worker, req.block_hashes);
   route_answer a{prefill.join.at, decode.join.at, d->disaggregated, d->cached_blocks, std::move(d->reason), {}, 0};
   if (d->fetch_store != 0)
@@ -267,9 +267,9 @@ void dequeue_prefill(router_state& st, inflight& f) {
     p->second.load.queued_prefill_tokens =
       std::max<int64_t>(0, p->second.load.queued_prefill_tokens - f.prefill_tokens);
   f.prefill_tokens = 0;
-}
   drop_units(st, f.prefill, f.prefill_units);
   f.prefill_units = 0;
+}
 
 /// The first token arrived: the prefill worker is done with the prompt
 /// (Dynamo's router does the same at prefill completion). Until the
@@ -293,8 +293,8 @@ void on_finished(router_pointer self, uint64_t request_id) {
     d->second.load.active_decode_blocks =
       std::max<int64_t>(0, d->second.load.active_decode_blocks - f.decode_blocks);
   }
-  dequeue_prefill(st, f);
   drop_units(st, f.decode, f.decode_units);
+  dequeue_prefill(st, f);
 }
 
 /// The worker's state now, for /health and /ready.
@@ -363,7 +363,6 @@ bool canaries_on(const router_state& st) {
   return !st.cfg.node.empty() && st.cfg.bridge && st.cfg.health.canary_interval.count() > 0;
 }
 
-/// Every quarter canary interval (250 ms without canaries): late canaries
 /// Folds the units routed and served since the last tick into the rates
 /// and exports the autoscaling signal per role present (autoscale.hpp).
 void autoscale_tick(router_state& st) {
@@ -437,12 +436,13 @@ void autoscale_tick(router_state& st) {
   }
 }
 
+/// Every quarter canary interval (250 ms without canaries): late canaries
 /// become failures (and are cancelled on their worker), due ones are sent,
 /// and a worker that turned unhealthy, or healthy again, is logged once.
 void health_tick(router_pointer self) {
   auto& st = self->state;
-  const auto now = clock_type::now();
   autoscale_tick(st);
+  const auto now = clock_type::now();
   std::erase_if(st.canaries, [&](const auto& c) { return !st.workers.contains(c.second); });
   for (auto& [worker_id, w] : st.workers) {
     if (auto late = w.health.expire_canary(now, st.cfg.health)) {
