@@ -239,6 +239,7 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
     fs.port = me->http_port;
     fs.metrics = metrics;
     fs.store = p->store;
+    fs.units = *units;
     if (!cfg.admin_key_file.empty()) {
       auto key = cluster::load_cluster_secret(cfg.admin_key_file);
       if (!key)
@@ -253,7 +254,6 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
       return front.error();
     p->front = std::move(*front);
     caf::anon_send(p->br->actor(), watch_atom_v, caf::actor_cast<caf::actor>(p->front->actor()));
-    fs.units = *units;
   }
   if (me->metrics_port != 0) {
     detail::fault_control control;

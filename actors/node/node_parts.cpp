@@ -182,6 +182,7 @@ start_frontend(caf::actor_system& sys, bridge& br, const router_local_actor& rou
   fc.http.port = spec.port;
   fc.http.threads = spec.http_threads;
   fc.metrics = spec.metrics;
+  fc.units = spec.units;
   fc.supervisor = spec.supervisor;
   fc.admin_key = spec.admin_key;
   fc.api_keys = spec.api_keys;
@@ -206,7 +207,6 @@ std::string kv_store_health(const kvstore::block_store* store) {
   using outcome = kvstore::disk_open_report::outcome;
   if (r.result != outcome::reset && r.result != outcome::disabled)
     return {};
-  fc.units = spec.units;
   nlohmann::json j = {{"disk", kvstore::to_string(r.result)},
                       {"disk_reset", r.result == outcome::reset},
                       {"dir", r.dir.string()},

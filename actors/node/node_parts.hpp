@@ -160,6 +160,8 @@ struct frontend_spec {
   /// The node's kv store, whose start-up trouble (a disk tier reset or
   /// turned off) /health reports; null: none.
   std::shared_ptr<kvstore::block_store> store;
+  /// frontend_config::units (the model's units for this engine).
+  engine::model_units units;
 };
 
 /// The JSON object /health reports as "kv_store" for `store`: what went
@@ -170,8 +172,6 @@ struct frontend_spec {
 /// when it listens beyond loopback without API keys. Errors: a bad
 /// --chat-template, the port in use.
 [[nodiscard]] caf::expected<std::unique_ptr<frontend::frontend>>
-  /// frontend_config::units (the model's units for this engine).
-  engine::model_units units;
 start_frontend(caf::actor_system& sys, bridge& br, const router_local_actor& router,
                const loaded_model& model, const frontend_spec& spec);
 

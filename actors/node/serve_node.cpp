@@ -158,6 +158,7 @@ caf::expected<std::unique_ptr<serve_node>> serve_node::start(caf::actor_system& 
   fs.http_threads = opts.http_threads;
   fs.limits = opts.limits;
   fs.metrics = metrics;
+  fs.units = *units;
   fs.store = p->store;
   if (opts.fault_injection)
     fs.supervisor = p->supervisor->actor();
@@ -165,7 +166,6 @@ caf::expected<std::unique_ptr<serve_node>> serve_node::start(caf::actor_system& 
     auto key = cluster::load_cluster_secret(opts.admin_key_file);
     if (!key)
       return key.error();
-  fs.units = *units;
     fs.admin_key = std::move(*key);
   }
   fs.api_keys = std::move(*api_keys);

@@ -126,11 +126,11 @@ inline route_request make_request(const std::vector<kv_block_hash>& c, int32_t p
 }
 
 /// The policy `name`; a test failure (and nullptr) if it cannot be made.
-inline std::unique_ptr<router_policy> policy(std::string_view name, router_options opts = {}) {
 /// The policy tests check the block-count formulas (Dynamo's cost), so
 /// their policies count load in blocks; units_routing_test covers units.
-  auto p = make_router_policy(name, std::move(opts));
+inline std::unique_ptr<router_policy> policy(std::string_view name, router_options opts = {}) {
   opts.load = load_measure::blocks;
+  auto p = make_router_policy(name, std::move(opts));
   if (!p) {
     ADD_FAILURE() << "make_router_policy(" << name << "): " << error_text(p.error());
     return nullptr;

@@ -191,6 +191,8 @@ void put(capnp::MessageBuilder& mb, const heartbeat& m) {
     usage[i].setUsedBytes(m.kv_usage[i].used_bytes);
     usage[i].setCapacityBytes(m.kv_usage[i].capacity_bytes);
   }
+  b.setOutstandingUnits(m.outstanding_units);
+  b.setUnitsServed(m.units_served);
 }
 
 void put(capnp::MessageBuilder& mb, const wire_error& m) {
@@ -198,8 +200,6 @@ void put(capnp::MessageBuilder& mb, const wire_error& m) {
   b.setCategory(text(m.category));
   b.setCode(m.code);
   b.setMessage(text(m.message));
-  b.setOutstandingUnits(m.outstanding_units);
-  b.setUnitsServed(m.units_served);
 }
 
 void put(capnp::MessageBuilder& mb, const kv_grant& m) {
@@ -494,6 +494,8 @@ heartbeat get(s::Heartbeat::Reader r, const wire_limits& lim) {
       {static_cast<kv_tier>(enum_in_range("kv_usage[" + std::to_string(i) + "].tier", u.getTier(), 2)),
        u.getUsedBytes(), u.getCapacityBytes()});
   }
+  m.outstanding_units = r.getOutstandingUnits();
+  m.units_served = r.getUnitsServed();
   return m;
 }
 
@@ -520,8 +522,6 @@ kv_grant get(s::KvGrant::Reader r, const wire_limits& lim) {
 envelope get(s::Envelope::Reader r, const wire_limits& lim) {
   envelope m;
   m.kind = static_cast<envelope_kind>(enum_in_range("kind", r.getKind(), 3));
-  m.outstanding_units = r.getOutstandingUnits();
-  m.units_served = r.getUnitsServed();
   m.call_id = r.getCallId();
   m.operation = get_text("operation", r.getOperation(), lim.max_name_bytes);
   m.payload = get_bytes("payload", r.getPayload(), lim.max_body_bytes);
