@@ -129,7 +129,7 @@ caf::expected<kv_int8_measurement> measure_kv_int8(engine::backend& be, const kv
   for (int32_t i = 0; i < full; ++i) {
     be.read_block(table_e[static_cast<size_t>(i)], bytes);
     auto block = kvstore::make_block(layout, bt, bytes);
-    const kvstore::block_key key{ns, static_cast<engine::kv_block_hash>(i + 1)};
+    const kvstore::block_key key{ns, engine::kv_block_hash{0, static_cast<uint64_t>(i + 1)}};
     if (auto err = (*store)->put(key, block))
       return err;
     auto hit = (*store)->get(key);

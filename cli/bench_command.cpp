@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "bench/engine_bench.hpp"
+#include "bench/hash_bench.hpp"
 #include "bench/kv_int8_bench.hpp"
 #include "bench/serve_bench.hpp"
 #include "bench/spec_bench.hpp"
@@ -126,6 +127,19 @@ void add_kv_int8(CLI::App* bench, std::vector<std::pair<CLI::App*, std::function
   k->add_option("--seed", o->run.seed, "Seeds the prompt and turn")->capture_default_str();
   k->add_flag("--control", o->control, "Also run each dtype with exact blocks through the store (every difference 0)");
   subs.emplace_back(k, [o] { return bench::run_kv_int8_bench(*o); });
+}
+
+void add_hash(CLI::App* bench, std::vector<std::pair<CLI::App*, std::function<int()>>>& subs) {
+  auto* h = bench->add_subcommand("hash", "Cost of the keyed KV block hash (SipHash-2-4-128) against XXH3-64, "
+                                          "per block and as a share of a prefill step");
+  auto o = std::make_shared<bench::hash_bench_options>();
+  h->add_option("--model", o->model, "Model folder whose prefill step is timed (none: per-block costs only)");
+  h->add_option("--prompt-tokens", o->prompt_tokens, "Tokens of the prefilled prompt")
+    ->capture_default_str()->check(CLI::Range(16, 1 << 20));
+  h->add_option("--steps", o->steps, "Prefill steps timed (median)")->capture_default_str()->check(CLI::Range(1, 1000));
+  h->add_option("--threads", o->threads, "CPU threads (0: all cores)")->capture_default_str();
+  h->add_option("--json", o->json_path, "Write results as JSON to this file");
+  subs.emplace_back(h, [o] { return bench::run_hash_bench(*o); });
 }
 
 int run_bench_serve(serve_bench_args& a) {
@@ -405,6 +419,7 @@ command add_bench_command(CLI::App& app) {
   auto subs = std::make_shared<std::vector<std::pair<CLI::App*, std::function<int()>>>>();
   add_engine(bench, *subs);
   add_kv_int8(bench, *subs);
+  add_hash(bench, *subs);
   add_serve(bench, *subs);
   add_spec(bench, *subs);
   add_tenants(bench, *subs);

@@ -102,7 +102,7 @@ engine::engine(std::unique_ptr<backend> be, const engine_config& cfg,
                             to_safetensors_name(layout.kv_dtype));
   cache_ = std::make_unique<kv_cache>(backend_->num_blocks(), layout.block_tokens,
                                       cfg.enable_prefix_caching);
-  scheduler_ = std::make_unique<scheduler>(cfg.scheduling, *cache_, hash_seed_);
+  scheduler_ = std::make_unique<scheduler>(cfg.scheduling, *cache_, cfg.hash_key);
 }
 
 engine::~engine() = default;
@@ -141,7 +141,7 @@ engine::request_state& engine::insert(request&& r) {
   rs->seq.id = r.id;
   rs->seq.priority = r.priority;
   rs->seq.arrival = next_arrival_++;
-  rs->seq.hash_root = kv_hash_root(hash_seed_, r.cache_salt);
+  rs->seq.hash_root = kv_hash_root(cfg_.hash_key, hash_seed_, r.cache_salt);
   rs->params = std::move(r.params);
   rs->seed = rs->params.seed ? *rs->params.seed : splitmix64(cfg_.seed ^ splitmix64(rs->seq.arrival));
   rs->keep_kv = r.keep_kv;
@@ -519,7 +519,7 @@ caf::expected<kv_export_blocks> engine::export_request_blocks(uint64_t id) const
   e.seed = rs->seed;
   const auto n_full = static_cast<size_t>(seq.num_computed / layout.block_tokens);
   std::vector<kv_block_hash> hashes = seq.hashes;
-  kv_hash_blocks(hash_seed_, seq.hash_root, seq.tokens, layout.block_tokens, n_full, hashes);
+  kv_hash_blocks(cfg_.hash_key, seq.hash_root, seq.tokens, layout.block_tokens, n_full, hashes);
   hashes.resize(n_full);
   e.block_hashes = std::move(hashes);
   const int32_t n_blocks = scheduler_->blocks_for(seq.num_computed);
@@ -558,7 +558,7 @@ caf::error engine::check_import(const request& r, const kv_export& kv) const {
     if (t < 0 || t >= vocab)
       return mismatch("the KV export holds token id " + std::to_string(t) + " outside the vocabulary");
   std::vector<kv_block_hash> expect;
-  kv_hash_blocks(hash_seed_, kv_hash_root(hash_seed_, r.cache_salt), kv.tokens, layout.block_tokens,
+  kv_hash_blocks(cfg_.hash_key, kv_hash_root(cfg_.hash_key, hash_seed_, r.cache_salt), kv.tokens, layout.block_tokens,
                  static_cast<size_t>(kv.num_computed / layout.block_tokens), expect);
   if (expect != kv.block_hashes)
     return mismatch("the KV export's block hashes do not match its tokens");

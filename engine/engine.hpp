@@ -53,14 +53,18 @@ struct engine_config {
   int32_t max_model_len = 0;
   /// Seeds unseeded requests' sampling. Default: 0.
   uint64_t seed = 0;
-};
-
-/// A generation request.
-struct request {
+  /// Keys the prefix-cache hash chain (block_hash.hpp): every engine and
+  /// router of a cluster must have the same one. Default: the process's
+  /// random key (process_kv_hash_key).
+  kv_hash_key hash_key = process_kv_hash_key();
   /// Speculative decoding for requests whose params do not say
   /// (sampling_params::speculative); method draft is refused (no draft
   /// model in this engine). Default: none.
   speculative_params speculative;
+};
+
+/// A generation request.
+struct request {
   /// Caller-chosen id, unique among unfinished requests.
   uint64_t id = 0;
   /// Token ids; not empty.
@@ -294,6 +298,8 @@ public:
   [[nodiscard]] const backend& get_backend() const { return *backend_; }
   /// Namespace of this engine's prefix-cache hashes (block_hash.hpp).
   [[nodiscard]] uint64_t hash_seed() const { return hash_seed_; }
+  /// Key of this engine's prefix-cache hash chain (engine_config::hash_key).
+  [[nodiscard]] const kv_hash_key& hash_key() const { return cfg_.hash_key; }
   /// Longest prompt + output this engine accepts, in tokens.
   [[nodiscard]] int32_t max_model_len() const { return max_model_len_; }
 

@@ -11,7 +11,7 @@ std::vector<kv_block_hash> engine::block_hashes(std::span<const int32_t> tokens,
                                                 std::string_view cache_salt) const {
   const int32_t bt = backend_->layout().block_tokens;
   std::vector<kv_block_hash> out;
-  kv_hash_blocks(hash_seed_, kv_hash_root(hash_seed_, cache_salt), tokens, bt,
+  kv_hash_blocks(cfg_.hash_key, kv_hash_root(cfg_.hash_key, hash_seed_, cache_salt), tokens, bt,
                  tokens.size() / static_cast<size_t>(bt), out);
   return out;
 }

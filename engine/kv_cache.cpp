@@ -10,7 +10,7 @@ kv_cache::kv_cache(int32_t num_blocks, int32_t block_tokens, bool enable_prefix_
   : block_tokens_(block_tokens),
     prefix_caching_(enable_prefix_caching),
     ref_(num_blocks, 0),
-    hash_(num_blocks, 0),
+    hash_(num_blocks),
     hashed_(num_blocks, false),
     prev_(num_blocks, none),
     next_(num_blocks, none) {
@@ -181,7 +181,7 @@ void kv_cache::reset_prefix_cache() {
   std::fill(hashed_.begin(), hashed_.end(), false);
   if (record_events_) {
     events_.clear();
-    events_.push_back({kv_cache_event::kind::cleared, 0});
+    events_.push_back({kv_cache_event::kind::cleared, {}});
   }
 }
 

@@ -54,7 +54,7 @@ struct kv_cache_event {
     cleared,
   };
   kind what = kind::stored;
-  kv_block_hash hash = 0;
+  kv_block_hash hash;
 };
 
 /// Block accounting for one engine. Not thread-safe: the engine thread owns it.

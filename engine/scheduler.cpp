@@ -18,8 +18,8 @@ bool runs_before(const sequence* a, const sequence* b) {
 
 } // namespace
 
-scheduler::scheduler(const scheduler_config& cfg, kv_cache& cache, uint64_t hash_seed)
-  : cfg_(cfg), cache_(cache), hash_seed_(hash_seed) {
+scheduler::scheduler(const scheduler_config& cfg, kv_cache& cache, const kv_hash_key& hash_key)
+  : cfg_(cfg), cache_(cache), hash_key_(hash_key) {
   TESSERA_ASSERT(cfg.max_batched_tokens > 0 && cfg.max_num_seqs > 0);
 }
 
@@ -133,7 +133,7 @@ void scheduler::match_prefix(sequence& seq) {
   // At least the last token is always computed: its logits are needed.
   const size_t usable = static_cast<size_t>(seq.length() - 1) / bt;
   if (cache_.prefix_caching())
-    kv_hash_blocks(hash_seed_, seq.hash_root, seq.tokens, bt, usable, seq.hashes);
+    kv_hash_blocks(hash_key_, seq.hash_root, seq.tokens, bt, usable, seq.hashes);
   size_t hits = cache_.match_prefix(
     std::span{seq.hashes}.first(std::min(usable, seq.hashes.size())), seq.blocks);
   seq.num_computed = static_cast<int32_t>(hits) * bt;
@@ -225,7 +225,7 @@ void scheduler::cache_full_blocks(sequence& seq) {
   if (full <= seq.num_cached_blocks)
     return;
   if (cache_.prefix_caching()) {
-    kv_hash_blocks(hash_seed_, seq.hash_root, seq.tokens, bt, full, seq.hashes);
+    kv_hash_blocks(hash_key_, seq.hash_root, seq.tokens, bt, full, seq.hashes);
     for (int32_t i = seq.num_cached_blocks; i < full; ++i)
       cache_.cache_block(seq.blocks[i], seq.hashes[i]);
   }

@@ -71,8 +71,8 @@ struct schedule_output {
 /// The scheduling policy. Not thread-safe: the engine thread owns it.
 class scheduler {
 public:
-  /// `hash_seed` namespaces the prefix-cache hashes (see block_hash.hpp).
-  scheduler(const scheduler_config& cfg, kv_cache& cache, uint64_t hash_seed);
+  /// `hash_key` keys the prefix-cache hash chain (see block_hash.hpp).
+  scheduler(const scheduler_config& cfg, kv_cache& cache, const kv_hash_key& hash_key);
 
   /// Queues `seq` (state waiting). Its hash_root must be set.
   void add(sequence* seq);
@@ -132,7 +132,7 @@ private:
 
   scheduler_config cfg_;
   kv_cache& cache_;
-  uint64_t hash_seed_;
+  kv_hash_key hash_key_;
   /// Ordered by (priority desc, arrival asc).
   std::vector<sequence*> waiting_;
   std::vector<sequence*> running_;

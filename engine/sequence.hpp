@@ -34,7 +34,7 @@ struct sequence {
   /// Chained hashes of the full blocks of `tokens`, extended lazily.
   std::vector<kv_block_hash> hashes;
   /// Parent hash of block 0 (namespace + cache salt).
-  kv_block_hash hash_root = 0;
+  kv_block_hash hash_root;
   /// Blocks [0, num_cached_blocks) have been offered to the prefix cache.
   int32_t num_cached_blocks = 0;
   sequence_state state = sequence_state::waiting;

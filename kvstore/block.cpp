@@ -69,10 +69,9 @@ bool layout_is_sane(const engine::kv_layout& l) {
 }
 
 std::string to_string(const block_key& k) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%016llx:%016llx", static_cast<unsigned long long>(k.ns),
-                static_cast<unsigned long long>(k.hash));
-  return buf;
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%016llx:", static_cast<unsigned long long>(k.ns));
+  return buf + engine::to_hex(k.hash);
 }
 
 caf::error validate_block(const block_key& key, const stored_block& b) {

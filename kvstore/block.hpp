@@ -25,15 +25,15 @@ struct block_key {
   /// engine::kv_hash_seed of the model, block size and KV dtype.
   uint64_t ns = 0;
   /// engine::kv_block_hash of the block (and so of every block before it).
-  engine::kv_block_hash hash = 0;
+  engine::kv_block_hash hash;
   friend bool operator==(const block_key&, const block_key&) = default;
 };
 
 /// Hash functor for unordered containers of block_key.
 struct block_key_hasher {
   size_t operator()(const block_key& k) const noexcept {
-    // `hash` is already an XXH3 value; mixing in ns keeps namespaces apart.
-    return static_cast<size_t>(k.hash ^ (k.ns * 0x9E3779B97F4A7C15ull));
+    // `hash` is already a keyed hash; mixing in ns keeps namespaces apart.
+    return std::hash<engine::kv_block_hash>{}(k.hash) ^ static_cast<size_t>(k.ns * 0x9E3779B97F4A7C15ull);
   }
 };
 

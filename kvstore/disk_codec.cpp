@@ -34,22 +34,29 @@ T get_le(const char* p) {
   return static_cast<T>(u);
 }
 
-constexpr size_t header_checked_bytes = 64;
+constexpr size_t header_checked_bytes = 72;
+
+void put_key(char* p, const block_key& k) {
+  put_be64(p, k.ns);
+  put_be64(p + 8, k.hash.hi);
+  put_be64(p + 16, k.hash.lo);
+}
+
+block_key get_key(const char* p) { return {get_be64(p), {get_be64(p + 8), get_be64(p + 16)}}; }
 
 } // namespace
 
 std::string encode_key(const block_key& k) {
   std::string out(key_bytes, '\0');
   out[0] = static_cast<char>(key_version);
-  put_be64(out.data() + 1, k.ns);
-  put_be64(out.data() + 9, k.hash);
+  put_key(out.data() + 1, k);
   return out;
 }
 
 std::optional<block_key> decode_key(std::string_view bytes) {
   if (bytes.size() != key_bytes || static_cast<uint8_t>(bytes[0]) != key_version)
     return std::nullopt;
-  return block_key{get_be64(bytes.data() + 1), get_be64(bytes.data() + 9)};
+  return get_key(bytes.data() + 1);
 }
 
 std::string encode_header(const block_key& k, const block_meta& meta, size_t payload_bytes) {
@@ -59,17 +66,18 @@ std::string encode_header(const block_key& k, const block_meta& meta, size_t pay
   put_le<uint16_t>(p + 4, value_version);
   put_le<uint16_t>(p + 6, static_cast<uint16_t>(header_bytes));
   put_le<uint64_t>(p + 8, k.ns);
-  put_le<uint64_t>(p + 16, k.hash);
-  put_le<int32_t>(p + 24, meta.layout.block_tokens);
-  put_le<int32_t>(p + 28, meta.layout.num_layers);
-  put_le<int32_t>(p + 32, meta.layout.num_kv_heads);
-  put_le<int32_t>(p + 36, meta.layout.head_dim);
-  p[40] = static_cast<char>(meta.layout.kv_dtype);
-  p[41] = static_cast<char>(meta.codec);
-  put_le<int32_t>(p + 44, meta.token_count);
-  put_le<uint64_t>(p + 48, payload_bytes);
-  put_le<uint64_t>(p + 56, meta.checksum);
-  put_le<uint64_t>(p + 64, engine::hash_bytes(p, header_checked_bytes, 0));
+  put_le<uint64_t>(p + 16, k.hash.hi);
+  put_le<uint64_t>(p + 24, k.hash.lo);
+  put_le<int32_t>(p + 32, meta.layout.block_tokens);
+  put_le<int32_t>(p + 36, meta.layout.num_layers);
+  put_le<int32_t>(p + 40, meta.layout.num_kv_heads);
+  put_le<int32_t>(p + 44, meta.layout.head_dim);
+  p[48] = static_cast<char>(meta.layout.kv_dtype);
+  p[49] = static_cast<char>(meta.codec);
+  put_le<int32_t>(p + 52, meta.token_count);
+  put_le<uint64_t>(p + 56, payload_bytes);
+  put_le<uint64_t>(p + 64, meta.checksum);
+  put_le<uint64_t>(p + 72, engine::hash_bytes(p, header_checked_bytes, 0));
   return h;
 }
 
@@ -108,26 +116,27 @@ decoded_value decode_value(const block_key& expected, std::string_view bytes) {
     return fail(decode_status::bad_magic);
   if (get_le<uint16_t>(p + 4) != value_version)
     return fail(decode_status::bad_version);
-  if (get_le<uint64_t>(p + 64) != engine::hash_bytes(p, header_checked_bytes, 0))
+  if (get_le<uint64_t>(p + 72) != engine::hash_bytes(p, header_checked_bytes, 0))
     return fail(decode_status::bad_header_checksum);
-  if (get_le<uint64_t>(p + 8) != expected.ns || get_le<uint64_t>(p + 16) != expected.hash)
+  if (get_le<uint64_t>(p + 8) != expected.ns || get_le<uint64_t>(p + 16) != expected.hash.hi ||
+      get_le<uint64_t>(p + 24) != expected.hash.lo)
     return fail(decode_status::wrong_key);
   block_meta meta;
-  meta.layout.block_tokens = get_le<int32_t>(p + 24);
-  meta.layout.num_layers = get_le<int32_t>(p + 28);
-  meta.layout.num_kv_heads = get_le<int32_t>(p + 32);
-  meta.layout.head_dim = get_le<int32_t>(p + 36);
-  meta.layout.kv_dtype = static_cast<engine::dtype>(static_cast<uint8_t>(p[40]));
-  meta.token_count = get_le<int32_t>(p + 44);
-  meta.checksum = get_le<uint64_t>(p + 56);
-  const auto codec = static_cast<uint8_t>(p[41]);
+  meta.layout.block_tokens = get_le<int32_t>(p + 32);
+  meta.layout.num_layers = get_le<int32_t>(p + 36);
+  meta.layout.num_kv_heads = get_le<int32_t>(p + 40);
+  meta.layout.head_dim = get_le<int32_t>(p + 44);
+  meta.layout.kv_dtype = static_cast<engine::dtype>(static_cast<uint8_t>(p[48]));
+  meta.token_count = get_le<int32_t>(p + 52);
+  meta.checksum = get_le<uint64_t>(p + 64);
+  const auto codec = static_cast<uint8_t>(p[49]);
   if (codec > static_cast<uint8_t>(block_codec::int8))
     return fail(decode_status::bad_layout);
   meta.codec = static_cast<block_codec>(codec);
   if (!layout_is_sane(meta.layout) || meta.token_count < 1 ||
       meta.token_count > meta.layout.block_tokens)
     return fail(decode_status::bad_layout);
-  uint64_t payload_bytes = get_le<uint64_t>(p + 48);
+  uint64_t payload_bytes = get_le<uint64_t>(p + 56);
   if (payload_bytes != bytes.size() - header_bytes ||
       payload_bytes != encoded_payload_bytes(meta.layout, meta.codec))
     return fail(decode_status::bad_size);
@@ -157,17 +166,15 @@ std::optional<uint64_t> decode_order_key(std::string_view bytes) {
 std::string encode_order_value(const block_key& k, uint64_t charged_bytes) {
   std::string out(order_value_bytes, '\0');
   out[0] = static_cast<char>(key_version);
-  put_be64(out.data() + 1, k.ns);
-  put_be64(out.data() + 9, k.hash);
-  put_le<uint64_t>(out.data() + 17, charged_bytes);
+  put_key(out.data() + 1, k);
+  put_le<uint64_t>(out.data() + 25, charged_bytes);
   return out;
 }
 
 std::optional<order_entry> decode_order_value(std::string_view bytes) {
   if (bytes.size() != order_value_bytes || static_cast<uint8_t>(bytes[0]) != key_version)
     return std::nullopt;
-  return order_entry{block_key{get_be64(bytes.data() + 1), get_be64(bytes.data() + 9)},
-                     get_le<uint64_t>(bytes.data() + 17)};
+  return order_entry{get_key(bytes.data() + 1), get_le<uint64_t>(bytes.data() + 25)};
 }
 
 } // namespace tessera::kvstore::disk_codec

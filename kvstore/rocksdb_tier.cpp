@@ -126,6 +126,37 @@ struct rocksdb_tier::impl {
     }
   }
 
+  // The store's format (disk_codec::format_key): a new, empty store gets
+  // this build's; one that holds blocks without it, or has another, was
+  // written by an older build (64-bit block hashes) and is refused, so
+  // open_disk_tier resets it rather than misreading it. Empty: usable.
+  std::string check_format() {
+    std::string have;
+    auto s = db->Get(rocksdb::ReadOptions{}, default_cf, std::string{disk_codec::format_key}, &have);
+    if (s.ok())
+      return have == disk_codec::format_value
+               ? std::string{}
+               : "the disk format is " + have + ", this build reads format " +
+                   std::string{disk_codec::format_value} + " (128-bit block hashes)";
+    if (!s.IsNotFound())
+      return "cannot read the disk format: " + s.ToString();
+    for (auto* cf : {blocks_cf, order_cf}) {
+      std::unique_ptr<rocksdb::Iterator> it{db->NewIterator(rocksdb::ReadOptions{}, cf)};
+      it->SeekToFirst();
+      if (it->Valid())
+        return "the store holds blocks of disk format 1 (64-bit block hashes, an older build); this build "
+               "reads format " + std::string{disk_codec::format_value};
+      if (!it->status().ok())
+        return "cannot read the store: " + it->status().ToString();
+    }
+    rocksdb::WriteOptions sync;
+    sync.sync = true;
+    if (auto w = db->Put(sync, default_cf, std::string{disk_codec::format_key}, std::string{disk_codec::format_value});
+        !w.ok())
+      return "cannot write the disk format: " + w.ToString();
+    return {};
+  }
+
   // Scans the order family into `out`. Entries that do not parse, or that
   // name a key a later entry names again (the later one is the block's
   // real position), are deleted; so are the oldest blocks past the
@@ -333,6 +364,8 @@ caf::expected<std::unique_ptr<rocksdb_tier>> rocksdb_tier::open(rocksdb_tier_opt
 
   if (auto s = p->open_db(); !s.ok())
     return open_error(o.dir, "cannot open RocksDB: " + s.ToString());
+  if (auto why = p->check_format(); !why.empty())
+    return open_error(o.dir, why);
   loaded_index loaded;
   if (auto s = p->load_index(loaded); !s.ok())
     return open_error(o.dir, "cannot load the order index: " + s.ToString());

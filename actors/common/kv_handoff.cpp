@@ -91,7 +91,7 @@ caf::expected<kv_put_plan> plan_puts(const engine::engine& eng, const engine::kv
     const uint64_t src_offset = static_cast<uint64_t>(src.blocks[i]) * bb;
     const auto& to = grant.blocks[i];
     wire::kv_block_descriptor b;
-    b.hash = i < meta.block_hashes.size() ? meta.block_hashes[i] : 0;
+    b.hash = i < meta.block_hashes.size() ? meta.block_hashes[i] : engine::kv_block_hash{};
     b.token_count = block_token_count(i, meta.num_computed, meta.layout.block_tokens);
     b.src_offset = src_offset;
     b.size_bytes = bb;

@@ -40,7 +40,7 @@ namespace tessera::actors {
 /// One block of an offer: its chained hash and the block (the bytes copied
 /// out of the engine's pool, with their layout, token count and checksum).
 struct offered_block {
-  engine::kv_block_hash hash = 0;
+  engine::kv_block_hash hash;
   kvstore::stored_block block;
 };
 

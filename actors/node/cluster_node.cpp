@@ -11,6 +11,7 @@
 #include "actors/node/node_parts.hpp"
 #include "actors/node/worker_supervisor.hpp"
 #include "cluster/cluster_secret.hpp"
+#include "cluster/kv_hash_key.hpp"
 #include "common/error.hpp"
 #include "engine/engine_errc.hpp"
 #include "transport/faults/fault_transport.hpp"
@@ -109,6 +110,17 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
   auto api_keys = detail::load_api_keys(me->has("frontend") ? cfg.api_keys_file : std::string{});
   if (!api_keys)
     return api_keys.error();
+  // Every node names KV blocks with the same key: derived from the cluster
+  // secret. Without one, several (insecure) nodes share a key anyone can
+  // derive, and a lone node keeps a random one per process.
+  const engine::kv_hash_key hash_key =
+    !secret.empty() || cfg.nodes.size() > 1
+      ? engine::kv_hash_key_from_bytes(cluster::kv_hash_key_from_secret(secret))
+      : engine::process_kv_hash_key();
+  if (secret.empty() && cfg.nodes.size() > 1)
+    spdlog::warn("node '{}': --insecure: KV block hashes use a key anyone can derive, so cached prompts "
+                 "can be probed by hash",
+                 node_id);
   say("loading " + model_dir.string());
   const auto engine = detail::backend_choice_of(cfg);
   auto model = detail::load_model(model_dir, engine.kind);
@@ -174,6 +186,7 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
     rc.metrics = metrics; // the autoscaling signal (with the frontend's latency, on its node)
     rc.bridge = caf::actor_cast<caf::actor>(p->br->actor());
     rc.node = node_id; // health canaries' tokens come back here
+    rc.hash_key = hash_key;
     auto router = spawn_router(sys, rc);
     if (!router)
       return router.error();
@@ -220,6 +233,7 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
       spec.store_writer = p->store_writer;
       spec.offer_max_bytes = cfg.kvstore_offer_mb << 20;
       spec.units = *units;
+      spec.hash_key = hash_key;
       say("starting " + spec.name);
       auto w = p->supervisor->start(spec);
       if (!w)

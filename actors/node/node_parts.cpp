@@ -9,6 +9,7 @@
 #include "actors/common/token_sink.hpp"
 #include "actors/node/worker_supervisor.hpp"
 #include "cluster/host_port.hpp"
+#include "cluster/kv_hash_key.hpp"
 #include "kvstore/tiered_block_store.hpp"
 #include "engine/engine_errc.hpp"
 
@@ -71,6 +72,24 @@ caf::expected<loaded_model> load_model(const std::filesystem::path& dir,
                       std::move(files->tokenizer)};
 }
 
+caf::expected<engine::kv_hash_key> node_kv_hash_key(const std::string& cluster_secret,
+                                                    const kvstore::block_store* store) {
+  auto key_of = [](const cluster::kv_hash_key_bytes& b) { return engine::kv_hash_key_from_bytes(b); };
+  if (!cluster_secret.empty())
+    return key_of(cluster::kv_hash_key_from_secret(cluster_secret));
+  if (store != nullptr) {
+    const auto disk = store->disk_report();
+    using outcome = kvstore::disk_open_report::outcome;
+    if (disk.result == outcome::opened || disk.result == outcome::reset) {
+      auto b = cluster::load_or_create_kv_hash_key(disk.dir);
+      if (!b)
+        return b.error();
+      return key_of(*b);
+    }
+  }
+  return engine::process_kv_hash_key();
+}
+
 std::shared_ptr<const bridge_protocol> node_protocol() {
   auto p = std::make_shared<bridge_protocol>();
   p->add<worker_actor>().add<token_sink_actor>().add<router_actor>().add<kvstore_actor>();
@@ -90,6 +109,8 @@ caf::expected<started_worker> start_worker(caf::actor_system& sys, bridge& br,
   out.backend = (*be)->description();
   engine::engine_config ec;
   ec.max_model_len = spec.max_model_len;
+  ec.speculative = spec.speculative;
+  ec.hash_key = spec.hash_key;
   auto eng = std::make_shared<engine::engine>(std::move(*be), ec, model.tokenizer);
   out.max_model_len = eng->max_model_len();
   auto region = br.register_region(eng->get_backend().kv_pool_memory());

@@ -65,6 +65,14 @@ struct loaded_model {
 [[nodiscard]] caf::expected<loaded_model> load_model(const std::filesystem::path& dir,
                                                      engine::backend_kind kind);
 
+/// The block-hash key of a node's engines and router (cluster/kv_hash_key.hpp):
+/// derived from `cluster_secret` when there is one; else, when `store` has
+/// a disk tier that opened, the key kept in its folder (made on the first
+/// start); else the process's random key. Errors name a key file that
+/// cannot be read or made.
+[[nodiscard]] caf::expected<engine::kv_hash_key>
+node_kv_hash_key(const std::string& cluster_secret, const kvstore::block_store* store);
+
 /// The operations other nodes may call on this node's actors.
 [[nodiscard]] std::shared_ptr<const bridge_protocol> node_protocol();
 
@@ -91,6 +99,8 @@ struct worker_spec {
   kvstore_writer_actor store_writer;
   /// worker_config::offer_max_bytes. Default: 64 MiB.
   uint64_t offer_max_bytes = uint64_t{64} << 20;
+  /// The engine's block-hash key (node_kv_hash_key): the router's.
+  engine::kv_hash_key hash_key = engine::process_kv_hash_key();
   /// worker_config::units (the model's units for this engine).
   engine::model_units units;
 };

@@ -75,7 +75,20 @@ caf::expected<std::unique_ptr<serve_node>> serve_node::start(caf::actor_system& 
   if (!units)
     return units.error();
   auto metrics = std::make_shared<cluster::metrics_registry>();
+  auto store = detail::open_kv_store(
+    {opts.kv_store_host_bytes, opts.kv_store_disk_dir, opts.kv_store_disk_bytes, opts.kv_store_int8});
+  if (!store)
+    return store.error();
+  p->store = std::move(*store);
+  if (p->store)
+    p->store_writer = spawn_kvstore_writer(sys, p->store);
+  // The block-hash key of the router and every engine: kept beside the
+  // disk tier (opened above, so a reset has already happened) or per process.
+  auto hash_key = detail::node_kv_hash_key({}, p->store.get());
+  if (!hash_key)
+    return hash_key.error();
   auto rc = opts.router;
+  rc.hash_key = *hash_key;
   rc.options.units = *units;
   rc.metrics = metrics; // the autoscaling signal
   if (rc.autoscale.worker_units_per_second <= 0) // units are ms of (modelled) worker time
@@ -94,13 +107,6 @@ caf::expected<std::unique_ptr<serve_node>> serve_node::start(caf::actor_system& 
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const uint64_t id_base = detail::random_id_base();
   std::string backend_name;
-  auto store = detail::open_kv_store(
-    {opts.kv_store_host_bytes, opts.kv_store_disk_dir, opts.kv_store_disk_bytes, opts.kv_store_int8});
-  if (!store)
-    return store.error();
-  p->store = std::move(*store);
-  if (p->store)
-    p->store_writer = spawn_kvstore_writer(sys, p->store);
   std::shared_ptr<engine::engine> any_engine;
   p->supervisor = std::make_unique<detail::worker_supervisor>(sys, *p->br, *model,
                                                               detail::supervisor_options{3, std::chrono::seconds{60}, metrics});
@@ -126,6 +132,7 @@ caf::expected<std::unique_ptr<serve_node>> serve_node::start(caf::actor_system& 
     spec.store = p->store;
     spec.store_writer = p->store_writer;
     spec.offer_max_bytes = opts.kv_offer_max_bytes;
+    spec.hash_key = *hash_key;
     spec.units = *units;
     say("starting " + spec.name);
     auto w = p->supervisor->start(spec);

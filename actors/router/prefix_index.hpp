@@ -31,10 +31,10 @@
 /// which start again at 0, arrive; otherwise they are ignored as stale.
 ///
 /// Memory: one entry per (block hash, worker) pair, whatever the number of
-/// tiers it is held in: 40 bytes in the entry slab plus, per distinct hash,
-/// about 40 bytes in the hash table (libstdc++ x86-64: a 32-byte allocation
-/// and a bucket pointer), so about 80 bytes per entry when few blocks are
-/// shared. The slab never shrinks (capacity is the high-water mark, up to
+/// tiers it is held in: 48 bytes in the entry slab plus, per distinct hash
+/// (128 bits), about 48 bytes in the hash table (libstdc++ x86-64: a 40-byte
+/// allocation and a bucket pointer), so about 96 bytes per entry when few
+/// blocks are shared. The slab never shrinks (capacity is the high-water mark, up to
 /// 2x by vector growth). With max_entries set, the oldest-stored entries are
 /// evicted first (store order, refreshed by a new `stored` or by touch()):
 /// an evicted entry only makes the router under-estimate a worker's cached
@@ -201,7 +201,7 @@ private:
   // holders of its hash (singly), the eviction order and its worker's
   // entries (doubly).
   struct entry {
-    engine::kv_block_hash hash = 0;
+    engine::kv_block_hash hash;
     uint64_t worker = 0;
     uint32_t next_holder = npos; // also the free-list link
     uint32_t lru_prev = npos;
@@ -210,7 +210,7 @@ private:
     uint32_t worker_next = npos;
     uint8_t tiers = 0; // bit per kv_tier; 0 = free slot
   };
-  static_assert(sizeof(entry) <= 40, "the per-entry cost documented above");
+  static_assert(sizeof(entry) <= 48, "the per-entry cost documented above");
 
   struct worker_state {
     uint32_t head = npos;

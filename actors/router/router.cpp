@@ -225,7 +225,7 @@ caf::expected<route_answer> route(router_pointer self, const route_query& q) {
   req.block_tokens = ref.block_tokens;
   req.session_id = q.session_id;
   req.max_tokens = std::max(0, q.max_tokens);
-  engine::kv_hash_blocks(ref.hash_seed, engine::kv_hash_root(ref.hash_seed, q.cache_salt), q.prompt,
+  engine::kv_hash_blocks(st.cfg.hash_key, engine::kv_hash_root(st.cfg.hash_key, ref.hash_seed, q.cache_salt), q.prompt,
                          ref.block_tokens, q.prompt.size(), req.block_hashes);
   auto d = st.policy->route(req, loads, st.index);
   if (!d)

@@ -139,6 +139,10 @@ struct router_config {
   /// lost to resend its view (kv_events_atom). Unset: the gap is only
   /// logged and the view stays stale until the worker clears its cache.
   caf::actor bridge;
+  /// Key of the block-hash chain: the workers' engines' key
+  /// (engine::engine_config::hash_key), or no prompt matches their caches.
+  /// Default: the process's random key.
+  engine::kv_hash_key hash_key = engine::process_kv_hash_key();
 };
 
 /// Spawns a router; fails if the policy name is unknown (the error names

@@ -79,7 +79,7 @@ TEST_F(KvTieringTest, ReadChainStopsAtAMissAtMaxBytesAndInAnotherNamespace) {
   other.ns ^= 1;
   EXPECT_TRUE(actors::read_chain(*store, other).blocks.empty());
   auto gap = ask(need);
-  gap.block_hashes[2] ^= 1; // a block the store does not hold
+  gap.block_hashes[2].lo ^= 1; // a block the store does not hold
   const auto stopped = actors::read_chain(*store, gap);
   EXPECT_EQ(stopped.blocks.size(), 2u);
   EXPECT_FALSE(stopped.more);
@@ -104,7 +104,7 @@ TEST_F(KvTieringTest, BlocksThatAreNotWhatTheChainSaysAreRefused) {
 
   auto c = test::make_test_engine("nano", with_blocks(64));
   auto renamed = good;
-  renamed.blocks[0].hash ^= 1; // another chain's block
+  renamed.blocks[0].hash.hi ^= 1; // another chain's block
   r = actors::insert_fetched(*c, need.hashes, 0, renamed);
   EXPECT_EQ(r.cached, 0u);
   EXPECT_EQ(r.refused, 1u);

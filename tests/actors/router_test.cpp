@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/support/block_hash_util.hpp"
+
 #include <chrono>
 #include <random>
 
@@ -155,7 +157,9 @@ TEST_F(RouterTest, AfterLostKvEventsTheWorkerResendsItsViewAndRoutingByCacheCome
       holder = &v;
   ASSERT_NE(holder, nullptr);
   std::vector<engine::kv_block_hash> hashes;
-  engine::kv_hash_blocks(holder->join.hash_seed, engine::kv_hash_root(holder->join.hash_seed, ""), shared,
+  // The router and the engines of this process share its key.
+  const auto& key = engine::process_kv_hash_key();
+  engine::kv_hash_blocks(key, engine::kv_hash_root(key, holder->join.hash_seed, ""), shared,
                          holder->join.block_tokens, shared.size(), hashes);
   ASSERT_EQ(hashes.size(), 4u);
   // The router's view goes stale: a "removed" for blocks the worker still
@@ -203,11 +207,11 @@ TEST_F(RouterTest, AfterLostKvEventsOfAStoreTheRouterAsksTheStoreForItsView) {
   first.event_id = 0;
   first.tier = wire::kv_tier::g2_host;
   first.kind = wire::kv_event_kind::stored;
-  first.block_hashes = {1, 2, 3};
+  first.block_hashes = ::tessera::test::bhs({1, 2, 3});
   self->send(router, kv_events_atom_v, first);
   auto gap = first;
   gap.event_id = 5; // events 1..4 never came
-  gap.block_hashes = {4};
+  gap.block_hashes = ::tessera::test::bhs({4});
   self->send(router, kv_events_atom_v, gap);
   bool asked = false;
   self->receive([&](kv_events_atom) { asked = true; },

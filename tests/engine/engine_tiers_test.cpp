@@ -3,6 +3,8 @@
 // only the rest, and generates exactly what it generates without a cache.
 #include <gtest/gtest.h>
 
+#include "tests/support/block_hash_util.hpp"
+
 #include "tests/support/engine_runs.hpp"
 #include "tests/support/test_model.hpp"
 
@@ -53,13 +55,13 @@ TEST(EngineTiersTest, ReadAndExtendStopWhereTheyMust) {
   auto e = test::make_test_engine("nano", with_blocks(4));
   const size_t bb = e->get_backend().layout().block_bytes();
   std::vector<std::byte> block(bb), small(bb - 1);
-  EXPECT_FALSE(e->read_cached_block(12345, block)) << "not cached";
-  const std::vector<kv_block_hash> chain{7, 8, 9};
+  EXPECT_FALSE(e->read_cached_block(tessera::test::bh(12345), block)) << "not cached";
+  const auto chain = tessera::test::bhs({7, 8, 9});
   EXPECT_EQ(e->extend_cached_prefix(chain, [](size_t i, std::span<std::byte> out) {
     return i < 2 && fake_block(i, out);
   }), 2u) << "the source has 2 blocks";
-  EXPECT_FALSE(e->read_cached_block(7, small)) << "wrong size";
-  ASSERT_TRUE(e->read_cached_block(8, block));
+  EXPECT_FALSE(e->read_cached_block(tessera::test::bh(7), small)) << "wrong size";
+  ASSERT_TRUE(e->read_cached_block(tessera::test::bh(8), block));
   EXPECT_EQ(block, std::vector<std::byte>(bb, std::byte{2}));
   EXPECT_EQ(e->extend_cached_prefix(chain, fake_block), 3u) << "cached blocks are kept, the rest fetched";
   // Every block held by a running request: nothing can be added.
@@ -67,7 +69,7 @@ TEST(EngineTiersTest, ReadAndExtendStopWhereTheyMust) {
   ASSERT_FALSE(e->add_request(r));
   (void) e->step();
   EXPECT_EQ(e->stats().free_blocks, 0);
-  EXPECT_EQ(e->extend_cached_prefix(std::vector<kv_block_hash>{20, 21}, fake_block), 0u);
+  EXPECT_EQ(e->extend_cached_prefix(tessera::test::bhs({20, 21}), fake_block), 0u);
   EXPECT_EQ(e->cached_prefix_blocks(chain), 0u) << "evicted for the request";
 }
 
@@ -75,9 +77,9 @@ TEST(EngineTiersTest, ExtendingNeverEvictsTheChainItExtends) {
   // A full pool of cached blocks whose least recently freed is the chain's
   // own first block: the blocks fetched after it must not evict it.
   auto e = test::make_test_engine("nano", with_blocks(8));
-  const std::vector<kv_block_hash> chain{31, 32, 33, 34, 35, 36, 37, 38};
+  const auto chain = tessera::test::bhs({31, 32, 33, 34, 35, 36, 37, 38});
   EXPECT_EQ(e->extend_cached_prefix(std::span{chain}.first(1), fake_block), 1u);
-  EXPECT_EQ(e->extend_cached_prefix(std::vector<kv_block_hash>{41, 42, 43, 44, 45, 46, 47}, fake_block), 7u);
+  EXPECT_EQ(e->extend_cached_prefix(tessera::test::bhs({41, 42, 43, 44, 45, 46, 47}), fake_block), 7u);
   EXPECT_EQ(e->cached_prefix_blocks(chain), 1u);
   EXPECT_EQ(e->extend_cached_prefix(chain, fake_block), 8u) << "the whole pool, the first block kept";
   EXPECT_EQ(e->cached_prefix_blocks(chain), 8u);

@@ -285,7 +285,7 @@ TEST(KvHandoffTest, ReserveRejectsABadExportAndAllocatesNothing) {
   other_model.model_fingerprint ^= 1;
   rejects(other_model, "different model");
   auto bad_hash = src->meta;
-  bad_hash.block_hashes[1] ^= 1;
+  bad_hash.block_hashes[1].lo ^= 1;
   rejects(bad_hash, "hashes");
   auto bad_tokens = src->meta;
   bad_tokens.tokens[3] ^= 1;

@@ -10,6 +10,7 @@ namespace {
 using namespace tessera::engine;
 
 constexpr uint64_t seed = 12345;
+constexpr kv_hash_key key{0x0706050403020100ull, 0x0f0e0d0c0b0a0908ull};
 
 struct fixture {
   kv_cache cache;
@@ -18,7 +19,7 @@ struct fixture {
   uint64_t arrival = 0;
 
   fixture(int32_t blocks, scheduler_config cfg, int32_t bt = 4)
-    : cache(blocks, bt), sched(cfg, cache, seed) {}
+    : cache(blocks, bt), sched(cfg, cache, key) {}
 
   sequence* add(int32_t prompt_len, int32_t priority = 0, int32_t first_token = 0) {
     auto s = std::make_unique<sequence>();
@@ -28,7 +29,7 @@ struct fixture {
     s->tokens.resize(prompt_len);
     std::iota(s->tokens.begin(), s->tokens.end(), first_token);
     s->prompt_len = prompt_len;
-    s->hash_root = kv_hash_root(seed, "");
+    s->hash_root = kv_hash_root(key, seed, "");
     sched.add(s.get());
     seqs.push_back(std::move(s));
     return seqs.back().get();

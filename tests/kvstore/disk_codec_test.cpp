@@ -62,7 +62,7 @@ TEST(DiskCodecTest, RoundTripsAnInt8BlockWithItsCodec) {
   ASSERT_TRUE(q);
   auto value = disk_codec::encode_value(k, *q);
   EXPECT_EQ(value.size(), disk_codec::header_bytes + encoded_payload_bytes(l, block_codec::int8));
-  EXPECT_EQ(value[41], 1) << "the codec byte";
+  EXPECT_EQ(value[49], 1) << "the codec byte";
   auto d = disk_codec::decode_value(k, value);
   ASSERT_EQ(d.status, disk_codec::decode_status::ok) << disk_codec::to_string(d.status);
   EXPECT_EQ(d.block.meta, q->meta);
@@ -70,7 +70,7 @@ TEST(DiskCodecTest, RoundTripsAnInt8BlockWithItsCodec) {
   EXPECT_EQ(*d.block.payload, *q->payload);
   // An exact block's value has a zero there, as every value written before
   // the codec byte existed.
-  EXPECT_EQ(disk_codec::encode_value(k, block_for(k))[41], 0);
+  EXPECT_EQ(disk_codec::encode_value(k, block_for(k))[49], 0);
   for (size_t i = disk_codec::header_bytes; i < value.size(); i += 97) {
     auto bad = value;
     bad[i] = static_cast<char>(bad[i] ^ 0x01);
@@ -96,11 +96,32 @@ TEST(DiskCodecTest, RefusesAnUnknownCodecAndAPayloadSizedForAnotherCodec) {
 TEST(DiskCodecTest, RefusesAnotherVersion) {
   auto k = key_of(1);
   auto value = disk_codec::encode_value(k, block_for(k));
-  value[4] = 2;
+  value[4] = 1; // format 1: 64-bit block hashes
   EXPECT_EQ(disk_codec::decode_value(k, value).status, disk_codec::decode_status::bad_version);
   auto key = disk_codec::encode_key(k);
-  key[0] = 2;
+  key[0] = 1;
   EXPECT_FALSE(disk_codec::decode_key(key));
+  // A format-1 key (17 bytes) or order value (25 bytes) does not parse.
+  EXPECT_FALSE(disk_codec::decode_key(disk_codec::encode_key(k).substr(0, 17)));
+  EXPECT_FALSE(disk_codec::decode_order_value(disk_codec::encode_order_value(k, 1).substr(0, 25)));
+}
+
+// Both halves of the 128-bit hash are in the key, the order value and the
+// value header: blocks differing in either half are distinct.
+TEST(DiskCodecTest, KeysCarryBothHalvesOfTheHash) {
+  const block_key a{7, {1, 2}}, hi{7, {9, 2}}, lo{7, {1, 9}};
+  EXPECT_EQ(disk_codec::encode_key(a).size(), disk_codec::key_bytes);
+  EXPECT_EQ(disk_codec::decode_key(disk_codec::encode_key(a)), a);
+  EXPECT_NE(disk_codec::encode_key(a), disk_codec::encode_key(hi));
+  EXPECT_NE(disk_codec::encode_key(a), disk_codec::encode_key(lo));
+  auto order = disk_codec::decode_order_value(disk_codec::encode_order_value(lo, 4096));
+  ASSERT_TRUE(order);
+  EXPECT_EQ(order->key, lo);
+  EXPECT_EQ(order->charged_bytes, 4096u);
+  const auto value = disk_codec::encode_value(a, block_for(a));
+  EXPECT_EQ(disk_codec::decode_value(a, value).status, disk_codec::decode_status::ok);
+  EXPECT_EQ(disk_codec::decode_value(hi, value).status, disk_codec::decode_status::wrong_key);
+  EXPECT_EQ(disk_codec::decode_value(lo, value).status, disk_codec::decode_status::wrong_key);
 }
 
 TEST(DiskCodecTest, OrderKeysSortOldestFirst) {

@@ -93,7 +93,7 @@ TEST(HostTierTest, CapacityIsNeverExceededInARandomSequence) {
       case 0:
       case 1: {
         // The layout is a function of the key, as it would be in one namespace.
-        auto l = test::small_layout(head_dims[k.hash % head_dims.size()]);
+        auto l = test::small_layout(head_dims[k.hash.lo % head_dims.size()]);
         auto r = t.insert(k, block_for(k, l));
         for (auto& e : r.evicted)
           EXPECT_FALSE(t.contains(e.key));

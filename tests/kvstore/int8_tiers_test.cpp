@@ -33,7 +33,7 @@ engine::kv_layout model_layout(engine::dtype t) { return {16, 12, 4, 64, t}; }
 // refuses): normal, with a spread that differs per slab, seeded by the key.
 stored_block finite_block(const block_key& key, const engine::kv_layout& l) {
   std::vector<std::byte> bytes(l.block_bytes());
-  std::mt19937_64 rng{key.hash ^ key.ns};
+  std::mt19937_64 rng{key.hash.lo ^ key.hash.hi ^ key.ns};
   std::normal_distribution<float> normal{0.0f, 1.0f};
   const size_t slab = static_cast<size_t>(l.block_tokens) * l.head_dim;
   const size_t n = bytes.size() / engine::dtype_size(l.kv_dtype);

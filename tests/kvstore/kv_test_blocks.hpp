@@ -32,13 +32,13 @@ inline engine::kv_layout small_layout(int32_t head_dim = 8) {
 
 /// The key of test block `i`.
 inline block_key key_of(uint64_t i, uint64_t ns = test_ns) {
-  return block_key{ns, 0x9E3779B97F4A7C15ull * (i + 1)};
+  return block_key{ns, {0xC2B2AE3D27D4EB4Full * (i + 1), 0x9E3779B97F4A7C15ull * (i + 1)}};
 }
 
 /// The bytes block `key` must hold: a splitmix64 stream seeded by the key.
 inline std::vector<std::byte> bytes_for(const block_key& key, size_t n) {
   std::vector<std::byte> out(n);
-  uint64_t x = key.hash ^ (key.ns << 1);
+  uint64_t x = key.hash.lo ^ key.hash.hi ^ (key.ns << 1);
   for (size_t i = 0; i < n; ++i) {
     if (i % 8 == 0) {
       x += 0x9E3779B97F4A7C15ull;

@@ -118,7 +118,7 @@ TEST(RocksdbTierTest, CapacityIsNeverExceededInARandomSequence) {
   for (int op = 0; op < 600; ++op) {
     auto k = key_of(rng() % 100);
     if (rng() % 2) {
-      auto l = test::small_layout(head_dims[k.hash % head_dims.size()]);
+      auto l = test::small_layout(head_dims[k.hash.lo % head_dims.size()]);
       (void)t->put(k, block_for(k, l));
     } else if (auto b = t->get(k)) {
       EXPECT_TRUE(is_block_for(k, *b));

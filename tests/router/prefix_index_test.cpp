@@ -80,21 +80,22 @@ TEST(PrefixIndexTest, OverlapOfAnEmptyOrUnknownChainIsEmpty) {
 TEST(PrefixIndexTest, SharedPromptPrefixMatchesThroughRealChainedHashes) {
   using namespace tessera::engine;
   const uint64_t seed = kv_hash_seed(42, 4, "F32");
-  const auto root = kv_hash_root(seed, "");
+  const kv_hash_key key{1, 2};
+  const auto root = kv_hash_root(key, seed, "");
   std::vector<int32_t> a(16), b(16);
   std::iota(a.begin(), a.end(), 0);
   b = a;
   b[9] = 999; // differs in block 2 (tokens 8..11)
   std::vector<kv_block_hash> ha, hb;
-  kv_hash_blocks(seed, root, a, 4, 4, ha);
-  kv_hash_blocks(seed, root, b, 4, 4, hb);
+  kv_hash_blocks(key, root, a, 4, 4, ha);
+  kv_hash_blocks(key, root, b, 4, 4, hb);
   fed_index f;
   f.store(1, ha);
   EXPECT_EQ(f.overlap_of(1, ha), 4);
   EXPECT_EQ(f.overlap_of(1, hb), 2);
   // Another tenant's salt changes every hash: nothing matches.
   std::vector<kv_block_hash> salted;
-  kv_hash_blocks(seed, kv_hash_root(seed, "tenant-b"), a, 4, 4, salted);
+  kv_hash_blocks(key, kv_hash_root(key, seed, "tenant-b"), a, 4, 4, salted);
   EXPECT_EQ(f.overlap_of(1, salted), 0);
 }
 
@@ -109,7 +110,7 @@ TEST(PrefixIndexTest, RemovedDropsTheHashesOfThatWorkerOnly) {
   EXPECT_EQ(f.overlap_of(2, c), 4);
   EXPECT_EQ(f.index.entries(), 7u);
   EXPECT_EQ(f.index.blocks(), 4u); // c[1] is still held by worker 2
-  f.remove(1, {c[1], 12345});      // neither is held any more
+  f.remove(1, {c[1], tessera::test::bh(12345)});      // neither is held any more
   EXPECT_EQ(f.index.stats().unknown_removals, 2u);
 }
 
@@ -306,13 +307,13 @@ TEST(PrefixIndexTest, StoringOrTouchingAnEntryAgainProtectsItFromEviction) {
   fed_index f(opts);
   const auto a = chain(2, 100);
   f.store(1, a);                     // a0 a1
-  f.store(2, {500});                 // a0 a1 x
+  f.store(2, {tessera::test::bh(500)});                 // a0 a1 x
   f.index.touch(1, a);               // x a0 a1
-  f.store(2, {501});                 // evicts x
+  f.store(2, {tessera::test::bh(501)});                 // evicts x
   EXPECT_EQ(f.overlap_of(1, a), 2);
-  EXPECT_FALSE(f.index.tier_of(500, 2));
+  EXPECT_FALSE(f.index.tier_of(tessera::test::bh(500), 2));
   f.store(1, {a[0]});                // a1 y a0
-  f.store(2, {502});                 // evicts a1
+  f.store(2, {tessera::test::bh(502)});                 // evicts a1
   EXPECT_EQ(f.overlap_of(1, a), 1);
   EXPECT_EQ(f.index.entries(), 3u);
 }

@@ -19,6 +19,7 @@
 #include "actors/router/route_types.hpp"
 #include "actors/router/router_policy.hpp"
 #include "common/error.hpp"
+#include "tests/support/block_hash_util.hpp"
 #include "transport/wire/messages.hpp"
 
 namespace tessera::actors::test {
@@ -41,12 +42,12 @@ inline wire::kv_event make_event(uint64_t worker, uint64_t id, wire::kv_event_ki
   return ev;
 }
 
-/// `n` distinct stand-ins for chained hashes: base+1, ..., base+n (the
-/// index never recomputes hashes, so any distinct values do).
-inline std::vector<kv_block_hash> chain(size_t n, kv_block_hash base = 1000) {
+/// `n` distinct stand-ins for chained hashes: bh(base+1), ..., bh(base+n)
+/// (the index never recomputes hashes, so any distinct values do).
+inline std::vector<kv_block_hash> chain(size_t n, uint64_t base = 1000) {
   std::vector<kv_block_hash> out;
   for (size_t i = 0; i < n; ++i)
-    out.push_back(base + 1 + i);
+    out.push_back(tessera::test::bh(base + 1 + i));
   return out;
 }
 

@@ -170,7 +170,7 @@ TEST(WireCodecTest, EncodeRefusesInconsistentMessagesNamingTheField) {
     const char* text;
   };
   auto kv_hashes = test::full_handoff();
-  kv_hashes.kv->block_hashes.push_back(1);
+  kv_hashes.kv->block_hashes.push_back(::tessera::test::bh(1));
   auto logprobs = test::chunk_with_logprobs();
   logprobs.logprobs.pop_back();
   auto cached = test::plain_chunk();
@@ -184,7 +184,7 @@ TEST(WireCodecTest, EncodeRefusesInconsistentMessagesNamingTheField) {
   auto load = test::sample_heartbeat();
   load.load = std::numeric_limits<float>::quiet_NaN();
   auto parent = test::removed_event();
-  parent.parent_hash = 1;
+  parent.parent_hash = ::tessera::test::bh(1);
   auto empty = test::minimal_handoff();
   empty.request.prompt.clear();
   auto salt = test::minimal_handoff();

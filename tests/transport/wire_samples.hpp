@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "tests/support/block_hash_util.hpp"
 #include "transport/wire/codec.hpp"
 #include "transport/wire/messages.hpp"
 
@@ -42,7 +43,7 @@ inline request_handoff full_handoff() {
   kv.prompt_len = 40;
   kv.num_computed = 40;
   kv.seed = 42;
-  kv.block_hashes = {0x1111ull, 0x2222'3333'4444'5555ull};
+  kv.block_hashes = {{0x1111ull, 0x9999ull}, {0x2222'3333'4444'5555ull, 0x6666'7777'8888'9999ull}};
   m.kv = kv;
   m.reply_to = {"frontend-0", "frontend"};
   m.decode_at = {"node-7", "decode-1"};
@@ -110,7 +111,7 @@ inline kv_transfer_batch sample_batch() {
   m.layout = {16, 4, 8, 128, engine::dtype::bf16};
   const uint64_t bb = m.layout.block_bytes();
   for (uint32_t i = 0; i < 3; ++i)
-    m.blocks.push_back({0x100ull + i, i == 2 ? 5 : 16, i * bb, bb, 3, (10 + i) * bb,
+    m.blocks.push_back({::tessera::test::bh(0x100ull + i), i == 2 ? 5 : 16, i * bb, bb, 3, (10 + i) * bb,
                         0xc0ffee00ull + i});
   return m;
 }
@@ -121,8 +122,8 @@ inline kv_event stored_event() {
   m.event_id = 1001;
   m.tier = kv_tier::g2_host;
   m.kind = kv_event_kind::stored;
-  m.parent_hash = 0xaaaa'bbbbull;
-  m.block_hashes = {1, 2, 3, 4};
+  m.parent_hash = engine::kv_block_hash{0xaaaa'bbbbull, 0xcccc'ddddull};
+  m.block_hashes = ::tessera::test::bhs({1, 2, 3, 4});
   return m;
 }
 
@@ -132,7 +133,7 @@ inline kv_event removed_event() {
   m.event_id = 1002;
   m.tier = kv_tier::g3_disk;
   m.kind = kv_event_kind::removed;
-  m.block_hashes = {5};
+  m.block_hashes = ::tessera::test::bhs({5});
   return m;
 }
 
@@ -209,7 +210,7 @@ inline worker_join sample_join() {
 inline kv_fetch_request sample_fetch() {
   kv_fetch_request m;
   m.ns = 0x5eedull;
-  m.block_hashes = {0x11ull, 0x22ull, 0x33ull};
+  m.block_hashes = ::tessera::test::bhs({0x11ull, 0x22ull, 0x33ull});
   m.max_bytes = 1 << 20;
   return m;
 }
@@ -220,7 +221,7 @@ inline kv_fetch_reply sample_fetch_reply() {
   m.layout = {4, 1, 1, 2, engine::dtype::f32};
   for (uint64_t b = 0; b < 2; ++b) {
     kv_fetched_block k;
-    k.hash = 0x11ull + b;
+    k.hash = ::tessera::test::bh(0x11ull + b);
     k.token_count = 4;
     k.checksum = 0xc0ffeeull + b;
     for (size_t i = 0; i < m.layout.block_bytes(); ++i)

@@ -29,6 +29,12 @@ struct Error {
   message @2 :Text;
 }
 
+# A KV block's name (engine::kv_block_hash): a keyed, chained 128-bit hash.
+struct BlockHash {
+  hi @0 :UInt64;
+  lo @1 :UInt64;
+}
+
 # Storage tier of a KV block: G1 the engine's own pool (device or host),
 # G2 the node's host-memory store, G3 disk.
 enum KvTier {

@@ -8,7 +8,7 @@ $Cxx.namespace("tessera::transport::schema");
 using Common = import "common.capnp";
 
 struct KvBlockDescriptor {
-  # engine/block_hash.hpp chained hash.
+  # Retired: the 64-bit hash of older builds; never set (blockHash is).
   hash @0 :UInt64;
   # Tokens stored in the block, 1..layout.blockTokens.
   tokenCount @1 :Int32;
@@ -20,6 +20,8 @@ struct KvBlockDescriptor {
   dstOffset @5 :UInt64;
   # XXH3-64 of the block's bytes.
   checksum @6 :UInt64;
+  # engine/block_hash.hpp chained hash.
+  blockHash @7 :Common.BlockHash;
 }
 
 # One batch of blocks moved for one request; completion is per batch.
@@ -46,8 +48,12 @@ struct KvEvent {
   # Parent of the first stored block (stored events); absent for a chain
   # that starts at the root.
   hasParent @4 :Bool;
+  # Retired: the 64-bit hashes of older builds; never set (a reader
+  # refuses an event that has them).
   parentHash @5 :UInt64;
   blockHashes @6 :List(UInt64);
+  parent @7 :Common.BlockHash;
+  hashes @8 :List(Common.BlockHash);
 }
 
 # One destination block granted by the receiver of a KV hand-off.
@@ -71,19 +77,23 @@ struct KvGrant {
 struct KvFetchRequest {
   # engine::engine::hash_seed of the asker: the blocks' namespace.
   ns @0 :UInt64;
-  # Consecutive blocks of one chain, in order.
+  # Retired: the 64-bit hashes of older builds; never set.
   blockHashes @1 :List(UInt64);
   # Most payload bytes the reply may carry.
   maxBytes @2 :UInt64;
+  # Consecutive blocks of one chain, in order.
+  hashes @3 :List(Common.BlockHash);
 }
 
 # One block of a KvFetchReply, with its bytes.
 struct KvFetchedBlock {
+  # Retired: the 64-bit hash of older builds; never set (blockHash is).
   hash @0 :UInt64;
   tokenCount @1 :Int32;
   # XXH3-64 of data.
   checksum @2 :UInt64;
   data @3 :Data;
+  blockHash @4 :Common.BlockHash;
 }
 
 # The leading blocks of the asked chain a store holds, in order.

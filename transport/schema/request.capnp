@@ -42,7 +42,10 @@ struct KvExport {
   promptLen @3 :Int32;
   numComputed @4 :Int32;
   seed @5 :UInt64;
+  # Retired: the 64-bit hashes of older builds; never set.
   blockHashes @6 :List(UInt64);
+  # Chained hashes of the full computed blocks (engine/block_hash.hpp).
+  hashes @7 :List(Common.BlockHash);
 }
 
 # A request handed to another process (engine::request, plus the KV state

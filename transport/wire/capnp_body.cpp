@@ -77,6 +77,16 @@ void put(s::SamplingParams::Builder b, const engine::sampling_params& p) {
   }
 }
 
+void put(s::BlockHash::Builder b, const engine::kv_block_hash& h) {
+  b.setHi(h.hi);
+  b.setLo(h.lo);
+}
+
+void put(capnp::List<s::BlockHash>::Builder list, const std::vector<engine::kv_block_hash>& hashes) {
+  for (unsigned i = 0; i < hashes.size(); ++i)
+    put(list[i], hashes[i]);
+}
+
 void put(capnp::MessageBuilder& mb, const request_handoff& m) {
   auto b = mb.initRoot<s::RequestHandoff>();
   const auto& r = m.request;
@@ -104,9 +114,7 @@ void put(capnp::MessageBuilder& mb, const request_handoff& m) {
   kv.setPromptLen(m.kv->prompt_len);
   kv.setNumComputed(m.kv->num_computed);
   kv.setSeed(m.kv->seed);
-  auto hashes = kv.initBlockHashes(static_cast<unsigned>(m.kv->block_hashes.size()));
-  for (unsigned i = 0; i < m.kv->block_hashes.size(); ++i)
-    hashes.set(i, m.kv->block_hashes[i]);
+  put(kv.initHashes(static_cast<unsigned>(m.kv->block_hashes.size())), m.kv->block_hashes);
 }
 
 void put(capnp::MessageBuilder& mb, const token_chunk& m) {
@@ -144,7 +152,7 @@ void put(capnp::MessageBuilder& mb, const kv_transfer_batch& m) {
   for (unsigned i = 0; i < m.blocks.size(); ++i) {
     const auto& src = m.blocks[i];
     auto dst = blocks[i];
-    dst.setHash(src.hash);
+    put(dst.initBlockHash(), src.hash);
     dst.setTokenCount(src.token_count);
     dst.setSrcOffset(src.src_offset);
     dst.setSizeBytes(src.size_bytes);
@@ -161,10 +169,9 @@ void put(capnp::MessageBuilder& mb, const kv_event& m) {
   b.setTier(static_cast<s::KvTier>(m.tier));
   b.setKind(static_cast<s::KvEventKind>(m.kind));
   b.setHasParent(m.parent_hash.has_value());
-  b.setParentHash(m.parent_hash.value_or(0));
-  auto hashes = b.initBlockHashes(static_cast<unsigned>(m.block_hashes.size()));
-  for (unsigned i = 0; i < m.block_hashes.size(); ++i)
-    hashes.set(i, m.block_hashes[i]);
+  if (m.parent_hash)
+    put(b.initParent(), *m.parent_hash);
+  put(b.initHashes(static_cast<unsigned>(m.block_hashes.size())), m.block_hashes);
 }
 
 void put(capnp::MessageBuilder& mb, const membership& m) {
@@ -244,9 +251,7 @@ void put(capnp::MessageBuilder& mb, const worker_join& m) {
 void put(capnp::MessageBuilder& mb, const kv_fetch_request& m) {
   auto b = mb.initRoot<s::KvFetchRequest>();
   b.setNs(m.ns);
-  auto hashes = b.initBlockHashes(static_cast<unsigned>(m.block_hashes.size()));
-  for (unsigned i = 0; i < m.block_hashes.size(); ++i)
-    hashes.set(i, m.block_hashes[i]);
+  put(b.initHashes(static_cast<unsigned>(m.block_hashes.size())), m.block_hashes);
   b.setMaxBytes(m.max_bytes);
 }
 
@@ -257,7 +262,7 @@ void put(capnp::MessageBuilder& mb, const kv_fetch_reply& m) {
   for (unsigned i = 0; i < m.blocks.size(); ++i) {
     const auto& src = m.blocks[i];
     auto dst = blocks[i];
-    dst.setHash(src.hash);
+    put(dst.initBlockHash(), src.hash);
     dst.setTokenCount(src.token_count);
     dst.setChecksum(src.checksum);
     dst.setData(kj::arrayPtr(reinterpret_cast<const kj::byte*>(src.data.data()), src.data.size()));
@@ -315,6 +320,29 @@ std::vector<std::byte> get_bytes(const char* field, capnp::Data::Reader d, size_
   bound(field, d.size(), max, "bytes");
   const auto* p = reinterpret_cast<const std::byte*>(d.begin());
   return {p, p + d.size()};
+}
+
+// A peer of a build before 128-bit block hashes sets the retired 64-bit
+// fields and leaves the new ones empty: refused by name, never misread.
+void refuse_retired(const std::string& field, bool present) {
+  if (present)
+    refuse(field + " carries retired 64-bit block hashes (a peer of an older build)");
+}
+
+engine::kv_block_hash get_hash(const std::string& field, s::BlockHash::Reader r, uint64_t retired) {
+  refuse_retired(field, retired != 0);
+  return {r.getHi(), r.getLo()};
+}
+
+std::vector<engine::kv_block_hash> get_hashes(const std::string& field, capnp::List<s::BlockHash>::Reader list,
+                                              capnp::List<uint64_t>::Reader retired, size_t max) {
+  refuse_retired(field, retired.size() != 0);
+  bound(field, list.size(), max, "entries");
+  std::vector<engine::kv_block_hash> out;
+  out.reserve(list.size());
+  for (auto h : list)
+    out.push_back({h.getHi(), h.getLo()});
+  return out;
 }
 
 engine::kv_layout get(const std::string& field, s::KvLayout::Reader r) {
@@ -387,8 +415,7 @@ request_handoff get(s::RequestHandoff::Reader r, const wire_limits& lim) {
     kv.prompt_len = kr.getPromptLen();
     kv.num_computed = kr.getNumComputed();
     kv.seed = kr.getSeed();
-    kv.block_hashes = get_list<engine::kv_block_hash>("kv.block_hashes", kr.getBlockHashes(),
-                                                      lim.max_tokens, "entries");
+    kv.block_hashes = get_hashes("kv.block_hashes", kr.getHashes(), kr.getBlockHashes(), lim.max_tokens);
     m.kv = std::move(kv);
   }
   return m;
@@ -435,7 +462,7 @@ kv_transfer_batch get(s::KvTransferBatch::Reader r, const wire_limits& lim) {
   m.blocks.reserve(blocks.size());
   for (auto b : blocks) {
     kv_block_descriptor d;
-    d.hash = b.getHash();
+    d.hash = get_hash("blocks[].hash", b.getBlockHash(), b.getHash());
     d.token_count = b.getTokenCount();
     d.src_offset = b.getSrcOffset();
     d.size_bytes = b.getSizeBytes();
@@ -454,9 +481,8 @@ kv_event get(s::KvEvent::Reader r, const wire_limits& lim) {
   m.tier = static_cast<kv_tier>(enum_in_range("tier", r.getTier(), 2));
   m.kind = static_cast<kv_event_kind>(enum_in_range("kind", r.getKind(), 2));
   if (r.getHasParent())
-    m.parent_hash = r.getParentHash();
-  m.block_hashes = get_list<engine::kv_block_hash>("block_hashes", r.getBlockHashes(),
-                                                   lim.max_event_hashes, "entries");
+    m.parent_hash = get_hash("parent_hash", r.getParent(), r.getParentHash());
+  m.block_hashes = get_hashes("block_hashes", r.getHashes(), r.getBlockHashes(), lim.max_event_hashes);
   return m;
 }
 
@@ -548,8 +574,7 @@ worker_join get(s::WorkerJoin::Reader r, const wire_limits& lim) {
 kv_fetch_request get(s::KvFetchRequest::Reader r, const wire_limits& lim) {
   kv_fetch_request m;
   m.ns = r.getNs();
-  m.block_hashes = get_list<engine::kv_block_hash>("block_hashes", r.getBlockHashes(),
-                                                   lim.max_blocks_per_batch, "entries");
+  m.block_hashes = get_hashes("block_hashes", r.getHashes(), r.getBlockHashes(), lim.max_blocks_per_batch);
   m.max_bytes = r.getMaxBytes();
   return m;
 }
@@ -562,7 +587,7 @@ kv_fetch_reply get(s::KvFetchReply::Reader r, const wire_limits& lim) {
   m.blocks.reserve(blocks.size());
   for (auto b : blocks) {
     kv_fetched_block out;
-    out.hash = b.getHash();
+    out.hash = get_hash("blocks[].hash", b.getBlockHash(), b.getHash());
     out.token_count = b.getTokenCount();
     out.checksum = b.getChecksum();
     out.data = get_bytes("blocks[].data", b.getData(), lim.max_body_bytes);

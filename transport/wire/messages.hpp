@@ -114,7 +114,7 @@ using token_chunk = engine::request_output;
 
 /// Where one KV block comes from and goes to in a transfer.
 struct kv_block_descriptor {
-  engine::kv_block_hash hash = 0;
+  engine::kv_block_hash hash;
   /// Tokens stored in the block: [1, layout.block_tokens].
   int32_t token_count = 0;
   /// Byte range in the sender's registered region: size_bytes in
@@ -316,7 +316,7 @@ struct kv_fetch_request {
 
 /// One block of a kv_fetch_reply, with its bytes.
 struct kv_fetched_block {
-  engine::kv_block_hash hash = 0;
+  engine::kv_block_hash hash;
   /// [1, layout.block_tokens].
   int32_t token_count = 0;
   /// XXH3-64 of `data` (engine::hash_bytes, seed 0): the asker verifies it.
