@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "actors/frontend/api_tokenize.hpp"
 #include "actors/frontend/frontend_state.hpp"
 #include "actors/router/router_errc.hpp"
 #include "common/error.hpp"
@@ -478,7 +479,24 @@ void on_http(frontend_pointer self, http_call call) {
   }
   if (path.starts_with("/admin/"))
     return admin(self, call);
-  if (method != "GET" && method != "HEAD")
+  if (path == "/v1/tokenize" || path == "/v1/detokenize") {
+    if (method != "POST")
+      return wrong_method("POST");
+    const tokenize_context ctx{*st.cfg.tokenizer, st.cfg.chat ? &*st.cfg.chat : nullptr, st.cfg.model_name,
+                               st.cfg.max_model_len, st.cfg.limits};
+    auto body = path == "/v1/tokenize" ? tokenize_response(call.request.body, ctx)
+                                       : detokenize_response(call.request.body, ctx);
+    if (auto* e = std::get_if<api_error>(&body))
+      return send_error(call.response, *e);
+    return call.response->send(200, json_type, std::get<std::string>(body));
+  }
+  // A path served only by GET: 405 for another method; an unknown path is
+  // 404 whatever the method (a POST to a base URL without /v1 is not a
+  // method problem).
+  const bool model_path = path.starts_with("/v1/models/") && path.size() > 11;
+  const bool get_path =
+    path == "/live" || path == "/health" || path == "/ready" || path == "/metrics" || path == "/v1/models" || model_path;
+  if (get_path && method != "GET" && method != "HEAD")
     return wrong_method("GET");
   if (path == "/live")
     return call.response->send(200, json_type, "{\"status\":\"ok\"}");
@@ -494,6 +512,13 @@ void on_http(frontend_pointer self, http_call call) {
   if (path == "/v1/models") {
     model_card card{st.cfg.model_name, st.created, "tessera", st.cfg.max_model_len};
     return call.response->send(200, json_type, models_response(std::span{&card, 1}));
+  }
+  if (model_path) {
+    const auto id = path.substr(11);
+    if (id != st.cfg.model_name)
+      return send_error(call.response, unknown_model(id));
+    model_card card{st.cfg.model_name, st.created, "tessera", st.cfg.max_model_len};
+    return call.response->send(200, json_type, model_response(card));
   }
   api_error e = bad_request("no such endpoint: " + quote_input(method) + " " + quote_input(path));
   e.status = 404;

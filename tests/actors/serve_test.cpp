@@ -318,5 +318,36 @@ TEST_F(ServeTest, BadInputGetsTheRightStatusAndTheServerKeepsServing) {
   EXPECT_EQ(get(node->url() + "/health").status, 200);
 }
 
+// Issue 19's small things: an unknown path is 404 whatever the method (405
+// only for a known path), GET /v1/models/{id}, vLLM's tokenize endpoints.
+TEST_F(ServeTest, PathsModelsAndTokenizeAnswerAsOpenAIAndVllmClientsExpect) {
+  auto node = start("agg");
+  ASSERT_TRUE(node);
+  const auto url = node->url();
+  for (const char* path : {"/completions", "/v1/chat/completion", "/v1/embeddings", "/v1/responses", "/v1/completions/"}) {
+    auto r = post(url + path, R"({"model": "nano", "prompt": "hi"})");
+    EXPECT_EQ(r.status, 404) << path << " -> " << r.body;
+    EXPECT_NE(r.body.find("not_found_error"), std::string::npos) << r.body;
+  }
+  EXPECT_EQ(post(url + "/v1/models", "{}").status, 405);
+  EXPECT_EQ(get(url + "/v1/completions").status, 405);
+
+  auto model = get(url + "/v1/models/nano");
+  ASSERT_EQ(model.status, 200) << model.body;
+  EXPECT_EQ(json::parse(model.body)["id"], "nano");
+  auto other = get(url + "/v1/models/gpt-9");
+  EXPECT_EQ(other.status, 404);
+  EXPECT_NE(other.body.find("model_not_found"), std::string::npos) << other.body;
+
+  const auto prompt = prompt_ids(3, 6);
+  auto tok = post(url + "/v1/tokenize", json{{"model", "nano"}, {"prompt", prompt}}.dump());
+  ASSERT_EQ(tok.status, 200) << tok.body;
+  EXPECT_EQ(json::parse(tok.body)["tokens"].get<std::vector<int32_t>>(), prompt);
+  EXPECT_EQ(json::parse(tok.body)["count"], prompt.size());
+  auto detok = post(url + "/v1/detokenize", json{{"model", "nano"}, {"tokens", {1, 1 << 30}}}.dump());
+  EXPECT_EQ(detok.status, 400) << detok.body;
+  EXPECT_EQ(get(url + "/health").status, 200);
+}
+
 } // namespace
 } // namespace tessera::actors
