@@ -17,7 +17,7 @@ const transport::wire::actor_address peer{"m", "kvstore"};
 prefix_need need_of(size_t blocks, size_t cached) {
   prefix_need n;
   for (size_t i = 0; i < blocks; ++i)
-    n.hashes.push_back(100 + i);
+    n.hashes.push_back({0, 100 + i});
   n.cached = cached;
   return n;
 }

@@ -328,7 +328,7 @@ TEST_P(UcxTwoProcessTest, ThousandBlocksArriveBitExact) {
       d.dst_region = c.dst;
       d.dst_offset = c.dst_offset;
       d.checksum = engine::hash_bytes(src.data() + c.src_offset, size);
-      d.hash = d.checksum;
+      d.hash = {~d.checksum, d.checksum};
       want.blocks.push_back(d);
     }
     auto frame = wire::encode(wire::wire_message{want});
