@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <random>
 
 #include <nlohmann/json.hpp>
@@ -29,8 +30,7 @@ struct run_stats {
 };
 
 caf::expected<std::unique_ptr<engine::engine>> make_engine(const engine::model_files& files,
-                                                           const spec_bench_options& o,
-                                                           int32_t spec_k) {
+                                                           const spec_bench_options& o) {
   engine::backend_options bo;
   bo.choice = o.engine;
   bo.threads = o.threads;
@@ -40,8 +40,6 @@ caf::expected<std::unique_ptr<engine::engine>> make_engine(const engine::model_f
   engine::engine_config ec;
   ec.scheduling.max_num_seqs = 256;
   ec.scheduling.max_batched_tokens = 2048;
-  if (spec_k > 0)
-    ec.speculative = {engine::speculative_params::method_kind::ngram, spec_k};
   return std::make_unique<engine::engine>(std::move(*be), ec);
 }
 
@@ -106,6 +104,7 @@ struct point {
   double acceptance = 0;
   double tokens_per_step = 0;
   bool identical = true;
+  std::vector<double> plain_runs, spec_runs;
 };
 
 } // namespace
@@ -116,18 +115,16 @@ int run_spec_bench(const spec_bench_options& o) {
     std::fprintf(stderr, "bench spec: %s\n", error_text(files.error()).c_str());
     return 1;
   }
-  auto plain = make_engine(*files, o, 0);
+  // One engine for both: each request says whether it speculates, so the
+  // two share the thread pool, the KV pool and the machine's state.
+  auto plain = make_engine(*files, o);
   if (!plain) {
     std::fprintf(stderr, "bench spec: %s\n", error_text(plain.error()).c_str());
     return 1;
   }
-  auto spec = make_engine(*files, o, o.num_tokens);
-  if (!spec) {
-    std::fprintf(stderr, "bench spec: %s\n", error_text(spec.error()).c_str());
-    return 1;
-  }
+  auto& eng = **plain;
   const int32_t vocab = files->config.vocab_size;
-  const std::string backend_desc = (*plain)->get_backend().description();
+  const std::string backend_desc = eng.get_backend().description();
   std::vector<point> points;
   uint64_t next_id = 1;
   for (const std::string workload : {"repetitive", "random"}) {
@@ -138,7 +135,7 @@ int run_spec_bench(const spec_bench_options& o) {
         auto p = random_tokens(rng, o.prompt_tokens, vocab);
         if (workload == "repetitive") {
           // The model's own greedy continuation of P, then P again.
-          auto first = run_requests(**plain, {greedy_request(next_id++, p, o.generate_tokens)});
+          auto first = run_requests(eng, {greedy_request(next_id++, p, o.generate_tokens)});
           if (!first) {
             std::fprintf(stderr, "bench spec: %s\n", error_text(first.error()).c_str());
             return 1;
@@ -165,13 +162,27 @@ int run_spec_bench(const spec_bench_options& o) {
       std::vector<double> plain_rates, spec_rates;
       uint64_t drafts = 0, accepted = 0, steps = 0, generated = 0;
       for (int run = 0; run < o.runs; ++run) {
-        // Fresh ids each run: the prefix cache still helps both alike.
-        for (auto& r : reqs)
-          r.id = next_id++;
-        auto a = run_requests(**plain, reqs);
-        for (auto& r : reqs)
-          r.id = next_id++;
-        auto b = run_requests(**spec, reqs);
+        // Fresh ids each run (the prefix cache helps both alike); the order
+        // alternates, so neither always runs on a machine the other warmed.
+        auto with = [&](std::optional<engine::speculative_params> sp) {
+          for (auto& r : reqs) {
+            r.id = next_id++;
+            r.params.speculative = sp;
+          }
+          return run_requests(eng, reqs);
+        };
+        const engine::speculative_params none{};
+        const engine::speculative_params ngram{engine::speculative_params::method_kind::ngram, o.num_tokens};
+        std::optional<caf::expected<run_stats>> pa, pb;
+        if (run % 2 == 0) {
+          pa.emplace(with(none));
+          pb.emplace(with(ngram));
+        } else {
+          pb.emplace(with(ngram));
+          pa.emplace(with(none));
+        }
+        auto& a = *pa;
+        auto& b = *pb;
         if (!a || !b) {
           std::fprintf(stderr, "bench spec: %s\n", error_text(!a ? a.error() : b.error()).c_str());
           return 1;
@@ -188,12 +199,21 @@ int run_spec_bench(const spec_bench_options& o) {
           generated += ib->second.size();
         }
       }
+      pt.plain_runs = plain_rates;
+      pt.spec_runs = spec_rates;
       pt.plain_tok_s = median(plain_rates);
       pt.spec_tok_s = median(spec_rates);
       pt.acceptance = drafts ? static_cast<double>(accepted) / static_cast<double>(drafts) : 0;
       pt.tokens_per_step = steps ? static_cast<double>(generated) / static_cast<double>(steps * static_cast<uint64_t>(batch)) : 0;
-      std::fprintf(stderr, "bench spec: %s batch %d: plain %.1f tok/s, ngram:%d %.1f tok/s\n",
-                   workload.c_str(), batch, pt.plain_tok_s, o.num_tokens, pt.spec_tok_s);
+      std::fprintf(stderr, "bench spec: %s batch %d: plain %.1f tok/s, ngram:%d %.1f tok/s (runs: %s), %llu of %llu drafts accepted\n",
+                   workload.c_str(), batch, pt.plain_tok_s, o.num_tokens, pt.spec_tok_s,
+                   [&] {
+                     std::string r;
+                     for (size_t i = 0; i < plain_rates.size(); ++i)
+                       r += (i ? " " : "") + fixed("%.0f", plain_rates[i]) + "/" + fixed("%.0f", spec_rates[i]);
+                     return r;
+                   }().c_str(),
+                   static_cast<unsigned long long>(accepted), static_cast<unsigned long long>(drafts));
       points.push_back(pt);
     }
   }
@@ -235,7 +255,9 @@ int run_spec_bench(const spec_bench_options& o) {
                      {"speedup", p.plain_tok_s > 0 ? p.spec_tok_s / p.plain_tok_s : 0},
                      {"acceptance", p.acceptance},
                      {"tokens_per_step", p.tokens_per_step},
-                     {"identical", p.identical}});
+                     {"identical", p.identical},
+                     {"plain_tok_s_runs", p.plain_runs},
+                     {"spec_tok_s_runs", p.spec_runs}});
     std::ofstream f{o.json_path};
     f << j.dump(2) << "\n";
     if (!f) {

@@ -13,7 +13,8 @@
 ///     stay small). Greedy output of a random-weight model soon repeats
 ///     itself, which n-grams predict, so it is not random text.
 ///
-/// Every point runs the same requests without and with speculation,
+/// Every point runs the same requests on one engine without and with
+/// speculation (a per-request setting),
 /// interleaved `runs` times (median of each), checks that the outputs are
 /// equal token for token, and reports decode tokens/s (after every request
 /// has its first token), the speed-up and the draft acceptance rate.
