@@ -130,7 +130,6 @@ caf::expected<started_worker> start_worker(caf::actor_system& sys, bridge& br,
   wc.store = spec.store;
   wc.store_writer = spec.store_writer;
   wc.offer_max_bytes = spec.offer_max_bytes;
-  ec.speculative = spec.speculative;
   if (spec.store)
     wc.store_at = {spec.node, kvstore_config{}.name}; // start_kvstore_actor publishes it there
   out.engine = eng;
