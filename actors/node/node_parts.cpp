@@ -202,11 +202,11 @@ start_frontend(caf::actor_system& sys, bridge& br, const router_local_actor& rou
   fc.http.port = spec.port;
   fc.http.threads = spec.http_threads;
   fc.metrics = spec.metrics;
-  fc.units = spec.units;
   fc.supervisor = spec.supervisor;
   fc.admin_key = spec.admin_key;
   fc.api_keys = spec.api_keys;
   fc.protect_metrics = spec.protect_metrics;
+  fc.units = spec.units;
   if (!spec.api_keys && !loopback_only(spec.host))
     spdlog::warn("frontend: listening on {} without API keys: anyone who can reach it may use the API "
                  "(give --api-keys FILE, or api_keys_file in the cluster config)",
