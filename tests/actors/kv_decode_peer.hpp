@@ -7,6 +7,7 @@
 #include <caf/all.hpp>
 
 #include "actors/actor_types.hpp"
+#include "engine/block_hash.hpp"
 
 namespace tessera::actors::test {
 
@@ -17,5 +18,10 @@ using kv_decode_actor = caf::typed_actor<
   /// The puts completed: verifies and commits, decodes to the end, and
   /// replies with every token generated here (and their logprobs).
   caf::replies_to<commit_atom, transport::wire::kv_transfer_batch>::with<transport::wire::token_chunk>>;
+
+/// The block-hash key of both processes' engines: the decoding engine
+/// checks an imported export's hashes with its own key, so the two must
+/// share one, as the nodes of a cluster do (derived from its secret).
+inline constexpr engine::kv_hash_key peer_hash_key{0x7465737365726131ull, 0x6b762d706565722dull};
 
 } // namespace tessera::actors::test

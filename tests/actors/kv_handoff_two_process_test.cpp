@@ -102,6 +102,7 @@ protected:
     auto protocol = std::make_shared<bridge_protocol>();
     br = std::make_unique<bridge>(sys, std::move(*tr), bridge_config{"prefill", protocol, 30s, {}});
     tessera::test::test_engine_options eo;
+    eo.engine.hash_key = test::peer_hash_key;
     eo.backend.num_blocks = 64;
     eo.backend.threads = 1;
     prefill = tessera::test::make_test_engine("nano", eo);
@@ -177,6 +178,7 @@ TEST_P(KvHandoffTwoProcessTest, DecodeInAnotherProcessEqualsOneEngine) {
       const uint64_t id = static_cast<uint64_t>(prompt_len) + (temperature > 0 ? 1000 : 0);
       auto r = make_request(id, prompt_len, temperature);
       tessera::test::test_engine_options eo;
+      eo.engine.hash_key = test::peer_hash_key;
       eo.backend.threads = 1;
       auto whole = run_alone(*tessera::test::make_test_engine("nano", eo), r);
       auto split = disaggregated(r);
@@ -200,6 +202,7 @@ TEST_P(KvHandoffTwoProcessTest, ACorruptBlockIsRefusedAndTheRequestCanBeRetried)
   auto good = disaggregated(r);
   ASSERT_TRUE(good) << error_text(good.error());
   tessera::test::test_engine_options eo;
+  eo.engine.hash_key = test::peer_hash_key;
   eo.backend.threads = 1;
   EXPECT_EQ(good->tokens, run_alone(*tessera::test::make_test_engine("nano", eo), r).tokens);
 }

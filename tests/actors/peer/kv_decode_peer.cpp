@@ -100,7 +100,9 @@ int main(int argc, char** argv) {
   auto be = engine::cpu::make_cpu_backend(std::move(*weights), bo);
   if (!be)
     return fail(error_text(be.error()));
-  engine::engine eng(std::move(*be), {});
+  engine::engine_config ec;
+  ec.hash_key = test::peer_hash_key;
+  engine::engine eng(std::move(*be), ec);
 
   transport::transport_options to;
   to.peer_timeout = std::chrono::milliseconds{3000};
