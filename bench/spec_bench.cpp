@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/bench_request.hpp"
 #include "bench/fixed_format.hpp"
 #include "common/error.hpp"
 #include "engine/engine.hpp"
@@ -41,16 +42,6 @@ caf::expected<std::unique_ptr<engine::engine>> make_engine(const engine::model_f
   ec.scheduling.max_num_seqs = 256;
   ec.scheduling.max_batched_tokens = 2048;
   return std::make_unique<engine::engine>(std::move(*be), ec);
-}
-
-engine::request greedy_request(uint64_t id, std::vector<int32_t> prompt, int32_t max_tokens) {
-  engine::request r;
-  r.id = id;
-  r.prompt = std::move(prompt);
-  r.params.temperature = 0;
-  r.params.max_tokens = max_tokens;
-  r.params.ignore_eos = true;
-  return r;
 }
 
 caf::expected<run_stats> run_requests(engine::engine& eng, const std::vector<engine::request>& reqs) {
@@ -135,7 +126,7 @@ int run_spec_bench(const spec_bench_options& o) {
         auto p = random_tokens(rng, o.prompt_tokens, vocab);
         if (workload == "repetitive") {
           // The model's own greedy continuation of P, then P again.
-          auto first = run_requests(eng, {greedy_request(next_id++, p, o.generate_tokens)});
+          auto first = run_requests(eng, {bench_request(next_id++, p, o.generate_tokens)});
           if (!first) {
             std::fprintf(stderr, "bench spec: %s\n", error_text(first.error()).c_str());
             return 1;
@@ -146,7 +137,7 @@ int run_spec_bench(const spec_bench_options& o) {
           prompt.insert(prompt.end(), p.begin(), p.end());
           p = std::move(prompt);
         }
-        auto r = greedy_request(0, std::move(p), o.generate_tokens);
+        auto r = bench_request(0, std::move(p), o.generate_tokens);
         if (workload == "random") {
           // Sampled (seeded: the same tokens with and without speculation):
           // a random-weight model's greedy output soon repeats itself,

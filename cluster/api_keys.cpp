@@ -12,6 +12,7 @@
 
 #include "cluster/nearest_name.hpp"
 #include "cluster/toml_reader.hpp"
+#include "common/hex.hpp"
 
 namespace tessera::cluster {
 
@@ -50,19 +51,10 @@ bool valid_key_text(std::string_view k) {
 std::string from_hex(std::string_view hex) {
   if (hex.size() != 2 * SHA256_DIGEST_LENGTH)
     return {};
-  auto digit = [](char c) -> int {
-    if (c >= '0' && c <= '9')
-      return c - '0';
-    if (c >= 'a' && c <= 'f')
-      return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-      return c - 'A' + 10;
-    return -1;
-  };
   std::string out;
   for (size_t i = 0; i < hex.size(); i += 2) {
-    const int hi = digit(hex[i]);
-    const int lo = digit(hex[i + 1]);
+    const int hi = hex_digit_value(hex[i]);
+    const int lo = hex_digit_value(hex[i + 1]);
     if (hi < 0 || lo < 0)
       return {};
     out.push_back(static_cast<char>(hi * 16 + lo));

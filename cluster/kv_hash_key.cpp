@@ -1,4 +1,5 @@
 #include "cluster/kv_hash_key.hpp"
+#include "common/hex.hpp"
 
 #include <cerrno>
 #include <cstdio>
@@ -36,16 +37,6 @@ std::string to_hex(const kv_hash_key_bytes& k) {
   return s;
 }
 
-int hex_value(char c) {
-  if (c >= '0' && c <= '9')
-    return c - '0';
-  if (c >= 'a' && c <= 'f')
-    return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F')
-    return c - 'A' + 10;
-  return -1;
-}
-
 caf::expected<kv_hash_key_bytes> read_key(const std::filesystem::path& file, int fd) {
   struct stat sb {};
   if (::fstat(fd, &sb) != 0)
@@ -71,7 +62,7 @@ caf::expected<kv_hash_key_bytes> read_key(const std::filesystem::path& file, int
                        " bytes found); delete it to make a new key (the disk tier's blocks become unreachable)");
   kv_hash_key_bytes k{};
   for (size_t i = 0; i < k.size(); ++i) {
-    int hi = hex_value(text[2 * i]), lo = hex_value(text[2 * i + 1]);
+    int hi = hex_digit_value(text[2 * i]), lo = hex_digit_value(text[2 * i + 1]);
     if (hi < 0 || lo < 0)
       return bad(file, "holds a character that is not a hex digit at byte " +
                          std::to_string(hi < 0 ? 2 * i : 2 * i + 1) +

@@ -4,6 +4,7 @@
 
 #include "engine/engine_errc.hpp"
 #include "engine/utf8.hpp"
+#include "common/hex.hpp"
 
 namespace tessera::engine {
 
@@ -17,10 +18,7 @@ std::optional<char> parse_byte_piece(std::string_view piece) {
     return std::nullopt;
   int value = 0;
   for (char c : piece.substr(3, 2)) {
-    int d = c >= '0' && c <= '9'   ? c - '0'
-            : c >= 'A' && c <= 'F' ? c - 'A' + 10
-            : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                                   : -1;
+    const int d = hex_digit_value(c);
     if (d < 0)
       return std::nullopt;
     value = value * 16 + d;

@@ -1,4 +1,5 @@
 #include "engine/grammar/regex.hpp"
+#include "common/hex.hpp"
 
 #include <algorithm>
 #include <map>
@@ -218,13 +219,10 @@ private:
       if (i_ >= p_.size())
         return fail("truncated hex escape");
       char c = p_[i_];
-      uint32_t d = c >= '0' && c <= '9'   ? c - '0'
-                   : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                   : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                          : 99;
-      if (d == 99)
+      const int d = hex_digit_value(c);
+      if (d < 0)
         return fail("bad hex digit");
-      v = v * 16 + d;
+      v = v * 16 + static_cast<uint32_t>(d);
     }
     return true;
   }

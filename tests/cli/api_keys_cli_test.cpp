@@ -98,27 +98,7 @@ protected:
     const std::string body = R"({"model": "llama3-8b", "prompt": "Once upon a time", "stream": true, )"
                              R"("ignore_eos": true, "max_tokens": )" +
                              std::to_string(max_tokens) + "}";
-    auto c = child_process::spawn("/usr/bin/curl",
-                                  {"-sN", "-X", "POST", url() + "/v1/completions", "-H",
-                                   "Content-Type: application/json", "-H", "Authorization: Bearer " + key, "-d", body},
-                                  {.capture_stdout = true});
-    EXPECT_TRUE(c) << tessera::error_text(c.error());
-    return std::move(*c);
-  }
-
-  static std::vector<std::string> read_events(child_process& c, bool stop_at_first = false) {
-    std::vector<std::string> events;
-    for (;;) {
-      auto line = c.read_line(60s);
-      if (!line)
-        break;
-      if (line->rfind("data: ", 0) != 0)
-        continue;
-      events.push_back(line->substr(6));
-      if (events.back() == "[DONE]" || stop_at_first)
-        break;
-    }
-    return events;
+    return tessera::test::stream_post(url() + "/v1/completions", body, {"Authorization: Bearer " + key});
   }
 
   static tessera::test::temp_dir* dir_;
@@ -135,7 +115,7 @@ TEST_F(ApiKeysCliTest, SighupReloadsTheKeysWhileAStreamRunsOn) {
   EXPECT_EQ(complete(key_b).status, 401);
 
   auto client = stream(key_a, 600); // about 3 s of modelled decoding
-  auto first = read_events(client, true);
+  auto first = tessera::test::read_sse_events(client, true);
   ASSERT_EQ(first.size(), 1u) << "no first token";
   write_keys("[[key]]\nkey = \"" + key_a + "\"\ntenant = \"a\"\n[[key]]\nkey = \"" + key_b + "\"\ntenant = \"b\"\n");
   server.kill(SIGHUP);
@@ -150,7 +130,7 @@ TEST_F(ApiKeysCliTest, SighupReloadsTheKeysWhileAStreamRunsOn) {
   EXPECT_EQ(complete(key_b).status, 200);
 
   // The stream that started before both reloads ends as it would have.
-  auto rest = read_events(client);
+  auto rest = tessera::test::read_sse_events(client);
   ASSERT_GE(rest.size(), 2u);
   EXPECT_EQ(rest.back(), "[DONE]");
   EXPECT_NE(rest[rest.size() - 2].find("\"finish_reason\":\"length\""), std::string::npos) << rest[rest.size() - 2];

@@ -63,28 +63,7 @@ protected:
     const std::string body = R"({"model": "llama3-8b", "prompt": "Once upon a time", "stream": true, )"
                              R"("ignore_eos": true, "max_tokens": )"
                              + std::to_string(max_tokens) + "}";
-    auto c = child_process::spawn("/usr/bin/curl",
-                                  {"-sN", "-X", "POST", url() + "/v1/completions", "-H",
-                                   "Content-Type: application/json", "-d", body},
-                                  {.capture_stdout = true});
-    EXPECT_TRUE(c) << tessera::error_text(c.error());
-    return std::move(*c);
-  }
-
-  /// Reads SSE data lines until [DONE] or the end of the stream.
-  static std::vector<std::string> read_events(child_process& c, bool stop_at_first = false) {
-    std::vector<std::string> events;
-    for (;;) {
-      auto line = c.read_line(60s);
-      if (!line)
-        break;
-      if (line->rfind("data: ", 0) != 0)
-        continue;
-      events.push_back(line->substr(6));
-      if (events.back() == "[DONE]" || stop_at_first)
-        break;
-    }
-    return events;
+    return tessera::test::stream_post(url() + "/v1/completions", body);
   }
 
   static tessera::test::temp_dir* dir_;
@@ -96,7 +75,7 @@ tessera::test::temp_dir* ServeDrainTest::dir_ = nullptr;
 TEST_F(ServeDrainTest, SigtermLetsARunningStreamFinishThenExitsZero) {
   auto server = start(60.0);
   auto client = stream(300); // about 1.5 s of modelled decoding
-  auto first = read_events(client, true);
+  auto first = tessera::test::read_sse_events(client, true);
   ASSERT_EQ(first.size(), 1u) << "no first token";
   server.kill(SIGTERM);
   // Meanwhile the server takes no new request and says it is draining.
@@ -108,7 +87,7 @@ TEST_F(ServeDrainTest, SigtermLetsARunningStreamFinishThenExitsZero) {
   auto health = tessera::test::http_get(url() + "/health");
   EXPECT_EQ(health.status, 503) << health.body;
   EXPECT_NE(health.body.find("draining"), std::string::npos) << health.body;
-  auto rest = read_events(client);
+  auto rest = tessera::test::read_sse_events(client);
   ASSERT_FALSE(rest.empty());
   EXPECT_EQ(rest.back(), "[DONE]");
   ASSERT_GE(rest.size(), 2u);
@@ -124,11 +103,11 @@ TEST_F(ServeDrainTest, SigtermLetsARunningStreamFinishThenExitsZero) {
 TEST_F(ServeDrainTest, AStreamLongerThanTheDrainTimeoutEndsWithAnErrorEventAndDone) {
   auto server = start(0.5);
   auto client = stream(4000); // about 20 s of modelled decoding
-  auto first = read_events(client, true);
+  auto first = tessera::test::read_sse_events(client, true);
   ASSERT_EQ(first.size(), 1u) << "no first token";
   const auto stopped = std::chrono::steady_clock::now();
   server.kill(SIGTERM);
-  auto rest = read_events(client);
+  auto rest = tessera::test::read_sse_events(client);
   ASSERT_GE(rest.size(), 2u);
   EXPECT_EQ(rest.back(), "[DONE]");
   EXPECT_NE(rest[rest.size() - 2].find("shutting_down"), std::string::npos) << rest[rest.size() - 2];

@@ -12,6 +12,7 @@
 #include "engine/model_config.hpp"
 #include "engine/tokenizer.hpp"
 #include "engine/tokenizer_builder.hpp"
+#include "tests/frontend/demo_tokenizer.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace {
@@ -26,10 +27,8 @@ constexpr int32_t bos = engine::demo_special_ids::begin_of_text;
 class ApiPromptTest : public ::testing::Test {
 protected:
   void SetUp() override {
-    ASSERT_FALSE(engine::write_demo_tokenizer(dir_.path(), 512));
-    auto tok = engine::load_tokenizer(dir_.path(), engine::model_config{});
-    ASSERT_TRUE(tok) << tessera::error_text(tok.error());
-    tok_ = std::move(*tok);
+    tok_ = tessera::test::load_demo_tokenizer(dir_.path());
+    ASSERT_TRUE(tok_);
     auto t = detect_chat_template(tok_->settings().chat_template);
     ASSERT_TRUE(std::holds_alternative<chat_template>(t));
     tmpl_ = std::get<chat_template>(t);

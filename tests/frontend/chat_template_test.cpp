@@ -12,6 +12,7 @@
 #include "engine/model_config.hpp"
 #include "engine/tokenizer.hpp"
 #include "engine/tokenizer_builder.hpp"
+#include "tests/frontend/demo_tokenizer.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace {
@@ -364,10 +365,8 @@ TEST(ChatTemplateTest, AlternatingFormatsRejectWhatTheirTemplatesReject) {
 class ChatTemplateDemoTest : public ::testing::Test {
 protected:
   void SetUp() override {
-    ASSERT_FALSE(engine::write_demo_tokenizer(dir_.path(), 512));
-    auto tok = engine::load_tokenizer(dir_.path(), engine::model_config{});
-    ASSERT_TRUE(tok) << tessera::error_text(tok.error());
-    tok_ = std::move(*tok);
+    tok_ = tessera::test::load_demo_tokenizer(dir_.path());
+    ASSERT_TRUE(tok_);
   }
   temp_dir dir_;
   std::unique_ptr<engine::tokenizer> tok_;

@@ -3,8 +3,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <stdexcept>
 
-#include "common/child_process.hpp"
+#include "common/error.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace tessera::test {
@@ -32,6 +33,36 @@ http_reply curl(const std::vector<std::string>& args, const std::string& url) {
   r.status = std::atoi(all.substr(nl == std::string::npos ? 0 : nl + 1).c_str());
   r.body = nl == std::string::npos ? std::string{} : all.substr(0, nl);
   return r;
+}
+
+child_process stream_post(const std::string& url, const std::string& body,
+                          const std::vector<std::string>& headers) {
+  std::vector<std::string> args{"-sN", "-X", "POST", url, "-H", "Content-Type: application/json"};
+  for (const auto& h : headers) {
+    args.push_back("-H");
+    args.push_back(h);
+  }
+  args.push_back("-d");
+  args.push_back(body);
+  auto c = child_process::spawn("/usr/bin/curl", args, {.capture_stdout = true});
+  if (!c)
+    throw std::runtime_error("starting curl failed: " + error_text(c.error()));
+  return std::move(*c);
+}
+
+std::vector<std::string> read_sse_events(child_process& c, bool stop_at_first) {
+  std::vector<std::string> events;
+  for (;;) {
+    auto line = c.read_line(std::chrono::seconds{60});
+    if (!line)
+      break;
+    if (line->rfind("data: ", 0) != 0)
+      continue;
+    events.push_back(line->substr(6));
+    if (events.back() == "[DONE]" || stop_at_first)
+      break;
+  }
+  return events;
 }
 
 http_reply http_get(const std::string& url) {

@@ -14,6 +14,7 @@
 #include "transport/schema/kv.capnp.h"
 #include "transport/wire/codec.hpp"
 #include "transport/wire/frame.hpp"
+#include "raw_frame.hpp"
 #include "wire_samples.hpp"
 
 namespace tessera::transport::wire {
@@ -22,19 +23,7 @@ namespace {
 namespace s = tessera::transport::schema;
 using bytes = std::vector<std::byte>;
 
-bytes frame_of(message_type type, capnp::MessageBuilder& mb) {
-  auto words = capnp::messageToFlatArray(mb);
-  auto body = words.asBytes();
-  frame_header h;
-  h.type = static_cast<uint16_t>(type);
-  h.body_bytes = static_cast<uint32_t>(body.size());
-  h.body_xxh32 = frame_checksum({reinterpret_cast<const std::byte*>(body.begin()), body.size()});
-  auto head = write_frame_header(h);
-  bytes out(head.size() + body.size());
-  std::memcpy(out.data(), head.data(), head.size());
-  std::memcpy(out.data() + head.size(), body.begin(), body.size());
-  return out;
-}
+using test::frame_of;
 
 TEST(WireBlockHashTest, BothHalvesOfEveryHashRoundTrip) {
   kv_event ev = test::stored_event();

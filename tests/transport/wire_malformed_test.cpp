@@ -16,6 +16,7 @@
 #include "transport/wire/frame.hpp"
 #include "transport/wire/validate.hpp"
 #include "wire_expect.hpp"
+#include "raw_frame.hpp"
 #include "wire_samples.hpp"
 
 namespace tessera::transport::wire {
@@ -30,21 +31,7 @@ bytes valid_frame() {
   return *f;
 }
 
-// Builds a frame around a raw capnp message, with correct checksums, so the
-// test reaches the decoder's capnp and semantic checks.
-bytes frame_of(message_type type, capnp::MessageBuilder& mb) {
-  auto words = capnp::messageToFlatArray(mb);
-  auto body = words.asBytes();
-  frame_header h;
-  h.type = static_cast<uint16_t>(type);
-  h.body_bytes = static_cast<uint32_t>(body.size());
-  h.body_xxh32 = frame_checksum({reinterpret_cast<const std::byte*>(body.begin()), body.size()});
-  auto head = write_frame_header(h);
-  bytes out(head.size() + body.size());
-  std::memcpy(out.data(), head.data(), head.size());
-  std::memcpy(out.data() + head.size(), body.begin(), body.size());
-  return out;
-}
+using test::frame_of;
 
 // Rewrites the header of `frame` (checksums recomputed) after `edit`.
 template <class Edit>

@@ -12,6 +12,7 @@
 #include "transport/schema/request.capnp.h"
 #include "transport/wire/codec.hpp"
 #include "transport/wire/frame.hpp"
+#include "raw_frame.hpp"
 #include "wire_samples.hpp"
 
 namespace tessera::transport::wire {
@@ -42,19 +43,7 @@ TEST(WireSpeculativeTest, RoundTripsTheRequestsSetting) {
   }
 }
 
-bytes frame_of(message_type type, capnp::MessageBuilder& mb) {
-  auto words = capnp::messageToFlatArray(mb);
-  auto body = words.asBytes();
-  frame_header h;
-  h.type = static_cast<uint16_t>(type);
-  h.body_bytes = static_cast<uint32_t>(body.size());
-  h.body_xxh32 = frame_checksum({reinterpret_cast<const std::byte*>(body.begin()), body.size()});
-  auto head = write_frame_header(h);
-  bytes out(head.size() + body.size());
-  std::memcpy(out.data(), head.data(), head.size());
-  std::memcpy(out.data() + head.size(), body.begin(), body.size());
-  return out;
-}
+using test::frame_of;
 
 TEST(WireSpeculativeTest, RefusesAnUnknownMethodOrKNamingTheField) {
   struct bad_case {
