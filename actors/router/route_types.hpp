@@ -165,8 +165,9 @@ struct router_options {
   /// Default: 65536.
   size_t max_sessions = 65536;
   /// The load term of least-loaded and kv, and of the sticky break.
-  /// Default: units.
-  load_measure load = load_measure::units;
+  /// Default: blocks (units measured worse on the conversation trace at
+  /// its own load: bench/README.md, "Model units").
+  load_measure load = load_measure::blocks;
   /// The model's units (engine/model_units.hpp) for the engine the workers
   /// run. Default: a = b = 1, c = 0 (unfitted: tokens).
   engine::model_units units;

@@ -63,6 +63,7 @@ TEST(UnitsRoutingTest, LeastLoadedPlacesByUnitsNotByBlocks) {
   // left). Worker 2: many short requests (more blocks, little work left).
   const std::vector<worker_load> w{loaded(1, 2 * 2000.0, 10, 2), loaded(2, 12 * 40.0, 40, 12)};
   router_options units_opts;
+  units_opts.load = load_measure::units;
   units_opts.units = model_units{0.01, 1.0, 2.0};
   auto by_units = policy("least-loaded", units_opts);
   EXPECT_EQ(must_route(*by_units, request(64, 32), w, idx).decode_worker, 2u);
@@ -89,6 +90,7 @@ TEST(UnitsRoutingTest, KvCostInUnitsWeighsTheUncachedPromptByA) {
   prefix_index idx;
   const std::vector<worker_load> w{loaded(1, 300, 1, 1), loaded(2, 100, 50, 5)};
   router_options o;
+  o.load = load_measure::units;
   o.units = model_units{0.1, 1.0, 0};
   auto p = policy("kv", o);
   auto d = must_route(*p, req, w, idx);
@@ -102,6 +104,7 @@ TEST(UnitsRoutingTest, KvCostInUnitsWeighsTheUncachedPromptByA) {
 TEST(UnitsRoutingTest, StickySessionBreaksWhenItsWorkerExceedsTheFactor) {
   prefix_index idx;
   router_options o;
+  o.load = load_measure::units;
   o.units = model_units{0.0, 1.0, 0.0}; // a request of max_tokens 10 costs 10
   o.sticky_break_factor = 2.0;
   auto p = policy("least-loaded", o);
@@ -129,6 +132,7 @@ TEST(UnitsRoutingTest, StickySessionBreaksWhenItsWorkerExceedsTheFactor) {
 TEST(UnitsRoutingTest, StickyBreakFactorZeroNeverBreaks) {
   prefix_index idx;
   router_options o;
+  o.load = load_measure::units;
   o.sticky_break_factor = 0;
   auto p = policy("least-loaded", o);
   std::vector<worker_load> w{loaded(1, 0, 0, 0), loaded(2, 0, 0, 0)};
