@@ -2,6 +2,8 @@
 
 #include <array>
 
+#include "common/ascii.hpp"
+
 namespace tessera::actors::frontend {
 
 namespace {
@@ -15,17 +17,6 @@ api_error unauthorized(std::string message) {
   return e;
 }
 
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size())
-    return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
-    if (lower(a[i]) != lower(b[i]))
-      return false;
-  }
-  return true;
-}
-
 } // namespace
 
 api_result<std::shared_ptr<const cluster::tenant_policy>>
@@ -37,7 +28,7 @@ authenticate(const std::shared_ptr<const cluster::api_key_table>& keys,
     return unauthorized("this server needs an API key: send the header Authorization: Bearer <key>");
   auto v = *authorization;
   // RFC 7235: the scheme is case-insensitive; one or more spaces follow it.
-  if (v.size() < 7 || !iequals(v.substr(0, 7), "bearer "))
+  if (v.size() < 7 || !ascii_iequals(v.substr(0, 7), "bearer "))
     return unauthorized("the Authorization header must be \"Bearer <key>\"");
   v.remove_prefix(7);
   while (!v.empty() && v.front() == ' ')

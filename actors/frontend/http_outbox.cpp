@@ -3,21 +3,11 @@
 #include <cstdio>
 #include <utility>
 
+#include "common/ascii.hpp"
 #include "common/assert.hpp"
 
 namespace tessera::actors::frontend::detail {
 namespace {
-
-bool ascii_iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size())
-    return false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
-    if (lower(a[i]) != lower(b[i]))
-      return false;
-  }
-  return true;
-}
 
 // RFC 9110 token characters: what a header name may consist of.
 bool is_token(std::string_view s) {

@@ -1,20 +1,14 @@
 #include "actors/frontend/http_response.hpp"
 
 #include "actors/frontend/http_outbox.hpp"
+#include "common/ascii.hpp"
 
 namespace tessera::actors::frontend {
 
 std::optional<std::string_view> http_request::header(std::string_view name) const {
-  auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
-  for (const auto& [n, v] : headers) {
-    if (n.size() != name.size())
-      continue;
-    bool same = true;
-    for (std::size_t i = 0; i < n.size() && same; ++i)
-      same = lower(n[i]) == lower(name[i]);
-    if (same)
+  for (const auto& [n, v] : headers)
+    if (ascii_iequals(n, name))
       return std::string_view(v);
-  }
   return std::nullopt;
 }
 
