@@ -11,13 +11,15 @@
 
 namespace tessera::engine {
 
-/// Element type of a tensor.
-enum class dtype : uint8_t { f32, f16, bf16 };
+/// Element type of a tensor. i8 is for KV blocks only (an int8 KV pool:
+/// each element is a quantized value whose scale lives beside it, see
+/// engine/kv_int8.hpp); no weight is i8 and parse_dtype never returns it.
+enum class dtype : uint8_t { f32, f16, bf16, i8 };
 
 /// Bytes per element of `t`.
-constexpr size_t dtype_size(dtype t) { return t == dtype::f32 ? 4 : 2; }
+constexpr size_t dtype_size(dtype t) { return t == dtype::f32 ? 4 : t == dtype::i8 ? 1 : 2; }
 
-/// The safetensors / config.json spelling: "F32", "F16", "BF16".
+/// The safetensors / config.json spelling: "F32", "F16", "BF16" ("I8").
 std::string_view to_safetensors_name(dtype t);
 
 /// Parses "F32" / "F16" / "BF16" (safetensors) or "float32" / "float16" /
@@ -42,22 +44,30 @@ float f16_to_f32(uint16_t h);
 /// f32 -> IEEE half with round-to-nearest-even.
 uint16_t f32_to_f16(float f);
 
-/// Reads element `i` of a buffer of type `t` as f32.
+/// Reads element `i` of a buffer of type `t` as f32 (i8: the quantized
+/// value itself, unscaled).
 inline float load_as_f32(const void* data, dtype t, size_t i) {
   switch (t) {
     case dtype::f32: return static_cast<const float*>(data)[i];
     case dtype::f16: return f16_to_f32(static_cast<const uint16_t*>(data)[i]);
     case dtype::bf16: return bf16_to_f32(static_cast<const uint16_t*>(data)[i]);
+    case dtype::i8: return static_cast<float>(static_cast<const int8_t*>(data)[i]);
   }
   return 0.0f;
 }
 
-/// Writes `v` as element `i` of a buffer of type `t` (rounding to nearest).
+/// Writes `v` as element `i` of a buffer of type `t` (rounding to nearest;
+/// i8: v itself rounded and clamped to [-127, 127], no scale applied).
 inline void store_from_f32(void* data, dtype t, size_t i, float v) {
   switch (t) {
     case dtype::f32: static_cast<float*>(data)[i] = v; break;
     case dtype::f16: static_cast<uint16_t*>(data)[i] = f32_to_f16(v); break;
     case dtype::bf16: static_cast<uint16_t*>(data)[i] = f32_to_bf16(v); break;
+    case dtype::i8: {
+      const float r = v != v ? 0.0f : __builtin_nearbyintf(v);
+      static_cast<int8_t*>(data)[i] = static_cast<int8_t>(r < -127.0f ? -127.0f : r > 127.0f ? 127.0f : r);
+      break;
+    }
   }
 }
 

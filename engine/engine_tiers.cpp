@@ -3,6 +3,7 @@
 // out of and into the pool.
 #include "engine/engine.hpp"
 
+#include "engine/kv_int8.hpp"
 #include "engine/scheduler.hpp"
 
 namespace tessera::engine {
@@ -40,7 +41,9 @@ size_t engine::extend_cached_prefix(std::span<const kv_block_hash> hashes, const
   for (; n < hashes.size(); ++n) {
     if (cache_->match_prefix(hashes.subspan(n, 1), held) == 1)
       continue; // cached already (a later block of a chain whose middle was evicted)
-    if (!fetch(n, bytes) || !cache_->allocate(1, held))
+    // A fetched block is outside data: an int8 block with a bad scale is
+    // not used (the prefix ends before it).
+    if (!fetch(n, bytes) || check_kv_block(backend_->layout(), bytes) || !cache_->allocate(1, held))
       break;
     backend_->write_block(held.back(), bytes);
     cache_->cache_block(held.back(), hashes[n]);

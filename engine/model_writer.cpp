@@ -87,6 +87,7 @@ public:
         fill_normal(rng_, opts_.init_std, reinterpret_cast<uint16_t*>(out.data()), n,
                     f32_to_f16);
         break;
+      case dtype::i8: break; // KV only: never a weight
     }
   }
 

@@ -85,6 +85,7 @@ std::optional<non_finite_element> find_non_finite(const std::byte* data, size_t 
     case dtype::f32: return find_in<f32_format>(data, numel);
     case dtype::f16: return find_in<f16_format>(data, numel);
     case dtype::bf16: return find_in<bf16_format>(data, numel);
+    case dtype::i8: return std::nullopt; // every int8 is finite
   }
   return std::nullopt;
 }

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "engine/kv_int8.hpp"
 #include "kvstore/kvstore_errc.hpp"
 
 namespace tessera::kvstore {
@@ -54,7 +55,8 @@ bool layout_is_sane(const engine::kv_layout& l) {
   switch (l.kv_dtype) {
     case engine::dtype::f32:
     case engine::dtype::f16:
-    case engine::dtype::bf16: break;
+    case engine::dtype::bf16:
+    case engine::dtype::i8: break;
     default: return false;
   }
   // Each factor is a positive int32, so the product fits in 128 bits; check
@@ -95,6 +97,8 @@ caf::error validate_block(const block_key& key, const stored_block& b) {
                 std::to_string(l.block_tokens));
   if (!verify_block(b))
     return fail("checksum does not match the payload");
+  if (auto bad = engine::check_kv_block(l, *b.payload))
+    return fail(*bad);
   return {};
 }
 

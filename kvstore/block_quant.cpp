@@ -9,7 +9,10 @@ namespace tessera::kvstore {
 
 std::optional<quantized_block> quantize_int8(const stored_block& b) {
   const auto& l = b.meta.layout;
-  if (!b.payload || !layout_is_sane(l) || b.payload->size() != l.block_bytes())
+  // An int8 pool block (kv_dtype i8) is int8 already: a tier keeps it as it
+  // is, with its per-token scales, never quantized a second time.
+  if (!b.payload || !layout_is_sane(l) || b.payload->size() != l.block_bytes() ||
+      l.kv_dtype == engine::dtype::i8)
     return std::nullopt;
   const size_t slab_elems = static_cast<size_t>(l.block_tokens) * l.head_dim;
   const size_t slabs = static_cast<size_t>(l.num_layers) * 2 * l.num_kv_heads;

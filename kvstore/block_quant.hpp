@@ -35,7 +35,8 @@ struct quantized_block {
 };
 
 /// Quantizes `b`; nullopt when the payload holds a NaN or an infinity (no
-/// scale represents them) or does not match its layout.
+/// scale represents them), does not match its layout, or is an int8 pool
+/// block already (kv_dtype i8, engine/kv_int8.hpp: kept as it is).
 [[nodiscard]] std::optional<quantized_block> quantize_int8(const stored_block& b);
 
 /// The payload `q` stands for, in q.layout's dtype (rounded to nearest).

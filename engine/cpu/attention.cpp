@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "engine/cpu/attention_isa.hpp"
 #include "engine/cpu/kernels.hpp"
+#include "engine/kv_int8.hpp"
 
 namespace tessera::engine::cpu {
 
@@ -16,13 +18,22 @@ std::byte* slab(const attention_shape& s, kv_block_id block, bool is_v, int32_t 
   return s.pool + static_cast<size_t>(block) * l.block_bytes() + l.slab_offset(s.layer, is_v, head);
 }
 
-// Portable attention: same math as the AVX-512 path, scalar.
+// The int8 pool's scale of token `slot` of a slab (kv_int8.hpp).
+float token_scale(const kv_layout& l, const std::byte* slab_start, int32_t slot) {
+  uint16_t h;
+  std::memcpy(&h, slab_start + l.slab_values_bytes() + 2 * static_cast<size_t>(slot), 2);
+  return kv_int8_scale(h);
+}
+
+// Portable attention: same math as the AVX-512 path, scalar. For int8 KV a
+// score is (q . k_int8) * k_scale and a position's V weight e * v_scale.
 void attend_generic(const attention_shape& s, std::span<const kv_block_id> table, int32_t kv_head,
                     int32_t pos, const float* q, float* out, float* scratch) {
   const auto& l = *s.layout;
   const int32_t hd = l.head_dim, bt = l.block_tokens;
   const int32_t group = s.n_heads / s.n_kv_heads;
   const int32_t n_ctx = pos + 1;
+  const bool i8 = l.kv_dtype == dtype::i8;
   for (int32_t h = 0; h < group; ++h) {
     const float* qh = q + static_cast<size_t>(h) * hd;
     float* sc = scratch;
@@ -31,7 +42,7 @@ void attend_generic(const attention_shape& s, std::span<const kv_block_id> table
       float acc = 0.0f;
       for (int32_t d = 0; d < hd; ++d)
         acc = std::fma(qh[d], load_as_f32(k, l.kv_dtype, static_cast<size_t>(d) * bt + j % bt), acc);
-      sc[j] = acc;
+      sc[j] = i8 ? acc * token_scale(l, k, j % bt) : acc;
     }
     float m = -std::numeric_limits<float>::infinity();
     for (int32_t j = 0; j < n_ctx; ++j)
@@ -45,8 +56,9 @@ void attend_generic(const attention_shape& s, std::span<const kv_block_id> table
     std::fill(oh, oh + hd, 0.0f);
     for (int32_t j = 0; j < n_ctx; ++j) {
       const std::byte* v = slab(s, table[j / bt], true, kv_head);
+      const float w = i8 ? sc[j] * token_scale(l, v, j % bt) : sc[j];
       for (int32_t d = 0; d < hd; ++d)
-        oh[d] = std::fma(sc[j], load_as_f32(v, l.kv_dtype, static_cast<size_t>(j % bt) * hd + d), oh[d]);
+        oh[d] = std::fma(w, load_as_f32(v, l.kv_dtype, static_cast<size_t>(j % bt) * hd + d), oh[d]);
     }
     const float inv = 1.0f / sum;
     for (int32_t d = 0; d < hd; ++d)
@@ -66,6 +78,16 @@ void kv_store(const attention_shape& s, std::span<const kv_block_id> table, int3
     std::byte* ks = slab(s, block, false, h);
     std::byte* vs = slab(s, block, true, h);
     const float* kh = k + static_cast<size_t>(h) * hd;
+    if (l.kv_dtype == dtype::i8) {
+      // One scale per token: what this slot reads back never depends on the
+      // block's other tokens (kv_int8.hpp).
+      const uint16_t k_scale = kv_int8_quantize(kh, hd, reinterpret_cast<int8_t*>(ks) + slot, bt);
+      const uint16_t v_scale = kv_int8_quantize(v + static_cast<size_t>(h) * hd, hd,
+                                                reinterpret_cast<int8_t*>(vs) + static_cast<size_t>(slot) * hd, 1);
+      std::memcpy(ks + l.slab_values_bytes() + 2 * static_cast<size_t>(slot), &k_scale, 2);
+      std::memcpy(vs + l.slab_values_bytes() + 2 * static_cast<size_t>(slot), &v_scale, 2);
+      continue;
+    }
     for (int32_t d = 0; d < hd; ++d)
       store_from_f32(ks, l.kv_dtype, static_cast<size_t>(d) * bt + slot, kh[d]);
     from_f32(v + static_cast<size_t>(h) * hd, hd, l.kv_dtype,
@@ -95,6 +117,8 @@ void attend(const attention_shape& s, std::span<const kv_block_id> table, int32_
     a.group = s.n_heads / s.n_kv_heads;
     a.pos = pos;
     a.kv_bf16 = l.kv_dtype == dtype::bf16;
+    a.kv_i8 = l.kv_dtype == dtype::i8;
+    a.scales_offset = l.slab_values_bytes();
     a.q = q;
     a.out = out;
     a.scratch = scratch;

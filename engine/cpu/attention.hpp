@@ -27,7 +27,8 @@ struct attention_shape {
 
 /// Stores one token's K and V (f32, [n_kv_heads*head_dim] each, RoPE
 /// already applied to k) at position `pos` of the sequence whose blocks are
-/// `table`, converting to the layout's dtype.
+/// `table`, converting to the layout's dtype (int8: quantized with the
+/// token's own scale per head, engine/kv_int8.hpp).
 void kv_store(const attention_shape& s, std::span<const kv_block_id> table, int32_t pos,
               const float* k, const float* v);
 

@@ -20,7 +20,9 @@ struct attention_avx512_args {
   int32_t head_dim = 0;           ///< multiple of 16, <= 256
   int32_t group = 0;              ///< query heads sharing the kv head
   int32_t pos = 0;                ///< position of the query token
-  bool kv_bf16 = true;            ///< else f32
+  bool kv_bf16 = true;            ///< else f32 (or i8)
+  bool kv_i8 = false;             ///< int8 values, f16 scale per token
+  size_t scales_offset = 0;       ///< i8: bytes from a slab to its scales
   const float* q = nullptr;       ///< [group * head_dim], pre-scaled
   float* out = nullptr;           ///< [group * head_dim]
   float* scratch = nullptr;       ///< >= ceil((pos + 1) / 16) * 16 floats

@@ -48,6 +48,7 @@ void widen(const void* w, dtype t, int64_t k0, int64_t n, float* out) {
         out[i] = f16_to_f32(p[i]);
       break;
     }
+    case dtype::i8: break; // KV only (kv_int8.hpp): never a weight or an activation
   }
 }
 

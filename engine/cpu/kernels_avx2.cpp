@@ -182,6 +182,7 @@ void avx2_matmul_range(const float* x, int64_t M, int64_t K, int64_t ldx, const 
     case dtype::f32: return matmul_range_t<load_f32>(x, M, K, ldx, w, n_begin, n_end, bias, y, ldy);
     case dtype::bf16: return matmul_range_t<load_bf16>(x, M, K, ldx, w, n_begin, n_end, bias, y, ldy);
     case dtype::f16: return matmul_range_t<load_f16>(x, M, K, ldx, w, n_begin, n_end, bias, y, ldy);
+    case dtype::i8: break; // KV only (kv_int8.hpp): never a weight or an activation
   }
 }
 
@@ -191,6 +192,7 @@ float avx2_dot(const float* a, const void* b, dtype bt, int64_t n) {
     case dtype::f32: tile<load_f32, 1, 1>(a, n, static_cast<const float*>(b), n, nullptr, &y, 1, false); break;
     case dtype::bf16: tile<load_bf16, 1, 1>(a, n, static_cast<const uint16_t*>(b), n, nullptr, &y, 1, false); break;
     case dtype::f16: tile<load_f16, 1, 1>(a, n, static_cast<const uint16_t*>(b), n, nullptr, &y, 1, false); break;
+    case dtype::i8: break; // KV only (kv_int8.hpp): never a weight or an activation
   }
   return y;
 }
@@ -267,6 +269,7 @@ inline __m256 load_any(const void* p, dtype t, int64_t i, int64_t n) {
       const uint16_t* q = static_cast<const uint16_t*>(p) + i;
       return n >= lanes ? load_f16::full(q) : load_f16::part(q, n);
     }
+    case dtype::i8: break; // KV only (kv_int8.hpp): never a weight or an activation
   }
   return _mm256_setzero_ps();
 }

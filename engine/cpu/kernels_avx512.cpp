@@ -208,6 +208,7 @@ void avx512_matmul_range(const float* x, int64_t M, int64_t K, int64_t ldx, cons
     case dtype::f32: return matmul_range_t<load_f32>(x, M, K, ldx, w, n_begin, n_end, bias, y, ldy);
     case dtype::bf16: return matmul_range_t<load_bf16>(x, M, K, ldx, w, n_begin, n_end, bias, y, ldy);
     case dtype::f16: return matmul_range_t<load_f16>(x, M, K, ldx, w, n_begin, n_end, bias, y, ldy);
+    case dtype::i8: break; // KV only (kv_int8.hpp): never a weight or an activation
   }
 }
 
@@ -218,6 +219,7 @@ float avx512_dot(const float* a, const void* b, dtype bt, int64_t n) {
     case dtype::f32: tile<load_f32, 1, 1>(a, n, static_cast<const float*>(b), n, nullptr, &y, 1, false); break;
     case dtype::bf16: tile<load_bf16, 1, 1>(a, n, static_cast<const uint16_t*>(b), n, nullptr, &y, 1, false); break;
     case dtype::f16: tile<load_f16, 1, 1>(a, n, static_cast<const uint16_t*>(b), n, nullptr, &y, 1, false); break;
+    case dtype::i8: break; // KV only (kv_int8.hpp): never a weight or an activation
   }
   return y;
 }
@@ -265,6 +267,7 @@ inline __m512 load_any(const void* p, dtype t, int64_t i, __mmask16 m) {
     case dtype::f32: return load_f32::part(static_cast<const float*>(p) + i, m);
     case dtype::bf16: return load_bf16::part(static_cast<const uint16_t*>(p) + i, m);
     case dtype::f16: return load_f16::part(static_cast<const uint16_t*>(p) + i, m);
+    case dtype::i8: break; // KV only (kv_int8.hpp): never a weight or an activation
   }
   return _mm512_setzero_ps();
 }
@@ -317,6 +320,7 @@ void avx512_from_f32(const float* src, int64_t n, dtype t, void* dst) {
       case dtype::f32: _mm512_mask_storeu_ps(static_cast<float*>(dst) + i, m, v); break;
       case dtype::bf16: _mm256_mask_storeu_epi16(static_cast<uint16_t*>(dst) + i, m, to_bf16(v)); break;
       case dtype::f16: _mm256_mask_storeu_epi16(static_cast<uint16_t*>(dst) + i, m, to_f16(v)); break;
+      case dtype::i8: break; // KV only (kv_int8.hpp): never a weight or an activation
     }
   }
 }

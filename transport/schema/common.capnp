@@ -10,6 +10,7 @@ enum DType {
   f32 @0;
   f16 @1;
   bf16 @2;
+  i8 @3;  # int8 KV with per-token f16 scales in the block (engine/kv_int8.hpp)
 }
 
 # Shape of one KV block (engine::kv_layout).
