@@ -29,6 +29,7 @@ caf::expected<std::string> ucx_core::listen(const std::string& address) {
   fo.secret = opts_.cluster_secret;
   fo.id = opts_.identity;
   fo.worker_address = worker_address_;
+  fo.same_host_address = local_address_;
   fo.handshake_timeout = opts_.peer_timeout;
   fo.on_peer = [this](const handshake_peer& hp, uint64_t my_session, const std::string& from) {
     // Registered on the progress thread before the final message leaves,
@@ -60,9 +61,22 @@ caf::expected<peer_id> ucx_core::connect(const std::string& address) {
   const auto deadline = clock::now() + opts_.peer_timeout;
   const auto my_session = random_session();
   auto why = handshake_failure::malformed;
-  auto hp = front_door_connect(sa, opts_.cluster_secret,
-                               handshake_offer{opts_.identity, worker_address_, my_session},
-                               opts_.peer_timeout, &why);
+  const handshake_offer offer{opts_.identity, worker_address_, my_session};
+  // A node on this host, run by our uid, answers at its same-host door
+  // (the kernel vouches for both ends); anything else falls back to TCP.
+  auto hp = local_address_.empty()
+              ? caf::expected<handshake_peer>{make_transport_error(
+                  transport_errc::not_connected, "ucx: no same-host path here")}
+              : front_door_connect_same_host(sa, opts_.cluster_secret, offer, local_address_,
+                                             opts_.peer_timeout, &why);
+  if (!hp) {
+    if (!local_address_.empty())
+      spdlog::debug("ucx: connect to {}: no same-host path ({}); over TCP", address,
+                    caf::to_string(hp.error()));
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
+    hp = front_door_connect(sa, opts_.cluster_secret, offer,
+                            std::max(left, std::chrono::milliseconds{1}), &why);
+  }
   if (!hp) {
     if (hp.error().code() == static_cast<uint8_t>(transport_errc::unauthenticated))
       count_rejection(static_cast<rejection>(why), address, error_message(hp.error()));
@@ -154,6 +168,8 @@ ucx_core::peer* ucx_core::add_peer(peer_id id, const handshake_peer& hp, uint64_
   auto& p = peers_[id];
   p.id = id;
   p.ep = ep;
+  if (!hp.same_host_address.empty())
+    add_local_ep(p, hp.same_host_address);
   p.accepted = accepted;
   p.address = address;
   p.identity = hp.id;
@@ -179,12 +195,21 @@ void ucx_core::start_connect(peer_id id, const handshake_peer& hp, uint64_t my_s
   writer w;
   encode_regions(w);
   am_send(*p, am_hello, {}, std::move(w.out), {});
+  send_local_regions(*p);
 }
 
 bool ucx_core::accept_peer(const handshake_peer& hp, uint64_t my_session, const std::string& from) {
   if (shutting_down_)
     return false;
-  return add_peer(next_peer_.fetch_add(1), hp, my_session, from, true) != nullptr;
+  auto* p = add_peer(next_peer_.fetch_add(1), hp, my_session, from, true);
+  if (p != nullptr && !hp.same_host_address.empty() && p->local_ep == nullptr) {
+    // It will wait for our same-host keys, which cannot come: refused, so
+    // that it falls back to the TCP door.
+    fail_peer(p->id, make_transport_error(transport_errc::unavailable, "no same-host endpoint"),
+              true);
+    return false;
+  }
+  return p != nullptr;
 }
 
 void ucx_core::remember_identity(const peer& p) {
@@ -369,10 +394,22 @@ void ucx_core::fail_peer(peer_id id, const caf::error& why, bool force) {
     p.connect_promise->set_value(why);
     p.connect_promise.reset();
   }
-  for (auto& [rid, r] : p.regions)
+  for (auto& [rid, r] : p.regions) {
     if (r.rkey != nullptr)
       ucp_rkey_destroy(r.rkey);
+    if (r.local_rkey != nullptr)
+      ucp_rkey_destroy(r.local_rkey);
+  }
   p.regions.clear();
+  if (p.local_ep) {
+    ucp_request_param_t rp{};
+    rp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    rp.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    auto* req = ucp_ep_close_nbx(p.local_ep, &rp);
+    if (UCS_PTR_IS_PTR(req))
+      close_requests_.push_back(req);
+    p.local_ep = nullptr;
+  }
   if (p.ep) {
     ucp_request_param_t rp{};
     rp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
@@ -412,6 +449,9 @@ void ucx_core::on_hello(peer& p, reader& rd) {
   decode_regions(p, rd);
   p.state = peer_state::connected;
   remember_identity(p);
+  // Our same-host keys leave first, on their own endpoint: the client's
+  // connect() returns once both arrived.
+  send_local_regions(p);
   writer w;
   encode_regions(w);
   am_send(p, am_hello_ack, {}, std::move(w.out), {});
@@ -426,7 +466,7 @@ void ucx_core::on_hello_ack(peer& p, reader& rd) {
   {
     p.state = peer_state::connected;
     remember_identity(p);
-    if (p.connect_promise) {
+    if (p.connect_promise && !p.local_keys_pending) {
       p.connect_promise->set_value(p.id);
       p.connect_promise.reset();
     }

@@ -12,7 +12,10 @@
 #include <chrono>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 #include <utility>
+
+#include <spdlog/spdlog.h>
 
 namespace tessera::transport::detail {
 namespace {
@@ -114,6 +117,18 @@ caf::error ucx_core::start() {
   }
   if (auto err = init_ucx())
     return err;
+  // The same-host path (ucx_same_host_rma.cpp): only where a secret keeps
+  // keys from everyone else, and the configuration asks for shared memory
+  // with put as the KV path could take it (error handling off, a
+  // shared-memory transport in the list, rendezvous not forced).
+  const bool forced_rndv = ucx_.kv_path == ucx_kv_path::am_rndv
+                           || (env_path != nullptr && std::string_view{env_path} == "am_rndv");
+  if (opts_.grants_only && ucx_.same_host_rma && !ucx_.peer_error_handling && !forced_rndv
+      && allows_shared_memory(ucx_.tls, std::getenv("UCX_TLS"))) {
+    if (auto err = init_local_ucx())
+      spdlog::warn("ucx: no same-host path ({}): peers on this host take the grant path",
+                   caf::to_string(err));
+  }
   thread_ = std::thread{[this] { run(); }};
   started_ = true;
   return {};
@@ -132,6 +147,7 @@ ucx_core::~ucx_core() {
   thread_.join();
   ucp_worker_destroy(worker_);
   ucp_cleanup(context_);
+  destroy_local_ucx();
   close(wake_fd_);
 }
 
@@ -309,6 +325,9 @@ void ucx_core::run() {
     bool did = run_commands();
     while (ucp_worker_progress(worker_) != 0)
       did = true;
+    if (local_worker_ != nullptr)
+      while (ucp_worker_progress(local_worker_) != 0)
+        did = true;
     reap_close_requests();
     // After draining the worker: completions and messages that waited
     // while this thread was busy count as progress before any is judged.
@@ -349,12 +368,14 @@ void ucx_core::sleep_until_woken() {
     sleeping_.store(false, std::memory_order_relaxed);
     return;
   }
-  if (ucp_worker_arm(worker_) == UCS_ERR_BUSY) {
+  if (ucp_worker_arm(worker_) == UCS_ERR_BUSY
+      || (local_worker_ != nullptr && ucp_worker_arm(local_worker_) == UCS_ERR_BUSY)) {
     sleeping_.store(false, std::memory_order_relaxed);
     return;
   }
-  pollfd fds[2] = {{worker_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-  ::poll(fds, 2, poll_timeout_ms());
+  // poll() skips the negative fd of a missing same-host worker.
+  pollfd fds[3] = {{worker_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}, {local_fd_, POLLIN, 0}};
+  ::poll(fds, 3, poll_timeout_ms());
   sleeping_.store(false, std::memory_order_relaxed);
   // Only when it was written: a read() of an empty eventfd is a wasted
   // system call on every wake-up. (A write that lands after poll()
@@ -398,14 +419,22 @@ void ucx_core::shutdown() {
     }
   // Let the BYEs and graceful closes finish, bounded by peer_timeout.
   auto deadline = std::chrono::steady_clock::now() + opts_.peer_timeout;
+  auto progress_all = [this] {
+    auto n = ucp_worker_progress(worker_);
+    if (local_worker_ != nullptr)
+      n += ucp_worker_progress(local_worker_);
+    return n;
+  };
   while (!close_requests_.empty() && std::chrono::steady_clock::now() < deadline) {
-    ucp_worker_progress(worker_);
+    progress_all();
     reap_close_requests();
   }
   for (auto* r : close_requests_) {
+    // Only the shared-memory endpoints' closes, which are local, may
+    // belong to the other worker; cancelling on the wrong one is a no-op.
     ucp_request_cancel(worker_, r);
   }
-  while (ucp_worker_progress(worker_) != 0) {
+  while (progress_all() != 0) {
   }
   reap_close_requests();
   // Closes a silent peer never answered (cancel does not end them):
@@ -415,8 +444,13 @@ void ucx_core::shutdown() {
   for (auto* r : close_requests_)
     ucp_request_free(r);
   close_requests_.clear();
-  for (auto& [id, r] : regions_)
+  for (auto& [id, r] : regions_) {
+    // The cluster context's mapping first: the shared-memory one may own
+    // the memory (allocate_region).
     ucp_mem_unmap(context_, r.memh);
+    if (r.local_memh != nullptr)
+      ucp_mem_unmap(local_context_, r.local_memh);
+  }
   regions_.clear();
   // Anything UCX did not complete: fail it now (no UCX call touches it later).
   for (auto* op : ops_) {

@@ -17,6 +17,19 @@
 ///   ucx_transfer_rndv.cpp  the rendezvous KV path (ucx_kv_am.hpp has
 ///                     its protocol): runs as rendezvous active messages
 ///                     received into the destination region, the ack
+///   ucx_same_host_rma.cpp  the same-host path: a second UCX context with
+///                     RMA and shared-memory transports only, its
+///                     endpoints to peers the kernel vouched for
+///                     (ucx_same_host.hpp), their keys, and puts over it
+///
+/// With grants_only, the cluster context has no RMA and no key leaves this
+/// process, except: a peer that came through the same-host door (same
+/// uid, same host, by SO_PEERCRED; and the cluster secret) gets an
+/// endpoint on the shared-memory context and that context's keys to our
+/// regions, sent over that endpoint only (am_local_regions), and puts its
+/// KV blocks there; its control messages and batch notices stay on the
+/// cluster endpoint, and a notice outside its grants still gets it
+/// refused.
 ///
 /// A peer's states (progress thread only):
 ///
@@ -86,6 +99,9 @@ enum am_id : unsigned {
   am_kv_batch = 7,  // rendezvous KV path: a batch's notice (ucx_kv_am.hpp)
   am_kv_block = 8,  // rendezvous KV path: one run of blocks (rendezvous)
   am_kv_ack = 9,    // rendezvous KV path: the batch landed or was rejected
+  /// Same-host path: regions with keys of the shared-memory context;
+  /// handled on the shared-memory worker only (ucx_same_host_rma.cpp).
+  am_local_regions = 10,
 };
 
 /// Longest actor name a message may carry, bytes.
@@ -157,6 +173,11 @@ public:
   /// For tests (ucx_test_access.hpp): this worker's address, and a
   /// control message sent without send()'s checks.
   const std::vector<std::byte>& worker_address() const { return worker_address_; }
+  /// For tests: whether `peer` takes the same-host put path (its keys
+  /// came), and how many batches went that way.
+  bool same_host(peer_id peer);
+  uint64_t same_host_put_batches() const { return local_put_batches_.load(); }
+  const std::vector<std::byte>& same_host_worker_address() const { return local_address_; }
   void send_unchecked(peer_id to, const std::string& actor, std::span<const std::byte> data,
                       bool rndv, completion done);
 
@@ -168,12 +189,18 @@ private:
     std::span<std::byte> memory;
     ucp_mem_h memh = nullptr;
     std::vector<std::byte> rkey; // packed
+    /// The same memory in the shared-memory context (which allocated it,
+    /// for allocate_region), and its packed key; none without that context.
+    ucp_mem_h local_memh = nullptr;
+    std::vector<std::byte> local_rkey;
   };
 
   struct remote_region {
     uint64_t base = 0; // the peer's address of byte 0
     uint64_t size = 0; // bytes
     ucp_rkey_h rkey = nullptr;
+    /// Same-host path: its key on our endpoint to its shared-memory worker.
+    ucp_rkey_h local_rkey = nullptr;
   };
 
   /// An operation UCX has not finished yet (user_data of its requests).
@@ -224,6 +251,11 @@ private:
   struct peer {
     peer_id id = 0;
     ucp_ep_h ep = nullptr;
+    /// Same-host path: our endpoint to its shared-memory worker, and
+    /// whether its keys (am_local_regions) are still to come; connect()
+    /// returns once they came.
+    ucp_ep_h local_ep = nullptr;
+    bool local_keys_pending = false;
     peer_state state = peer_state::connecting;
     bool accepted = false; // from our front door
     std::string address;
@@ -347,9 +379,10 @@ private:
   /// `header` headed by the session `p` drew for us (what on_am reads).
   static std::vector<std::byte> with_session(const peer& p, std::span<const std::byte> header);
 
-  /// Sends an active message on `p`; `done` (may be empty) gets the result.
+  /// Sends an active message on `p` (on its shared-memory endpoint when
+  /// `local`); `done` (may be empty) gets the result.
   void am_send(peer& p, unsigned id, std::vector<std::byte> header, std::vector<std::byte> data,
-               completion done);
+               completion done, bool local = false);
 
   /// UCX's receive callback for active message `Id` (arg: the core).
   template <unsigned Id>
@@ -357,8 +390,15 @@ private:
                                size_t length, const ucp_am_recv_param_t* param) {
     return static_cast<ucx_core*>(arg)->on_am(Id, header, header_length, data, length, param);
   }
+  /// The same for the shared-memory worker's messages.
+  static ucs_status_t on_local_am(void* arg, const void* header, size_t header_length, void* data,
+                                  size_t length, const ucp_am_recv_param_t* param) {
+    return static_cast<ucx_core*>(arg)->on_am(am_local_regions, header, header_length, data,
+                                              length, param, true);
+  }
+  /// `local`: it arrived on the shared-memory worker.
   ucs_status_t on_am(unsigned id, const void* header, size_t header_length, void* data,
-                     size_t length, const ucp_am_recv_param_t* param);
+                     size_t length, const ucp_am_recv_param_t* param, bool local = false);
   void on_message_am(peer& p, const void* header, size_t header_length, void* data, size_t length,
                      bool rndv);
   static void on_rndv_done(void* request, ucs_status_t status, size_t, void* user_data);
@@ -368,8 +408,9 @@ private:
 
   /// Packs `memh`'s rkey, records the region and announces it to every
   /// peer; unmaps `memh` on failure.
-  caf::expected<region_id> add_region(ucp_mem_h memh, std::span<std::byte> memory);
-  static void encode_region(writer& w, const local_region& r, bool with_key);
+  caf::expected<region_id> add_region(ucp_mem_h memh, std::span<std::byte> memory,
+                                      ucp_mem_h local_memh = nullptr);
+  static void encode_region(writer& w, const local_region& r, std::span<const std::byte> key);
   void encode_regions(writer& w);
   bool decode_region(peer& p, reader& rd);
   void decode_regions(peer& p, reader& rd);
@@ -380,12 +421,31 @@ private:
   /// `destinations`), as invalid_message naming the block; none if it may
   /// be sent.
   caf::error check_batch(const peer& p, const transfer_batch& b, bool destinations);
+  /// `local`: over the same-host endpoint with its keys.
   void start_put_transfer(peer& p, const std::shared_ptr<transfer_batch>& b,
-                          const completion& done);
+                          const completion& done, bool local = false);
   static void on_put_done(void* request, ucs_status_t status, void* user_data);
   static void on_flush_done(void* request, ucs_status_t status, void* user_data);
   void after_flush(pending_op* op);
   void on_batch(peer& p, reader& rd);
+
+  // --- the same-host path (ucx_same_host_rma.cpp) ---
+
+  /// Creates the shared-memory context and worker (RMA, "sm,self").
+  [[nodiscard]] caf::error init_local_ucx();
+  void destroy_local_ucx();
+  /// Creates `p`'s endpoint to shared-memory worker `address`; false
+  /// (logged) if UCX cannot.
+  bool add_local_ep(peer& p, const std::vector<std::byte>& address);
+  /// Sends `p` (over its shared-memory endpoint) the keys of `which`, or of
+  /// every region when empty.
+  void send_local_regions(peer& p, const std::vector<region_id>& which = {});
+  void on_local_regions(peer& p, reader& rd);
+  /// Maps `memory` in the shared-memory context (nullptr, logged, if it
+  /// cannot: the region then takes the rendezvous path).
+  ucp_mem_h map_local(std::span<std::byte> memory);
+  /// Whether every block of `b` has `p`'s same-host key.
+  bool same_host_keyed(const peer& p, const transfer_batch& b) const;
 
   // --- the rendezvous KV path (ucx_transfer_rndv.cpp) ---
 
@@ -452,6 +512,14 @@ private:
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
   int worker_fd_ = -1;
+  /// The same-host path's context and worker (null without it), its
+  /// worker's address (immutable after start; any thread), and the
+  /// batches put over it (tests).
+  ucp_context_h local_context_ = nullptr;
+  ucp_worker_h local_worker_ = nullptr;
+  int local_fd_ = -1;
+  std::vector<std::byte> local_address_;
+  std::atomic<uint64_t> local_put_batches_{0};
   std::map<peer_id, peer> peers_;
   std::unordered_map<uint64_t, peer_id> session_to_peer_;
   /// Live grants: the peer and the pieces' keys in its `granted`.

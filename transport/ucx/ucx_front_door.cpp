@@ -14,10 +14,14 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
+
+#include <spdlog/spdlog.h>
 
 #include "common/error.hpp"
 #include "transport/transport_errc.hpp"
+#include "transport/ucx/ucx_same_host.hpp"
 #include "transport/ucx/ucx_support.hpp"
 
 namespace tessera::transport::detail {
@@ -78,7 +82,26 @@ struct pending {
   /// Whether the peer sent anything yet (a connection closed before its
   /// first byte is a port probe: tessera check, a load balancer).
   bool heard = false;
+  /// Came through the same-host socket (its credentials checked).
+  bool same_host = false;
 };
+
+/// Listens on the same-host socket of `sa`; -1 (logged) if it cannot.
+int listen_same_host(const sockaddr_in& sa) {
+  sockaddr_un un{};
+  auto len = same_host_socket(sa, un);
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0 || ::bind(fd, reinterpret_cast<const sockaddr*>(&un), len) != 0
+      || ::listen(fd, 128) != 0) {
+    spdlog::warn("ucx: no same-host door at {} ({}): same-host peers use the TCP door and "
+                 "grants",
+                 same_host_socket_name(sa), std::strerror(errno));
+    if (fd >= 0)
+      ::close(fd);
+    return -1;
+  }
+  return fd;
+}
 
 } // namespace
 
@@ -108,11 +131,18 @@ caf::expected<std::unique_ptr<front_door>> front_door::listen(const sockaddr_in&
   socklen_t len = sizeof(bound);
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len);
   set_nonblocking(fd);
-  return std::unique_ptr<front_door>(new front_door(fd, ntohs(bound.sin_port), std::move(options)));
+  int unix_fd = -1;
+  if (!options.same_host_address.empty()) {
+    auto named = sa;
+    named.sin_port = bound.sin_port;
+    unix_fd = listen_same_host(named);
+  }
+  return std::unique_ptr<front_door>(
+    new front_door(fd, unix_fd, ntohs(bound.sin_port), std::move(options)));
 }
 
-front_door::front_door(int fd, uint16_t port, front_door_options options)
-    : fd_(fd), stop_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)), port_(port),
+front_door::front_door(int fd, int unix_fd, uint16_t port, front_door_options options)
+    : fd_(fd), unix_fd_(unix_fd), stop_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)), port_(port),
       opts_(std::move(options)) {
   thread_ = std::thread{[this] { run(); }};
 }
@@ -122,6 +152,8 @@ front_door::~front_door() {
   [[maybe_unused]] auto n = ::write(stop_fd_, &one, sizeof(one));
   thread_.join();
   ::close(fd_);
+  if (unix_fd_ >= 0)
+    ::close(unix_fd_);
   ::close(stop_fd_);
 }
 
@@ -146,6 +178,7 @@ void front_door::run() {
     std::vector<pollfd> fds;
     fds.push_back({stop_fd_, POLLIN, 0});
     fds.push_back({fd_, POLLIN, 0});
+    fds.push_back({unix_fd_, POLLIN, 0}); // poll() skips a negative fd
     for (auto& c : conns)
       fds.push_back({c.fd, static_cast<short>(c.out.empty() ? POLLIN : POLLOUT), 0});
     int wait_ms = 1000;
@@ -160,36 +193,60 @@ void front_door::run() {
     // Connections accepted below were not polled this round: only the
     // first `polled` have an entry in fds.
     const size_t polled = conns.size();
-    if (fds[1].revents & POLLIN) {
+    auto accept_all = [&](int listen_fd, bool same_host) {
       for (;;) {
-        sockaddr_in peer{};
+        sockaddr_storage peer{};
         socklen_t len = sizeof(peer);
-        int c = ::accept4(fd_, reinterpret_cast<sockaddr*>(&peer), &len,
+        int c = ::accept4(listen_fd, reinterpret_cast<sockaddr*>(&peer), &len,
                           SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (c < 0)
           break;
+        std::string from = same_host ? "same-host door" : to_string(peer);
         if (conns.size() >= opts_.max_pending) {
           if (opts_.on_reject)
-            opts_.on_reject(handshake_failure::refused, address_of(peer),
+            opts_.on_reject(handshake_failure::refused, from,
                             "too many handshakes in progress ("
                               + std::to_string(opts_.max_pending) + ")");
           ::close(c);
           continue;
         }
-        int one = 1;
-        ::setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        auto offered = opts_.worker_address;
+        if (same_host) {
+          // The kernel's word on who connected, before reading a byte.
+          auto cred = credentials_of(c);
+          auto why_not = cred ? why_not_same_host(*cred) : error_message(cred.error());
+          if (cred)
+            from += " (" + describe(*cred) + ")";
+          if (!why_not.empty()) {
+            if (opts_.on_reject)
+              opts_.on_reject(handshake_failure::refused, from,
+                              "not the same host and uid: " + why_not);
+            ::close(c);
+            continue;
+          }
+          offered = pack_worker_addresses(opts_.worker_address, opts_.same_host_address);
+        } else {
+          int one = 1;
+          ::setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        }
         auto session = random_session();
-        conns.push_back(pending{c, address_of(peer), clock::now() + opts_.handshake_timeout,
-                                handshake{handshake::role::server, opts_.secret,
-                                          handshake_offer{opts_.id, opts_.worker_address, session}},
-                                session, {}, {}, false});
+        pending p{c, from, clock::now() + opts_.handshake_timeout,
+                  handshake{handshake::role::server, opts_.secret,
+                            handshake_offer{opts_.id, std::move(offered), session}},
+                  session, {}, {}, false};
+        p.same_host = same_host;
+        conns.push_back(std::move(p));
       }
-    }
+    };
+    if (fds[1].revents & POLLIN)
+      accept_all(fd_, false);
+    if (fds[2].revents & POLLIN)
+      accept_all(unix_fd_, true);
     size_t i = 0;
     for (auto& c : conns) {
       if (i == polled)
         break;
-      auto& pfd = fds[2 + i++];
+      auto& pfd = fds[3 + i++];
       if (c.fd < 0 || pfd.revents == 0)
         continue;
       if (!c.out.empty()) {
@@ -239,7 +296,15 @@ void front_door::run() {
           break;
         }
         if (c.hs.done()) {
-          if (!opts_.on_peer || !opts_.on_peer(c.hs.peer(), c.my_session, c.from)) {
+          auto peer = c.hs.peer();
+          if (c.same_host
+              && !unpack_worker_addresses(c.hs.peer().worker_address, peer.worker_address,
+                                          peer.same_host_address)) {
+            reject(c, handshake_failure::malformed,
+                   "a same-host handshake without both worker addresses");
+            break;
+          }
+          if (!opts_.on_peer || !opts_.on_peer(peer, c.my_session, c.from)) {
             reject(c, handshake_failure::refused, "refused by this node");
             break;
           }
@@ -255,18 +320,22 @@ void front_door::run() {
       ::close(c.fd);
 }
 
-caf::expected<handshake_peer> front_door_connect(const sockaddr_in& sa, const std::string& secret,
-                                                 handshake_offer me,
-                                                 std::chrono::milliseconds timeout,
-                                                 handshake_failure* why) {
+namespace {
+
+/// The client side over a stream socket of `family` to `sa`: connects,
+/// (same-host) checks the listener's credentials, runs the handshake.
+caf::expected<handshake_peer> client_handshake(int family, const sockaddr* sa, socklen_t sa_len,
+                                               const std::string& where, bool same_host,
+                                               const std::string& secret, handshake_offer me,
+                                               std::chrono::milliseconds timeout,
+                                               handshake_failure* why) {
   auto refused = [why](handshake_failure f, const std::string& text) {
     if (why != nullptr)
       *why = f;
     return make_transport_error(transport_errc::unauthenticated, text);
   };
   const auto deadline = clock::now() + timeout;
-  const auto where = address_of(sa);
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  int fd = ::socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0)
     return make_transport_error(transport_errc::unavailable,
                                 std::string{"front door: socket: "} + std::strerror(errno));
@@ -274,8 +343,10 @@ caf::expected<handshake_peer> front_door_connect(const sockaddr_in& sa, const st
     int fd;
     ~closer() { ::close(fd); }
   } guard{fd};
-  int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  if (family == AF_INET) {
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  }
   auto wait = [&](short events) -> caf::error {
     for (;;) {
       auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - clock::now()).count();
@@ -292,7 +363,7 @@ caf::expected<handshake_peer> front_door_connect(const sockaddr_in& sa, const st
                                     "connect to " + where + ": " + std::strerror(errno));
     }
   };
-  if (::connect(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof(sa)) != 0) {
+  if (::connect(fd, sa, sa_len) != 0) {
     if (errno != EINPROGRESS)
       return make_transport_error(transport_errc::peer_unreachable,
                                   "connect to " + where + ": " + std::strerror(errno));
@@ -345,6 +416,17 @@ caf::expected<handshake_peer> front_door_connect(const sockaddr_in& sa, const st
         in.insert(in.end(), buf, buf + n);
     }
   };
+  if (same_host) {
+    // Whoever holds the name must be a process we would trust with our
+    // memory anyway: a squatter of another uid learns nothing of ours.
+    auto cred = credentials_of(fd);
+    if (!cred)
+      return refused(handshake_failure::refused, error_message(cred.error()));
+    if (auto why_not = why_not_same_host(*cred); !why_not.empty())
+      return refused(handshake_failure::refused, "the same-host door " + where + " is held by "
+                                                   + describe(*cred)
+                                                   + ", not the same host and uid: " + why_not);
+  }
   handshake hs{handshake::role::client, secret, std::move(me)};
   if (auto err = send_all(hs.start()))
     return err;
@@ -360,6 +442,39 @@ caf::expected<handshake_peer> front_door_connect(const sockaddr_in& sa, const st
         return err;
   }
   return hs.peer();
+}
+
+} // namespace
+
+caf::expected<handshake_peer> front_door_connect(const sockaddr_in& sa, const std::string& secret,
+                                                 handshake_offer me,
+                                                 std::chrono::milliseconds timeout,
+                                                 handshake_failure* why) {
+  return client_handshake(AF_INET, reinterpret_cast<const sockaddr*>(&sa), sizeof(sa),
+                          address_of(sa), false, secret, std::move(me), timeout, why);
+}
+
+caf::expected<handshake_peer>
+front_door_connect_same_host(const sockaddr_in& sa, const std::string& secret, handshake_offer me,
+                             std::span<const std::byte> local_address,
+                             std::chrono::milliseconds timeout, handshake_failure* why) {
+  sockaddr_un un{};
+  auto len = same_host_socket(sa, un);
+  me.worker_address = pack_worker_addresses(me.worker_address, local_address);
+  auto hp = client_handshake(AF_UNIX, reinterpret_cast<const sockaddr*>(&un), len,
+                             same_host_socket_name(sa), true, secret, std::move(me), timeout, why);
+  if (!hp)
+    return hp;
+  auto both = std::move(hp->worker_address);
+  if (!unpack_worker_addresses(both, hp->worker_address, hp->same_host_address)) {
+    if (why != nullptr)
+      *why = handshake_failure::malformed;
+    return make_transport_error(transport_errc::unauthenticated,
+                                "handshake malformed: the same-host door "
+                                  + same_host_socket_name(sa)
+                                  + " did not offer both worker addresses");
+  }
+  return hp;
 }
 
 } // namespace tessera::transport::detail

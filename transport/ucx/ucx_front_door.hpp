@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <thread>
 
@@ -38,6 +39,14 @@ struct front_door_options {
   /// connection).
   std::string id;
   std::vector<std::byte> worker_address;
+  /// Non-empty: this node's shared-memory UCX worker address, and the
+  /// door also listens on the same-host socket of its TCP address
+  /// (ucx_same_host.hpp). A peer there whose SO_PEERCRED shows another
+  /// uid or host is refused before a byte is read; one that passes runs
+  /// the same handshake, offering both addresses, and is handed to
+  /// on_peer with handshake_peer::same_host_address set. If the name is
+  /// taken, the door serves TCP only (logged). Default: empty.
+  std::vector<std::byte> same_host_address;
   /// A handshake that does not finish within this is dropped. Default: 5 s.
   std::chrono::milliseconds handshake_timeout{5000};
   /// Handshakes in progress at once; a connection beyond them is closed
@@ -72,11 +81,15 @@ public:
   /// The port actually bound.
   [[nodiscard]] uint16_t port() const { return port_; }
 
+  /// Whether the same-host socket is listening too.
+  [[nodiscard]] bool same_host() const { return unix_fd_ >= 0; }
+
 private:
-  front_door(int fd, uint16_t port, front_door_options options);
+  front_door(int fd, int unix_fd, uint16_t port, front_door_options options);
   void run();
 
   int fd_ = -1;
+  int unix_fd_ = -1;
   int stop_fd_ = -1;
   uint16_t port_ = 0;
   front_door_options opts_;
@@ -90,5 +103,18 @@ private:
 [[nodiscard]] caf::expected<handshake_peer>
 front_door_connect(const sockaddr_in& sa, const std::string& secret, handshake_offer me,
                    std::chrono::milliseconds timeout, handshake_failure* why = nullptr);
+
+/// Connects to the same-host socket of the front door at `sa`, checks
+/// that the kernel's record of the listener (SO_PEERCRED) is a process of
+/// this uid on this host, and runs the client side of the handshake
+/// offering `me` with `local_address` beside its worker address. The
+/// result has both of the server's addresses. Errors: peer_unreachable
+/// (no such socket: another host, or a node without the door), timeout,
+/// unauthenticated (the listener is not ours to trust, or the handshake
+/// failed; `why` as above).
+[[nodiscard]] caf::expected<handshake_peer>
+front_door_connect_same_host(const sockaddr_in& sa, const std::string& secret, handshake_offer me,
+                             std::span<const std::byte> local_address,
+                             std::chrono::milliseconds timeout, handshake_failure* why = nullptr);
 
 } // namespace tessera::transport::detail

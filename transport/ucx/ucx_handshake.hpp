@@ -83,6 +83,11 @@ struct handshake_peer {
   std::string id;
   std::vector<std::byte> worker_address;
   uint64_t session = 0;
+  /// Set by the front door (ucx_front_door.hpp), never by the handshake:
+  /// the peer's shared-memory worker address, when it came through the
+  /// same-host door and the kernel vouched for its host and uid
+  /// (ucx_same_host.hpp). Empty otherwise.
+  std::vector<std::byte> same_host_address;
 };
 
 /// One side of one handshake. Not thread-safe (one connection's state).

@@ -84,10 +84,14 @@ caf::expected<ucx_kv_path> resolve_kv_path(ucx_kv_path option, const std::string
   }
   if (peer_error_handling)
     return ucx_kv_path::am_rndv;
+  return allows_shared_memory(tls, env_tls) ? ucx_kv_path::put : ucx_kv_path::am_rndv;
+}
+
+bool allows_shared_memory(const std::string& tls, const char* env_tls) {
   const std::string_view list = !tls.empty() ? std::string_view{tls}
                                 : env_tls   ? std::string_view{env_tls}
                                             : std::string_view{};
-  return allows_shm_rma(list) ? ucx_kv_path::put : ucx_kv_path::am_rndv;
+  return allows_shm_rma(list);
 }
 
 } // namespace tessera::transport

@@ -53,6 +53,12 @@ enum class ucx_kv_path {
 ///    every shared-memory transport (no peer failure handler) and on this
 ///    kind of machine is left with tcp; on InfiniBand its rendezvous uses
 ///    RDMA itself, so am_rndv loses nothing there.
+/// Whether the transport list (`tls`, else `env_tls` = UCX_TLS, else UCX's
+/// default "all") lets UCX use a shared-memory transport with real RMA:
+/// what resolve_kv_path's put needs, and what turns on the same-host path
+/// with a cluster secret (ucx_options::same_host_rma).
+[[nodiscard]] bool allows_shared_memory(const std::string& tls, const char* env_tls);
+
 [[nodiscard]] caf::expected<ucx_kv_path> resolve_kv_path(ucx_kv_path option,
                                                          const std::string& tls,
                                                          const char* env_tls,

@@ -115,7 +115,7 @@ void ucx_core::on_send_done(void* request, ucs_status_t status, void* user_data)
 }
 
 void ucx_core::am_send(peer& p, unsigned id, std::vector<std::byte> header,
-                       std::vector<std::byte> data, completion done) {
+                       std::vector<std::byte> data, completion done, bool local) {
   auto* op = new_op(p.id, std::move(done));
   op->header = with_session(p, header);
   op->data = std::move(data);
@@ -125,8 +125,8 @@ void ucx_core::am_send(peer& p, unsigned id, std::vector<std::byte> header,
   rp.flags = UCP_AM_SEND_FLAG_EAGER;
   rp.cb.send = &ucx_core::on_send_done;
   rp.user_data = op;
-  auto* req = ucp_am_send_nbx(p.ep, id, op->header.data(), op->header.size(), op->data.data(),
-                              op->data.size(), &rp);
+  auto* req = ucp_am_send_nbx(local ? p.local_ep : p.ep, id, op->header.data(),
+                              op->header.size(), op->data.data(), op->data.size(), &rp);
   if (req == nullptr) {
     finish_op(op, caf::error{});
     release_op(op);
@@ -139,7 +139,7 @@ void ucx_core::am_send(peer& p, unsigned id, std::vector<std::byte> header,
 }
 
 ucs_status_t ucx_core::on_am(unsigned id, const void* header, size_t header_length, void* data,
-                             size_t length, const ucp_am_recv_param_t* param) {
+                             size_t length, const ucp_am_recv_param_t* param, bool local) {
   if (shutting_down_)
     return UCS_OK;
   // The sender is whoever holds the session at the head of the header;
@@ -176,9 +176,14 @@ ucs_status_t ucx_core::on_am(unsigned id, const void* header, size_t header_leng
                   + ") with a header of " + std::to_string(header_length) + " bytes");
     return UCS_OK;
   }
-  // Before HELLO / HELLO_ACK the peer may say nothing else.
+  // Only the same-host worker carries same-host keys, and nothing else
+  // (its handler is the only one registered there).
+  if (local != (id == am_local_regions))
+    return UCS_OK;
+  // Before HELLO / HELLO_ACK the peer may say nothing else (its same-host
+  // keys travel beside them, on their own endpoint).
   if (p->state != peer_state::connected && id != am_hello && id != am_hello_ack
-      && id != am_bye) {
+      && id != am_bye && id != am_local_regions) {
     refuse_peer(*p, rejection::malformed,
                 "active message " + std::to_string(id) + " before the connection was set up");
     return UCS_OK;
@@ -210,6 +215,9 @@ ucs_status_t ucx_core::on_am(unsigned id, const void* header, size_t header_leng
       break;
     case am_kv_ack:
       on_kv_ack(*p, rd);
+      break;
+    case am_local_regions:
+      on_local_regions(*p, rd);
       break;
     default:
       break;

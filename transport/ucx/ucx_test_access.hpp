@@ -29,6 +29,17 @@ struct ucx_test_access {
   /// until `done` ran.
   static void send_unchecked(ucx_transport& t, peer_id to, const std::string& actor,
                              std::span<const std::byte> data, bool rndv, completion done);
+
+  /// Whether connected peer `p` of `t` takes the same-host put path (an
+  /// endpoint on the shared-memory context and its keys).
+  static bool same_host(ucx_transport& t, peer_id p);
+
+  /// `t`'s shared-memory worker address (empty without the same-host
+  /// path): what only a peer the kernel vouched for is handed.
+  static std::vector<std::byte> same_host_worker_address(ucx_transport& t);
+
+  /// Batches `t` sent by put over the same-host path.
+  static uint64_t same_host_put_batches(ucx_transport& t);
 };
 
 } // namespace tessera::transport::detail

@@ -22,7 +22,8 @@ caf::expected<region_id> ucx_core::register_region(std::span<std::byte> memory) 
     auto st = ucp_mem_map(context_, &mp, &memh);
     if (st != UCS_OK)
       return ucx_error(transport_errc::invalid_message, "ucp_mem_map", st);
-    return add_region(memh, memory);
+    // Same-host peers put into it through process_vm_writev (cma).
+    return add_region(memh, memory, map_local(memory));
   });
 }
 
@@ -34,6 +35,10 @@ caf::expected<allocated_region> ucx_core::allocate_region(uint64_t bytes) {
     // (UCX_MEM_ALLOC_METHODS; by default a sysv or posix shared-memory
     // segment, then huge pages, then mmap): memory its sm transports
     // attach at the peer, so that a put into it is a memcpy.
+    // With the same-host path, its context allocates (its sm transports
+    // are the ones that attach the segment; the cluster context maps the
+    // memory it got).
+    auto* ctx = local_context_ != nullptr ? local_context_ : context_;
     ucp_mem_map_params_t mp{};
     mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH
                     | UCP_MEM_MAP_PARAM_FIELD_FLAGS;
@@ -41,7 +46,7 @@ caf::expected<allocated_region> ucx_core::allocate_region(uint64_t bytes) {
     mp.length = bytes;
     mp.flags = UCP_MEM_MAP_ALLOCATE;
     ucp_mem_h memh = nullptr;
-    auto st = ucp_mem_map(context_, &mp, &memh);
+    auto st = ucp_mem_map(ctx, &mp, &memh);
     if (st != UCS_OK)
       return ucx_error(transport_errc::unavailable,
                        "ucp_mem_map (allocate " + std::to_string(bytes) + " bytes)", st);
@@ -49,56 +54,85 @@ caf::expected<allocated_region> ucx_core::allocate_region(uint64_t bytes) {
     attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH;
     st = ucp_mem_query(memh, &attr);
     if (st != UCS_OK) {
-      ucp_mem_unmap(context_, memh);
+      ucp_mem_unmap(ctx, memh);
       return ucx_error(transport_errc::unavailable, "ucp_mem_query", st);
     }
     // UCX may round the length up; the region is what was asked for.
     std::span<std::byte> memory{static_cast<std::byte*>(attr.address), bytes};
-    auto id = add_region(memh, memory);
+    ucp_mem_h local_memh = nullptr;
+    if (ctx == local_context_) {
+      local_memh = memh;
+      mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+      mp.address = memory.data();
+      mp.flags = 0;
+      st = ucp_mem_map(context_, &mp, &memh);
+      if (st != UCS_OK) {
+        ucp_mem_unmap(local_context_, local_memh);
+        return ucx_error(transport_errc::unavailable, "ucp_mem_map (allocated memory)", st);
+      }
+    }
+    auto id = add_region(memh, memory, local_memh);
     if (!id)
       return id.error();
     return allocated_region{*id, memory};
   });
 }
 
-caf::expected<region_id> ucx_core::add_region(ucp_mem_h memh, std::span<std::byte> memory) {
-  void* rkey_buf = nullptr;
-  size_t rkey_len = 0;
-  auto st = ucp_rkey_pack(context_, memh, &rkey_buf, &rkey_len);
-  if (st != UCS_OK) {
+caf::expected<region_id> ucx_core::add_region(ucp_mem_h memh, std::span<std::byte> memory,
+                                              ucp_mem_h local_memh) {
+  auto unmap = [&] {
     ucp_mem_unmap(context_, memh);
+    if (local_memh != nullptr)
+      ucp_mem_unmap(local_context_, local_memh);
+  };
+  auto pack = [](ucp_context_h ctx, ucp_mem_h h, std::vector<std::byte>& out) {
+    void* buf = nullptr;
+    size_t len = 0;
+    auto st = ucp_rkey_pack(ctx, h, &buf, &len);
+    if (st == UCS_OK) {
+      auto* b = static_cast<const std::byte*>(buf);
+      out.assign(b, b + len);
+      ucp_rkey_buffer_release(buf);
+    }
+    return st;
+  };
+  local_region r;
+  auto st = pack(context_, memh, r.rkey);
+  if (st == UCS_OK && local_memh != nullptr)
+    st = pack(local_context_, local_memh, r.local_rkey);
+  if (st != UCS_OK) {
+    unmap();
     return ucx_error(transport_errc::invalid_message, "ucp_rkey_pack", st);
   }
-  local_region r;
   r.id = next_region_++;
   r.memory = memory;
   r.memh = memh;
-  auto* rb = static_cast<const std::byte*>(rkey_buf);
-  r.rkey.assign(rb, rb + rkey_len);
-  ucp_rkey_buffer_release(rkey_buf);
+  r.local_memh = local_memh;
   regions_.emplace(r.id, r);
   writer w;
-  encode_region(w, regions_.at(r.id), !opts_.grants_only);
+  encode_region(w, regions_.at(r.id), opts_.grants_only ? std::span<const std::byte>{} : r.rkey);
   for (auto& [pid, p] : peers_)
-    if (p.state != peer_state::failed)
+    if (p.state != peer_state::failed) {
       am_send(p, am_region, {}, w.out, {});
+      send_local_regions(p, {r.id});
+    }
   return r.id;
 }
 
-void ucx_core::encode_region(writer& w, const local_region& r, bool with_key) {
+void ucx_core::encode_region(writer& w, const local_region& r, std::span<const std::byte> key) {
   w.put<uint32_t>(r.id);
   w.put<uint64_t>(reinterpret_cast<uintptr_t>(r.memory.data()));
   w.put<uint64_t>(r.memory.size());
-  // With grants_only no key to the whole region leaves this process.
-  const size_t key_bytes = with_key ? r.rkey.size() : 0;
-  w.put<uint32_t>(static_cast<uint32_t>(key_bytes));
-  w.bytes(r.rkey.data(), key_bytes);
+  w.put<uint32_t>(static_cast<uint32_t>(key.size()));
+  w.bytes(key.data(), key.size());
 }
 
 void ucx_core::encode_regions(writer& w) {
   w.put<uint32_t>(static_cast<uint32_t>(regions_.size()));
+  // With grants_only no key to the whole region leaves this process over
+  // the cluster endpoint (same-host keys: send_local_regions).
   for (auto& [id, r] : regions_)
-    encode_region(w, r, !opts_.grants_only);
+    encode_region(w, r, opts_.grants_only ? std::span<const std::byte>{} : r.rkey);
 }
 
 bool ucx_core::decode_region(peer& p, reader& rd) {
@@ -119,10 +153,13 @@ bool ucx_core::decode_region(peer& p, reader& rd) {
   ucp_rkey_h rkey = nullptr;
   if (len > 0 && !opts_.grants_only && ucp_ep_rkey_unpack(p.ep, buf, &rkey) != UCS_OK)
     return false;
-  auto old = p.regions.find(id);
-  if (old != p.regions.end() && old->second.rkey != nullptr)
-    ucp_rkey_destroy(old->second.rkey);
-  p.regions[id] = remote_region{base, size, rkey};
+  // Its same-host key (on_local_regions) stays as it is.
+  auto& r = p.regions[id];
+  if (r.rkey != nullptr)
+    ucp_rkey_destroy(r.rkey);
+  r.base = base;
+  r.size = size;
+  r.rkey = rkey;
   return true;
 }
 
@@ -180,6 +217,10 @@ void ucx_core::start_transfer(peer_id to, const std::shared_ptr<transfer_batch>&
       done(err);
     return;
   }
+  // A same-host peer (ucx_same_host_rma.cpp) gets puts over shared
+  // memory into the regions it gave us keys to.
+  if (checked && same_host_keyed(*p, *b))
+    return start_put_transfer(*p, b, done, true);
   // An empty batch has no run to carry it: the put path's flush and
   // notice do. A peer that announced its regions without keys
   // (grants_only) takes every block by rendezvous.
@@ -237,9 +278,12 @@ caf::error ucx_core::check_batch(const peer& p, const transfer_batch& b, bool de
 }
 
 void ucx_core::start_put_transfer(peer& pr, const std::shared_ptr<transfer_batch>& b,
-                                  const completion& done) {
+                                  const completion& done, bool local) {
   auto* p = &pr;
   auto to = p->id;
+  auto* ep = local ? p->local_ep : p->ep;
+  if (local)
+    local_put_batches_.fetch_add(1, std::memory_order_relaxed);
   auto* op = new_op(to, done);
   op->batch = b;
   ++op->outstanding; // held until the flush is issued
@@ -251,9 +295,9 @@ void ucx_core::start_put_transfer(peer& pr, const std::shared_ptr<transfer_batch
                       | UCP_OP_ATTR_FIELD_MEMH;
     rp.cb.send = &ucx_core::on_put_done;
     rp.user_data = op;
-    rp.memh = src.memh;
-    auto* req = ucp_put_nbx(p->ep, src.memory.data() + blk.src_offset, blk.size,
-                            dst.base + blk.dst_offset, dst.rkey, &rp);
+    rp.memh = local ? src.local_memh : src.memh;
+    auto* req = ucp_put_nbx(ep, src.memory.data() + blk.src_offset, blk.size,
+                            dst.base + blk.dst_offset, local ? dst.local_rkey : dst.rkey, &rp);
     if (!op->hold(req))
       break;
   }
@@ -267,7 +311,9 @@ void ucx_core::start_put_transfer(peer& pr, const std::shared_ptr<transfer_batch
   rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   rp.cb.send = &ucx_core::on_flush_done;
   rp.user_data = op;
-  auto* req = ucp_ep_flush_nbx(p->ep, &rp);
+  // Flushed on the endpoint the puts took; the notice then goes on the
+  // cluster endpoint (after_flush), so it follows the data either way.
+  auto* req = ucp_ep_flush_nbx(ep, &rp);
   if (UCS_PTR_IS_ERR(req)) {
     op->status = UCS_PTR_STATUS(req);
     after_flush(op);
@@ -307,6 +353,15 @@ void ucx_core::on_batch(peer& p, reader& rd) {
   auto n = rd.get<uint32_t>();
   for (uint32_t i = 0; i < n && rd.ok; ++i)
     batch.blocks.push_back(get_block_copy(rd));
+  // With grants only, a notice (a same-host peer's puts) names granted
+  // blocks only, as a rendezvous run must land in them.
+  if (rd.ok && opts_.grants_only)
+    for (const auto& blk : batch.blocks)
+      if (!is_granted(p, blk.dst, blk.dst_offset, blk.size))
+        return refuse_peer(p, rejection::not_granted,
+                           "a batch notice for [" + std::to_string(blk.dst_offset) + ", +"
+                             + std::to_string(blk.size) + ") of region "
+                             + std::to_string(blk.dst) + " outside its grants");
   if (rd.ok && p.state == peer_state::connected)
     if (auto* h = handler_.load())
       h->on_blocks_arrived(p.id, batch);

@@ -98,4 +98,16 @@ void ucx_test_access::send_unchecked(ucx_transport& t, peer_id to, const std::st
   t.core_->send_unchecked(to, actor, data, rndv, std::move(done));
 }
 
+bool ucx_test_access::same_host(ucx_transport& t, peer_id p) {
+  return t.core_->same_host(p);
+}
+
+std::vector<std::byte> ucx_test_access::same_host_worker_address(ucx_transport& t) {
+  return t.core_->same_host_worker_address();
+}
+
+uint64_t ucx_test_access::same_host_put_batches(ucx_transport& t) {
+  return t.core_->same_host_put_batches();
+}
+
 } // namespace tessera::transport::detail

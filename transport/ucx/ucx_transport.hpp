@@ -156,6 +156,15 @@ struct ucx_options {
   /// runs average fewer bytes goes by put (one rendezvous handshake per
   /// run does not pay for small runs). Default: 256 KiB.
   uint64_t rndv_min_run_bytes = uint64_t{256} << 10;
+  /// With transport_options::grants_only: peers proven by the kernel to
+  /// run on this host as this uid (SO_PEERCRED on the front door's
+  /// same-host socket, ucx_same_host.hpp), which also proved the cluster
+  /// secret, put KV blocks one-sided into our regions over a second UCX
+  /// context with RMA and shared-memory transports only (they could
+  /// ptrace us anyway); every other peer keeps the grant path. Only where
+  /// put is the configured path: peer_error_handling off, a shared-memory
+  /// transport allowed by `tls`, kv_path not am_rndv. Default: true.
+  bool same_host_rma = true;
   /// An IPv4 address (or host name) of this host: UCX's network
   /// transports use only the interface holding it (UCX_NET_DEVICES, unless
   /// the environment sets that), so nothing of UCX listens on another
