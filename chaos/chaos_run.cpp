@@ -12,6 +12,7 @@
 
 #include "bench/http_client.hpp"
 #include "chaos/health_probe.hpp"
+#include "cluster/cluster_secret.hpp"
 #include "chaos/load_plan.hpp"
 #include "chaos/node_processes.hpp"
 #include "chaos/reference_engine.hpp"
@@ -42,11 +43,16 @@ bench::http_endpoint admin_endpoint(const cluster::node_spec& n) {
   return {n.http_host, 0, ""};
 }
 
-/// Replaces node `n`'s fault plan; "" when it worked, else why not.
-std::string post_fault_plan(const cluster::node_spec& n, const std::string& plan) {
+/// Replaces node `n`'s fault plan (with the cluster's admin key, which
+/// the endpoint asks for); "" when it worked, else why not.
+std::string post_fault_plan(const cluster::node_spec& n, const std::string& plan,
+                            const cluster::cluster_config& cfg) {
+  auto key = cluster::load_cluster_secret(cfg.admin_key_file);
+  if (!key)
+    return "POST /admin/faults: " + error_message(key.error());
   const auto ep = admin_endpoint(n);
   const std::string body = nlohmann::json{{"plan", plan}}.dump();
-  auto reply = bench::http_fetch(ep, "POST", "/admin/faults", body, std::chrono::milliseconds{3000});
+  auto reply = bench::http_fetch(ep, "POST", "/admin/faults", body, std::chrono::milliseconds{3000}, "Bearer " + *key);
   if (!reply)
     return "POST /admin/faults: " + error_message(reply.error());
   if (reply->status != 200)
@@ -74,7 +80,7 @@ std::string apply_event(const scenario_event& e, node_processes& nodes, const cl
       err = nodes.restart(e.node);
       break;
     case event_action::faults:
-      return post_fault_plan(*cfg.node(e.node), e.plan);
+      return post_fault_plan(*cfg.node(e.node), e.plan, cfg);
   }
   return err ? error_message(err) : std::string{};
 }

@@ -1,9 +1,12 @@
 // `tessera chaos`: the fault harness. Starts the cluster of a config, runs
 // a seeded load whose answers it knows, applies a scenario's timed faults
 // and reports what was wrong, failed or lost (chaos/).
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -44,33 +47,32 @@ std::string self_path() {
   return ec ? "/proc/self/exe" : self.string();
 }
 
-/// Makes the cluster secret `file` names if it is missing (32 random
-/// bytes as hex, mode 600), as scripts/cluster.sh does; "" or why not.
-std::string ensure_secret(const std::string& file) {
+/// Makes the key file `file` names if it is missing (32 random bytes as
+/// hex), created with mode 600 and O_EXCL, so it is never readable by
+/// others, not even for a moment, and a concurrent maker does not
+/// overwrite it; `what` names it in messages. "" or why not.
+std::string ensure_key_file(const std::string& file, const std::string& what) {
   if (file.empty() || std::filesystem::exists(file))
     return {};
   std::ifstream random{"/dev/urandom", std::ios::binary};
   unsigned char bytes[32];
   if (!random.read(reinterpret_cast<char*>(bytes), sizeof bytes))
-    return "cannot read /dev/urandom for the cluster secret";
+    return "cannot read /dev/urandom for " + what;
   std::string text;
   for (unsigned char b : bytes) {
     static const char* hex = "0123456789abcdef";
     text += hex[b >> 4];
     text += hex[b & 15];
   }
-  {
-    std::ofstream out{file};
-    out << text << "\n";
-    if (!out)
-      return "cannot write the cluster secret " + file;
-  }
-  std::error_code ec;
-  std::filesystem::permissions(file, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write,
-                               std::filesystem::perm_options::replace, ec);
-  if (ec)
-    return "cannot make " + file + " mode 600: " + ec.message();
-  std::fprintf(stderr, "tessera chaos: made the cluster secret %s (mode 600)\n", file.c_str());
+  text += '\n';
+  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return errno == EEXIST ? std::string{} : "cannot create " + what + " " + file + ": " + std::strerror(errno);
+  const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ::close(fd);
+  if (!written)
+    return "cannot write " + what + " " + file;
+  std::fprintf(stderr, "tessera chaos: made %s %s (mode 600)\n", what.c_str(), file.c_str());
   return {};
 }
 
@@ -84,7 +86,9 @@ int run_chaos_command(const chaos_args& a) {
   auto cfg = cluster::load_cluster_config(a.config);
   if (!cfg)
     return fail(error_message(cfg.error()));
-  if (auto err = ensure_secret(cfg->cluster_secret_file); !err.empty())
+  if (auto err = ensure_key_file(cfg->cluster_secret_file, "the cluster secret"); !err.empty())
+    return fail(err);
+  if (auto err = ensure_key_file(cfg->admin_key_file, "the admin key"); !err.empty())
     return fail(err);
   auto sc = chaos::load_scenario(a.scenario);
   if (!sc)
@@ -111,8 +115,13 @@ int run_chaos_command(const chaos_args& a) {
   o.config_file = a.config;
   o.backend = actors::detail::backend_choice_of(*cfg);
   o.config = std::move(*cfg);
-  if (o.run.uses_faults())
+  if (o.run.uses_faults()) {
+    // Fault plans go to POST /admin/faults, which takes the admin key.
+    if (o.config.admin_key_file.empty())
+      return fail(a.config + ": scenario " + a.scenario + " sets fault plans, which the nodes take only with "
+                  "the admin key: add admin_key_file = \"admin.key\" (tessera chaos makes the file)");
     o.node_args.push_back("--fault-injection");
+  }
   o.log_dir = !a.logs.empty() ? std::filesystem::path{a.logs}
                               : std::filesystem::temp_directory_path() /
                                   ("tessera-chaos-" + o.run.name + "-" + std::to_string(getpid()));

@@ -55,6 +55,18 @@ std::string compose_cache_salt(std::string_view cache_namespace, std::string_vie
   return out;
 }
 
+bool bearer_matches(const std::optional<std::string_view>& authorization, std::string_view key) {
+  if (key.empty() || !authorization || !authorization->starts_with("Bearer "))
+    return false;
+  const auto given = authorization->substr(7);
+  // Every byte of the key is looked at whatever the given one holds, so
+  // the time taken does not tell how much of a guess was right.
+  unsigned char diff = given.size() == key.size() ? 0 : 1;
+  for (size_t i = 0; i < key.size(); ++i)
+    diff |= static_cast<unsigned char>(key[i] ^ (i < given.size() ? given[i] : 0));
+  return diff == 0;
+}
+
 std::string_view endpoint_label(std::string_view path) {
   static constexpr std::array<std::string_view, 11> known{
     "/v1/completions", "/v1/chat/completions", "/v1/models", "/v1/tokenize", "/v1/detokenize", "/health",

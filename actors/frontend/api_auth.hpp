@@ -26,6 +26,11 @@ namespace tessera::actors::frontend {
 authenticate(const std::shared_ptr<const cluster::api_key_table>& keys,
              const std::optional<std::string_view>& authorization);
 
+/// Whether `authorization` is "Bearer <key>" for `key` (the operator's
+/// admin key), compared in constant time; false when `key` is empty (no
+/// admin key configured: nobody is an admin).
+[[nodiscard]] bool bearer_matches(const std::optional<std::string_view>& authorization, std::string_view key);
+
 /// The engine request's cache_salt for a tenant with `cache_namespace`
 /// (empty: no keys configured) and the request's `cache_salt` (empty: none
 /// given): empty when both are, else

@@ -102,15 +102,7 @@ void admin_fault(frontend_pointer self, const http_call& call) {
 /// Whether `call` carries the admin key (Authorization: Bearer KEY),
 /// compared in constant time. No key configured: never.
 bool admin_allowed(const frontend_state& st, const http_call& call) {
-  const auto& key = st.cfg.admin_key;
-  auto auth = call.request.header("Authorization");
-  if (key.empty() || !auth || !auth->starts_with("Bearer "))
-    return false;
-  const auto given = auth->substr(7);
-  unsigned char diff = given.size() == key.size() ? 0 : 1;
-  for (size_t i = 0; i < key.size(); ++i)
-    diff |= static_cast<unsigned char>(key[i] ^ (i < given.size() ? given[i] : 0));
-  return diff == 0;
+  return bearer_matches(call.request.header("Authorization"), st.cfg.admin_key);
 }
 
 void admin(frontend_pointer self, const http_call& call) {

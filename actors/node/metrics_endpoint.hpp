@@ -22,11 +22,15 @@ using fault_control = std::function<caf::error(const std::string& plan)>;
 
 /// Listens on host:port; GET /metrics renders `metrics`, GET /live is 200;
 /// with `faults` (a node with fault injection on), POST /admin/faults
-/// {"plan": "<fault_plan text>"} sets the node's plan ("" clears it and
-/// heals every partition): 200, or 400 naming the problem; anything else
-/// 404. Errors: the HTTP server's (port in use).
+/// {"plan": "<fault_plan text>"} with `Authorization: Bearer <admin_key>`
+/// sets the node's plan ("" clears it and heals every partition): 200, 401
+/// without the key, or 400 naming the problem; anything else 404. Errors:
+/// the HTTP server's (port in use); `faults` without an `admin_key`
+/// (caf::sec::invalid_argument: a fault endpoint anyone could call would
+/// let anyone on the network cut the node off).
 [[nodiscard]] caf::expected<std::unique_ptr<frontend::http_server>>
 start_metrics_endpoint(const std::string& host, uint16_t port,
-                       std::shared_ptr<const cluster::metrics_registry> metrics, fault_control faults = {});
+                       std::shared_ptr<const cluster::metrics_registry> metrics, fault_control faults = {},
+                       std::string admin_key = {});
 
 } // namespace tessera::actors::detail

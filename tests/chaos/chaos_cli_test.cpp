@@ -32,7 +32,7 @@ std::filesystem::path write_cluster(const std::filesystem::path& dir) {
   std::ofstream out{file};
   out << "model = \"" << tessera::test::test_model_dir("nano").string() << "\"\n"
       << "served_model_name = \"nano\"\nmax_local_prefill_tokens = 32\nucx_tls = \"tcp\"\n"
-      << "cluster_secret_file = \"cluster.secret\"\nthreads_per_worker = 1\nkv_cache_mb = 8\nkvstore_host_mb = 16\n";
+      << "cluster_secret_file = \"cluster.secret\"\nadmin_key_file = \"admin.key\"\nthreads_per_worker = 1\nkv_cache_mb = 8\nkvstore_host_mb = 16\n";
   const char* ids[] = {"front", "prefill", "decode-a", "decode-b"};
   const char* roles[] = {"\"frontend\", \"router\"", "\"prefill\"", "\"decode\"", "\"decode\""};
   for (int i = 0; i < 4; ++i) {
