@@ -41,6 +41,8 @@
 ///   fault_injection = false         # every node's transport through the fault
 ///                                   # decorator; POST /admin/faults on each
 ///                                   # node's metrics endpoint sets its plan
+///                                   # (needs admin_key_file: the endpoint
+///                                   # takes the admin key)
 ///   [sim]                           # only with engine = "sim"; all optional
 ///   gpu = "h100"                    # a100, h100, h200
 ///   time_scale = 1.0                # wall seconds per modelled second (0: no wait)

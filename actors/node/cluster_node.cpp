@@ -151,6 +151,21 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
   // (POST /admin/faults on the metrics endpoint). The bridge owns it and
   // outlives the endpoint (impl's members go before node_actors').
   transport::fault_transport* faults = nullptr;
+  // The operator's admin key: the frontend's /admin/* and a fault-injecting
+  // node's POST /admin/faults take it (none: /admin/* is closed, and fault
+  // injection is refused, since its endpoint would be open to anyone).
+  std::string admin_key;
+  if (!cfg.admin_key_file.empty()) {
+    auto key = cluster::load_cluster_secret(cfg.admin_key_file);
+    if (!key)
+      return key.error();
+    admin_key = std::move(*key);
+  }
+  if (cfg.fault_injection && admin_key.empty())
+    return caf::make_error(caf::sec::invalid_argument,
+                           "node '" + node_id + "': fault injection needs admin_key_file in the cluster config "
+                           "(POST /admin/faults takes the admin key; without one anyone reaching the metrics port "
+                           "could cut the node off)");
   if (cfg.fault_injection) {
     auto f = std::make_unique<transport::fault_transport>(std::move(wire), transport::fault_plan{});
     faults = f.get();
@@ -254,12 +269,7 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
     fs.metrics = metrics;
     fs.store = p->store;
     fs.units = *units;
-    if (!cfg.admin_key_file.empty()) {
-      auto key = cluster::load_cluster_secret(cfg.admin_key_file);
-      if (!key)
-        return key.error();
-      fs.admin_key = std::move(*key);
-    }
+    fs.admin_key = admin_key;
     fs.api_keys = std::move(*api_keys);
     fs.protect_metrics = cfg.protect_metrics;
     p->api_keys_file = cfg.api_keys_file;
@@ -280,7 +290,8 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
         faults->set_plan(std::move(*plan));
         return {};
       };
-    auto http = detail::start_metrics_endpoint(me->metrics_host, me->metrics_port, metrics, std::move(control));
+    auto http = detail::start_metrics_endpoint(me->metrics_host, me->metrics_port, metrics, std::move(control),
+                                             admin_key);
     if (!http)
       return http.error();
     p->metrics_http = std::move(*http);
