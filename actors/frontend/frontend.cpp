@@ -152,8 +152,10 @@ void on_tokens(frontend_pointer self, wire::token_chunk chunk) {
   auto& c = j.choices[where->second.second];
   const auto now = clock_type::now();
   auto ready = c.order.accept(std::move(chunk));
-  if (!ready.empty())
+  if (!ready.empty()) {
     c.progress = now;
+    c.unknown_rounds = 0;
+  }
   for (auto& out : ready) {
     if (!out.tokens.empty()) {
       if (c.order.received() == static_cast<int32_t>(out.tokens.size()))
@@ -234,6 +236,8 @@ void admit(frontend_pointer self, uint64_t key, size_t index, std::vector<int32_
         auto& j = it->second;
         auto& c = j.choices[index];
         c.route = a;
+        c.routed = true;
+        c.progress = clock_type::now();
         auto h = handoff_of(self, j, index);
         h.request.prompt = std::move(prompt);
         if (a.disaggregated)
@@ -244,6 +248,8 @@ void admit(frontend_pointer self, uint64_t key, size_t index, std::vector<int32_
           .then(
             [self, key, index, a, id = h.request.id]() {
               auto it = self->state.jobs.find(key);
+              if (it != self->state.jobs.end() && it->second.choices[index].engine_id != id)
+                return; // the watchdog moved it meanwhile (migrate stopped this attempt)
               if (it == self->state.jobs.end()) {
                 // The job ended (client gone, another choice failed) while
                 // this choice was being admitted: stop it again.
@@ -257,6 +263,9 @@ void admit(frontend_pointer self, uint64_t key, size_t index, std::vector<int32_
               mark_admitted(it->second, index);
             },
             [self, key, index, a, id = h.request.id](caf::error& err) {
+              auto it = self->state.jobs.find(key);
+              if (it != self->state.jobs.end() && it->second.choices[index].engine_id != id)
+                return; // the watchdog moved it meanwhile
               if (err != caf::sec::request_timeout)
                 return fail_job(self, key, to_api_error(err));
               // The request or its answer was lost on the way (the worker may
@@ -303,6 +312,8 @@ void migrate(frontend_pointer self, uint64_t key, size_t index, const api_error&
       self->send(worker_at(self, c.route.decode), cancel_atom_v, cancel);
   }
   c.moving = true;
+  c.routed = false;
+  c.unknown_rounds = 0;
   c.engine_id = st.id_base + st.next_id++;
   st.by_engine_id[c.engine_id] = {key, index};
   c.order.drop_waiting();
@@ -345,6 +356,8 @@ void resume(frontend_pointer self, uint64_t key, size_t index) {
         c.route = a;
         c.route.disaggregated = false;
         c.route.prefill = c.route.decode = at;
+        c.routed = true;
+        c.progress = clock_type::now();
         auto h = handoff_of(self, j, index);
         h.request.prompt = j.prompt;
         h.resume_output = c.out.token_ids;
@@ -526,6 +539,72 @@ void on_http(frontend_pointer self, http_call call) {
   send_error(call.response, e);
 }
 
+/// Asks the workers of every placed stream quiet for probe_after whether
+/// they still hold it (request_status); a stream that every worker it may
+/// be on disowns in two rounds in a row lost its request or its last chunk
+/// on the way, and moves (migrate: the client's tokens so far go with it).
+/// A reply that is lost or late changes nothing; the next round asks again.
+void probe_quiet_streams(frontend_pointer self) {
+  auto& st = self->state;
+  const auto now = clock_type::now();
+  // Per worker, the attempts to ask about; per attempt, how many workers.
+  std::map<std::pair<std::string, std::string>, std::pair<wire::actor_address, wire::request_status>> asks;
+  auto asked = std::make_shared<std::map<uint64_t, int>>();
+  for (auto& [key, j] : st.jobs)
+    for (auto& c : j.choices) {
+      if (c.done || !c.routed || now - c.progress < st.cfg.probe_after)
+        continue;
+      // Before its first token a disaggregated stream is on its prefill
+      // worker, on its way, or on its decode worker: only all three
+      // disowning it means it is lost.
+      std::vector<const wire::actor_address*> on{&c.route.prefill};
+      if (c.route.disaggregated)
+        on = c.order.received() > 0 ? std::vector<const wire::actor_address*>{&c.route.decode}
+                                    : std::vector<const wire::actor_address*>{&c.route.prefill, &c.route.decode};
+      for (const auto* at : on) {
+        auto& a = asks[{at->node, at->actor}];
+        a.first = *at;
+        if (a.second.request_ids.size() < wire::wire_limits{}.max_status_ids) {
+          a.second.request_ids.push_back(c.engine_id);
+          ++(*asked)[c.engine_id];
+        }
+      }
+    }
+  auto disowned = std::make_shared<std::map<uint64_t, int>>();
+  auto pending = std::make_shared<size_t>(asks.size());
+  for (auto& [name, ask] : asks) {
+    auto done = [self, asked, disowned, pending](const std::vector<uint64_t>& unknown) {
+      for (auto id : unknown)
+        if (asked->contains(id))
+          ++(*disowned)[id];
+      if (--*pending != 0)
+        return;
+      auto& st = self->state;
+      std::vector<std::pair<uint64_t, size_t>> lost;
+      for (const auto& [id, n] : *asked) {
+        auto where = st.by_engine_id.find(id);
+        if (where == st.by_engine_id.end())
+          continue;
+        auto& c = st.jobs.at(where->second.first).choices[where->second.second];
+        if (c.engine_id != id || c.done || clock_type::now() - c.progress < st.cfg.probe_after)
+          continue;
+        auto d = disowned->find(id);
+        c.unknown_rounds = d != disowned->end() && d->second == n ? c.unknown_rounds + 1 : 0;
+        if (c.unknown_rounds >= 2)
+          lost.push_back(where->second);
+      }
+      for (const auto& [key, index] : lost) {
+        auto e = no_worker("its worker no longer holds it (its request or its last tokens were lost on the way)");
+        e.code = "worker_failed";
+        migrate(self, key, index, e);
+      }
+    };
+    self->request(worker_at(self, ask.first), st.cfg.watch_interval, status_atom_v, std::move(ask.second))
+      .then([done](const wire::request_status_reply& r) { done(r.unknown_ids); },
+            [done](caf::error&) { done({}); }); // no answer: nothing learned this round
+  }
+}
+
 /// The stream watchdog (frontend_config::watch_interval): moves every
 /// running stream whose worker the router reports unhealthy, whose chunks
 /// wait behind a lost one, or that stalled, to another worker.
@@ -534,6 +613,7 @@ void watch_streams(frontend_pointer self) {
   self->delayed_send(self, st.cfg.watch_interval, step_atom_v);
   if (st.jobs.empty())
     return;
+  probe_quiet_streams(self);
   self->request(st.cfg.router, st.cfg.watch_interval * 4, workers_atom_v)
     .then(
       [self](const std::vector<router_worker_view>& ws) {

@@ -88,6 +88,11 @@ struct frontend_config {
   std::chrono::milliseconds watch_interval{500};
   std::chrono::milliseconds gap_timeout{2000};
   std::chrono::milliseconds stall_timeout{60000};
+  /// A placed stream with no chunk for `probe_after` is asked about on its
+  /// worker(s) every watch_interval (request_status); when they say twice
+  /// in a row that they do not hold it (its request or its last chunk was
+  /// lost on the way), it moves. Default: 1.5 s.
+  std::chrono::milliseconds probe_after{1500};
   /// The admin key: set, POST /admin/drain (and /admin/fault with a
   /// supervisor) is served and every /admin/* endpoint needs
   /// "Authorization: Bearer <key>" (401 otherwise); empty, every /admin/*

@@ -82,6 +82,12 @@ struct job_choice {
   /// Between a migration and the new worker's acceptance (the watchdog
   /// leaves it alone meanwhile).
   bool moving = false;
+  /// The router placed this attempt (engine_id): route says where it is,
+  /// so a quiet stream can be asked about (watch_streams).
+  bool routed = false;
+  /// Consecutive watchdog rounds in which every worker this attempt may
+  /// be on said it does not hold it (request_status).
+  int32_t unknown_rounds = 0;
   int32_t cached_tokens = 0;
   clock_type::time_point last_token;
 };

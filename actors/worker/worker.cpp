@@ -758,6 +758,14 @@ worker_impl::behavior_type worker_fn(worker_pointer self, std::shared_ptr<engine
       grant_waiting(self);
     },
     [self](load_atom) { return load_of(self); },
+    [self](status_atom, const wire::request_status& q) {
+      const auto& st = self->state;
+      wire::request_status_reply r;
+      for (auto id : q.request_ids)
+        if (!st.requests.contains(id) && !st.fetching.contains(id) && !st.grants.contains(id))
+          r.unknown_ids.push_back(id);
+      return r;
+    },
     [self](step_atom) { on_step(self); },
     [self](kv_events_atom) { resend_kv_view(self); },
     [self](expire_atom, uint64_t id) {

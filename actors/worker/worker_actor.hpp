@@ -88,6 +88,11 @@ using worker_actor = caf::typed_actor<
   caf::reacts_to<cancel_atom, transport::wire::request_cancel>,
   /// Load and KV usage now.
   caf::replies_to<load_atom>::with<transport::wire::heartbeat>,
+  /// Which of the asked requests this worker does not hold (queued,
+  /// fetching its prefix, running, handing off or reserved): the frontend
+  /// asks for streams that went quiet, whose request or last chunk may
+  /// have been lost on the way.
+  caf::replies_to<status_atom, transport::wire::request_status>::with<transport::wire::request_status_reply>,
   /// The router lost some of this worker's KV events: resend the whole
   /// view (a "cleared" event, then "stored" events with every cached hash).
   caf::reacts_to<kv_events_atom>>;

@@ -107,6 +107,25 @@ TEST(WireCodecTest, RoundTripsKvGrantAndCancel) {
   expect_same(store, std::get<worker_join>(round_trip(store)));
 }
 
+TEST(WireCodecTest, RoundTripsRequestStatusAndItsReplyWithinTheirBounds) {
+  request_status ask{{1, 2, 0xffffffffffffffffull}};
+  EXPECT_EQ(std::get<request_status>(round_trip(ask)).request_ids, ask.request_ids);
+  request_status_reply none; // the worker holds every asked request
+  EXPECT_TRUE(std::get<request_status_reply>(round_trip(none)).unknown_ids.empty());
+  request_status_reply some{{2}};
+  EXPECT_EQ(std::get<request_status_reply>(round_trip(some)).unknown_ids, some.unknown_ids);
+  // Asking about nothing, or about more ids than the bound, is refused.
+  auto empty = encode(wire_message{request_status{}});
+  ASSERT_FALSE(empty);
+  EXPECT_EQ(empty.error(), transport_errc::invalid_message);
+  request_status many;
+  many.request_ids.resize(wire_limits{}.max_status_ids + 1, 7);
+  EXPECT_FALSE(encode(wire_message{many}));
+  request_status_reply many_back;
+  many_back.unknown_ids.resize(wire_limits{}.max_status_ids + 1, 7);
+  EXPECT_FALSE(encode(wire_message{many_back}));
+}
+
 TEST(WireCodecTest, RoundTripsKvFetchRequestAndReply) {
   expect_same(test::sample_fetch(), std::get<kv_fetch_request>(round_trip(test::sample_fetch())));
   expect_same(test::sample_fetch_reply(), std::get<kv_fetch_reply>(round_trip(test::sample_fetch_reply())));

@@ -168,6 +168,20 @@ TEST(WireMalformedTest, RejectsListLongerThanTheBoundBeforeCopyingIt) {
     << error_text(m.error());
 }
 
+TEST(WireMalformedTest, RejectsAStatusProbeOverItsBoundBeforeCopyingIt) {
+  capnp::MallocMessageBuilder mb;
+  mb.initRoot<s::RequestStatus>().initRequestIds(5);
+  wire_limits lim;
+  lim.max_status_ids = 4;
+  auto m = decode(frame_of(message_type::request_status, mb), lim);
+  ASSERT_FALSE(m);
+  EXPECT_NE(error_text(m.error()).find("request_ids"), std::string::npos) << error_text(m.error());
+  capnp::MallocMessageBuilder empty;
+  empty.initRoot<s::RequestStatus>();
+  expect_rejected(frame_of(message_type::request_status, empty), transport_errc::invalid_message,
+                  "request_status: request_ids must not be empty");
+}
+
 TEST(WireMalformedTest, RejectsTooManyStopStrings) {
   capnp::MallocMessageBuilder mb;
   auto r = mb.initRoot<s::RequestHandoff>();

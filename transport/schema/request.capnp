@@ -82,3 +82,13 @@ struct RequestCancel {
   requestId @0 :UInt64;
   reason @1 :Text;
 }
+
+# Which of these requests does a worker still hold? (A quiet stream.)
+struct RequestStatus {
+  requestIds @0 :List(UInt64);
+}
+
+# The asked ids the worker does not hold.
+struct RequestStatusReply {
+  unknownIds @0 :List(UInt64);
+}

@@ -234,6 +234,21 @@ void put(capnp::MessageBuilder& mb, const request_cancel& m) {
   b.setReason(text(m.reason));
 }
 
+void put_ids(capnp::List<uint64_t>::Builder out, const std::vector<uint64_t>& ids) {
+  for (unsigned i = 0; i < ids.size(); ++i)
+    out.set(i, ids[i]);
+}
+
+void put(capnp::MessageBuilder& mb, const request_status& m) {
+  put_ids(mb.initRoot<s::RequestStatus>().initRequestIds(static_cast<unsigned>(m.request_ids.size())),
+          m.request_ids);
+}
+
+void put(capnp::MessageBuilder& mb, const request_status_reply& m) {
+  put_ids(mb.initRoot<s::RequestStatusReply>().initUnknownIds(static_cast<unsigned>(m.unknown_ids.size())),
+          m.unknown_ids);
+}
+
 void put(capnp::MessageBuilder& mb, const worker_join& m) {
   auto b = mb.initRoot<s::WorkerJoin>();
   b.setWorkerId(m.worker_id);
@@ -558,6 +573,14 @@ request_cancel get(s::RequestCancel::Reader r, const wire_limits& lim) {
   return {r.getRequestId(), get_text("reason", r.getReason(), lim.max_name_bytes)};
 }
 
+request_status get(s::RequestStatus::Reader r, const wire_limits& lim) {
+  return {get_list<uint64_t>("request_ids", r.getRequestIds(), lim.max_status_ids, "entries")};
+}
+
+request_status_reply get(s::RequestStatusReply::Reader r, const wire_limits& lim) {
+  return {get_list<uint64_t>("unknown_ids", r.getUnknownIds(), lim.max_status_ids, "entries")};
+}
+
 worker_join get(s::WorkerJoin::Reader r, const wire_limits& lim) {
   worker_join m;
   m.worker_id = r.getWorkerId();
@@ -613,6 +636,8 @@ wire_message read_root(message_type type, capnp::MessageReader& reader, const wi
     case message_type::worker_join: return get(reader.getRoot<s::WorkerJoin>(), lim);
     case message_type::kv_fetch_request: return get(reader.getRoot<s::KvFetchRequest>(), lim);
     case message_type::kv_fetch_reply: return get(reader.getRoot<s::KvFetchReply>(), lim);
+    case message_type::request_status: return get(reader.getRoot<s::RequestStatus>(), lim);
+    case message_type::request_status_reply: return get(reader.getRoot<s::RequestStatusReply>(), lim);
   }
   throw decode_failure{transport_errc::unknown_type,
                        "unknown message type " + std::to_string(static_cast<unsigned>(type))};

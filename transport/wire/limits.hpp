@@ -28,6 +28,8 @@ struct wire_limits {
   size_t max_blocks_per_batch = 65536;
   /// Most block hashes in one KV event. Default: 65536.
   size_t max_event_hashes = 65536;
+  /// Most request ids in one request_status or its reply. Default: 4096.
+  size_t max_status_ids = 4096;
   /// Capnp nesting limit (our schemas nest at most 4 deep). Default: 16.
   int nesting_limit = 16;
 };

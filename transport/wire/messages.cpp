@@ -19,6 +19,8 @@ std::string_view to_string(message_type t) {
     case message_type::worker_join: return "worker_join";
     case message_type::kv_fetch_request: return "kv_fetch_request";
     case message_type::kv_fetch_reply: return "kv_fetch_reply";
+    case message_type::request_status: return "request_status";
+    case message_type::request_status_reply: return "request_status_reply";
   }
   return "unknown";
 }

@@ -38,10 +38,12 @@ enum class message_type : uint16_t {
   worker_join = 11,
   kv_fetch_request = 12,
   kv_fetch_reply = 13,
+  request_status = 14,
+  request_status_reply = 15,
 };
 
 /// Largest valid message_type value.
-inline constexpr uint16_t max_message_type = 13;
+inline constexpr uint16_t max_message_type = 15;
 
 /// "request_handoff", ...; "unknown" for a value outside the enum.
 [[nodiscard]] std::string_view to_string(message_type t);
@@ -340,11 +342,27 @@ struct kv_fetch_reply {
   bool busy = false;
 };
 
+/// The frontend asking a worker which of the requests it placed there the
+/// worker still holds: a stream that went quiet may have lost its request
+/// or its last token chunk on the way, and only the worker can tell.
+struct request_status {
+  /// [1, wire_limits::max_status_ids] request ids.
+  std::vector<uint64_t> request_ids;
+};
+
+/// A worker's answer to a request_status: the asked ids it does not hold
+/// (never received, or finished and forgotten). A subset of the asked ids.
+struct request_status_reply {
+  /// [0, wire_limits::max_status_ids] request ids.
+  std::vector<uint64_t> unknown_ids;
+};
+
 /// Any message that crosses a process. The alternatives are in
 /// message_type order.
 using wire_message = std::variant<request_handoff, token_chunk, kv_transfer_batch, kv_event,
                                   membership, heartbeat, wire_error, kv_grant, envelope,
-                                  request_cancel, worker_join, kv_fetch_request, kv_fetch_reply>;
+                                  request_cancel, worker_join, kv_fetch_request, kv_fetch_reply,
+                                  request_status, request_status_reply>;
 
 /// The message_type of the alternative `m` holds.
 [[nodiscard]] message_type type_of(const wire_message& m);

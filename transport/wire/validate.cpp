@@ -295,6 +295,20 @@ problem check(const request_cancel& m, const wire_limits& lim) {
   return check_name("reason", m.reason, lim.max_name_bytes, false);
 }
 
+problem check(const request_status& m, const wire_limits& lim) {
+  if (m.request_ids.empty())
+    return "request_ids must not be empty";
+  if (m.request_ids.size() > lim.max_status_ids)
+    return too_long("request_ids", m.request_ids.size(), lim.max_status_ids, "entries");
+  return {};
+}
+
+problem check(const request_status_reply& m, const wire_limits& lim) {
+  if (m.unknown_ids.size() > lim.max_status_ids)
+    return too_long("unknown_ids", m.unknown_ids.size(), lim.max_status_ids, "entries");
+  return {};
+}
+
 problem check(const kv_fetch_request& m, const wire_limits& lim) {
   if (m.block_hashes.empty())
     return "block_hashes must not be empty";
