@@ -1,132 +1,25 @@
+// The worker actor: the shell around its protocols' state machines
+// (worker_state.hpp). The hand-off's handlers are in worker_handoff.cpp,
+// the prefix fetch's in worker_fetch.cpp.
 #include "actors/worker/worker_actor.hpp"
 
 #include <algorithm>
-#include <deque>
-#include <map>
-#include <random>
 #include <stdexcept>
-#include <unordered_map>
 #include <utility>
 
 #include <spdlog/spdlog.h>
 
-#include "actors/bridge/remote_actor.hpp"
-#include "actors/common/kv_handoff.hpp"
-#include "actors/kvstore/kvstore_actor.hpp"
+#include "actors/worker/kv_event_batches.hpp"
 #include "actors/worker/kv_tiering.hpp"
-#include "actors/worker/prefix_fetch.hpp"
-#include "actors/worker/worker_metrics.hpp"
+#include "actors/worker/request_start.hpp"
+#include "actors/worker/worker_state.hpp"
 #include "common/error.hpp"
 #include "engine/engine_errc.hpp"
 
-namespace tessera::actors {
+namespace tessera::actors::worker_shell {
 
-namespace {
-
-namespace wire = transport::wire;
 using engine::engine_errc;
 using engine::make_engine_error;
-
-/// The worker's interface plus its own loop messages.
-using worker_impl = worker_local_actor::extend<
-  /// Runs one engine step (the worker sends it to itself while busy).
-  caf::reacts_to<step_atom>,
-  /// A granted hand-off whose commit never came: free its blocks.
-  caf::reacts_to<expire_atom, uint64_t>,
-  /// Time to tell the router we are here and how busy.
-  caf::reacts_to<heartbeat_atom>>;
-
-/// A request this worker generates for (or prefills, then hands over).
-struct tracked {
-  wire::actor_address reply_to;
-  /// Set while this worker only prefills: the worker that continues.
-  wire::actor_address decode_at;
-  /// The request as the client asked for it (the hand-off carries it).
-  engine::request original;
-  /// With a kv store: the sequence so far (prompt and output) and its
-  /// cache salt, offered to the store when it finishes.
-  std::vector<int32_t> tokens;
-  std::string cache_salt;
-  /// Model units of its work still to do here (worker_config::units): a *
-  /// prompt until prefilled, b per output token left, c until it ends.
-  double units_left = 0;
-  /// Whether its prompt is computed (its first output came, or its KV was
-  /// handed over from a prefill worker).
-  bool prefilled = false;
-};
-
-/// A hand-off granted here, waiting for its blocks and commit.
-struct granted {
-  wire::kv_grant grant;
-  wire::actor_address reply_to;
-  /// With a kv store: the exported sequence and its cache salt.
-  std::vector<int32_t> tokens;
-  std::string cache_salt;
-  /// Units of the decode left once committed: b * (max_tokens - 1) + c.
-  double units = 0;
-};
-
-/// A hand-off that found too few free blocks: it waits (first come, first
-/// served) until steps free some, for at most handoff_timeout, as a
-/// request waits in a scheduler queue; the prefill side holds its KV
-/// meanwhile.
-struct waiting_grant {
-  wire::request_handoff handoff;
-  caf::typed_response_promise<wire::kv_grant> promise;
-  std::chrono::steady_clock::time_point deadline;
-};
-
-/// A request waiting for the stores' blocks before it enters the engine.
-struct pending_fetch {
-  wire::request_handoff handoff;
-  caf::typed_response_promise<caf::unit_t> promise;
-  prefix_fetch fetch;
-  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
-};
-
-struct worker_state {
-  static inline const char* name = "worker";
-
-  std::shared_ptr<engine::engine> eng;
-  worker_config cfg;
-  std::unordered_map<uint64_t, tracked> requests;
-  std::unordered_map<uint64_t, granted> grants;
-  std::deque<waiting_grant> waiting_grants;
-  std::unordered_map<uint64_t, pending_fetch> fetching;
-  remote_actor_cache<worker_actor> peers;
-  remote_actor_cache<kvstore_actor> stores;
-  std::unique_ptr<worker_metrics> metrics;
-  bool stepping = false;
-  /// When the step message now queued was sent (step delay, worker_metrics).
-  std::chrono::steady_clock::time_point step_due;
-  /// The backend's emulated wall seconds already exported
-  /// (tessera_sim_step_wall_seconds_total).
-  double emulated_exported = 0;
-  /// Payload bytes of offers the store's writer has not answered yet.
-  uint64_t offer_bytes_in_flight = 0;
-  uint64_t next_batch = 1;
-  uint64_t next_event = 0; // the router expects a worker's first event to be 0
-  /// Whether a prefix fetch pays (fetch_cost.hpp), and the engine's
-  /// tokens computed already fed to it.
-  fetch_cost_model fetch_costs;
-  uint64_t tokens_computed_seen = 0;
-  /// Model units of work done since the worker started (heartbeat).
-  double units_served = 0;
-};
-
-using worker_pointer = worker_impl::stateful_pointer<worker_state>;
-
-/// Whether finished sequences are offered to the node's kv store.
-bool offering(const worker_state& st) {
-  return st.cfg.store && st.cfg.store_writer;
-}
-
-void update_kv_gauge(worker_pointer self) {
-  if (!self->state.metrics)
-    return;
-  auto stats = self->state.eng->stats();
-  self->state.metrics->kv_used.set(static_cast<double>(stats.num_blocks - stats.free_blocks));
-}
 
 void kick(worker_pointer self) {
   if (!self->state.stepping && self->state.eng->has_unfinished()) {
@@ -153,157 +46,36 @@ worker_actor peer(worker_pointer self, const wire::actor_address& at) {
   return self->state.peers.get(self->system(), self->state.cfg.bridge, at.node, at.actor);
 }
 
-/// Ends a hand-off this worker prefilled: frees the held blocks and tells
-/// the client (and the decode side) if it failed.
-void drop_handoff(worker_pointer self, uint64_t id, const caf::error& err) {
-  auto it = self->state.requests.find(id);
-  if (it == self->state.requests.end())
+namespace {
+
+void update_kv_gauge(worker_pointer self) {
+  if (!self->state.metrics)
     return;
-  (void) self->state.eng->release_request(id);
-  if (err) {
-    fail(self, it->second.reply_to, id, "hand-off to " + it->second.decode_at.actor + " on node '" +
-                                          it->second.decode_at.node + "' failed: " + error_text(err));
-    self->send(peer(self, it->second.decode_at), cancel_atom_v,
-               wire::request_cancel{id, "the hand-off failed"});
-  }
-  self->state.requests.erase(it);
+  auto stats = self->state.eng->stats();
+  self->state.metrics->kv_used.set(static_cast<double>(stats.num_blocks - stats.free_blocks));
 }
 
-/// P's side of a hand-off, after the prefill finished: export, get a grant,
-/// put the blocks, commit (the state diagram in worker_actor.hpp).
-void start_handoff(worker_pointer self, uint64_t id) {
-  auto& st = self->state;
-  auto& t = st.requests.at(id);
-  auto src = st.eng->export_request_blocks(id);
-  if (!src)
-    return drop_handoff(self, id, src.error());
-  auto h = make_handoff(t.original, *src);
-  h.reply_to = t.reply_to;
-  auto d = peer(self, t.decode_at);
-  const auto timeout = st.cfg.handoff_timeout;
-  self->request(d, timeout, handoff_atom_v, h)
-    .then(
-      [self, id, d, timeout, src = std::move(*src)](wire::kv_grant& grant) {
-        auto& st = self->state;
-        auto it = st.requests.find(id);
-        if (it == st.requests.end()) // cancelled meanwhile
-          return self->send(d, cancel_atom_v, wire::request_cancel{id, "cancelled"});
-        auto puts = plan_puts(*st.eng, src, st.cfg.pool_region, grant, st.next_batch++);
-        if (!puts)
-          return drop_handoff(self, id, puts.error());
-        uint64_t bytes = 0;
-        for (const auto& b : puts->batch.blocks)
-          bytes += b.size;
-        const auto started = std::chrono::steady_clock::now();
-        self->request(st.cfg.bridge, timeout, transfer_atom_v, it->second.decode_at.node, puts->batch)
-          .then(
-            [self, id, d, timeout, bytes, started, descriptor = std::move(puts->descriptor)]() {
-              if (auto* m = self->state.metrics.get()) {
-                m->transfer_bytes.inc(static_cast<double>(bytes));
-                m->transfer_seconds.inc(
-                  std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-              }
-              (void) self->state.eng->release_request(id);
-              self->request(d, timeout, commit_atom_v, descriptor)
-                .then([self, id]() { self->state.requests.erase(id); },
-                      [self, id](caf::error& err) { drop_handoff(self, id, err); });
-            },
-            [self, id](caf::error& err) { drop_handoff(self, id, err); });
-      },
-      [self, id](caf::error& err) { drop_handoff(self, id, err); });
-}
-
-/// Reserves blocks for hand-off `h` and records the grant.
-caf::expected<wire::kv_grant> try_grant(worker_pointer self, const wire::request_handoff& h) {
-  auto& st = self->state;
-  auto grant = grant_handoff(*st.eng, h, st.cfg.pool_region);
-  if (!grant)
-    return grant.error();
-  auto& g = st.grants[grant->request_id] = granted{*grant, h.reply_to, {}, {}};
-  g.units = st.cfg.units.per_output_token * static_cast<double>(std::max(0, h.request.params.max_tokens - 1))
-            + st.cfg.units.per_request;
-  if (offering(st)) {
-    g.tokens = h.kv->tokens;
-    g.cache_salt = h.request.cache_salt;
-  }
-  self->delayed_send(self, st.cfg.handoff_timeout, expire_atom_v, grant->request_id);
-  return grant;
-}
-
-
-/// Grants the waiting hand-offs that fit now, in order; fails those past
-/// their deadline.
-void grant_waiting(worker_pointer self) {
-  auto& q = self->state.waiting_grants;
-  const auto now = std::chrono::steady_clock::now();
-  while (!q.empty()) {
-    auto& w = q.front();
-    if (now > w.deadline) {
-      w.promise.deliver(make_engine_error(engine_errc::no_free_blocks,
-                                          "worker " + self->state.cfg.name + " freed too few KV blocks for request " +
-                                            std::to_string(w.handoff.request.id) + " within the hand-off timeout"));
-      q.pop_front();
-      continue;
-    }
-    auto g = try_grant(self, w.handoff);
-    if (!g && g.error() == engine_errc::no_free_blocks)
-      return;
-    if (g)
-      w.promise.deliver(std::move(*g));
-    else
-      w.promise.deliver(g.error());
-    q.pop_front();
-  }
-}
-
-/// Sends the engine's prefix-cache changes to the router, one kv_event per
-/// run of same-kind changes, in order.
+/// Sends the engine's prefix-cache changes to the router
+/// (kv_event_batches.hpp).
 void publish_kv_events(worker_pointer self) {
   auto& st = self->state;
   if (st.cfg.router.empty())
     return;
-  auto changes = st.eng->drain_kv_events();
-  using kind = engine::kv_cache_event::kind;
-  for (size_t i = 0; i < changes.size();) {
-    wire::kv_event ev;
-    ev.worker_id = st.cfg.worker_id;
-    ev.event_id = st.next_event++;
-    ev.tier = wire::kv_tier::g1_pool;
-    const auto what = changes[i].what;
-    ev.kind = what == kind::stored    ? wire::kv_event_kind::stored
-              : what == kind::removed ? wire::kv_event_kind::removed
-                                      : wire::kv_event_kind::cleared;
-    for (; i < changes.size() && changes[i].what == what; ++i)
-      if (what != kind::cleared)
-        ev.block_hashes.push_back(changes[i].hash);
+  for (auto& ev : kv_event_batches(st.eng->drain_kv_events(), st.cfg.worker_id, st.next_event))
     tell(self, st.cfg.router, caf::make_message(kv_events_atom_v, std::move(ev)));
-  }
 }
 
 /// Resends the whole prefix cache to the router after it lost events: the
-/// changes not yet sent, then "cleared" and the cached hashes, in events
-/// of at most wire_limits::max_event_hashes, so the view it rebuilds is
+/// changes not yet sent, then the whole view, so the view it rebuilds is
 /// exact again.
 void resend_kv_view(worker_pointer self) {
   auto& st = self->state;
   if (st.cfg.router.empty())
     return;
   publish_kv_events(self);
-  auto send = [&](wire::kv_event_kind kind, std::vector<engine::kv_block_hash> hashes) {
-    wire::kv_event ev;
-    ev.worker_id = st.cfg.worker_id;
-    ev.event_id = st.next_event++;
-    ev.tier = wire::kv_tier::g1_pool;
-    ev.kind = kind;
-    ev.block_hashes = std::move(hashes);
-    tell(self, st.cfg.router, caf::make_message(kv_events_atom_v, std::move(ev)));
-  };
-  send(wire::kv_event_kind::cleared, {});
   const auto all = st.eng->cached_block_hashes();
-  const size_t chunk = wire::wire_limits{}.max_event_hashes;
-  for (size_t i = 0; i < all.size(); i += chunk)
-    send(wire::kv_event_kind::stored,
-         {all.begin() + i, all.begin() + std::min(all.size(), i + chunk)});
+  for (auto& ev : kv_view_events(all, st.cfg.worker_id, st.next_event))
+    tell(self, st.cfg.router, caf::make_message(kv_events_atom_v, std::move(ev)));
   spdlog::info("worker {}: resent its KV view to the router ({} blocks)", st.cfg.name, all.size());
 }
 
@@ -312,25 +84,24 @@ void resend_kv_view(worker_pointer self) {
 /// what offer_max_bytes leaves, and leaves the puts to the store's writer.
 void offer(worker_pointer self, std::span<const int32_t> tokens, const std::string& cache_salt) {
   auto& st = self->state;
-  const auto max = st.cfg.offer_max_bytes;
-  const auto room = max > st.offer_bytes_in_flight ? max - st.offer_bytes_in_flight : 0;
-  auto c = copy_offer(*st.eng, *st.cfg.store, tokens, cache_salt, room);
+  auto c = copy_offer(*st.eng, *st.cfg.store, tokens, cache_salt, st.offers.room());
+  auto ticket = st.offers.sent(c.offer.payload_bytes());
+  if (!ticket)
+    c.dropped += c.offer.blocks.size();
+  st.offers.dropped(c.dropped);
   if (st.metrics)
     st.metrics->offer_dropped.inc(static_cast<double>(c.dropped));
-  if (c.offer.blocks.empty())
+  if (!ticket)
     return;
-  const auto bytes = c.offer.payload_bytes();
-  st.offer_bytes_in_flight += bytes;
   c.offer.deadline = std::chrono::steady_clock::now() + st.cfg.offer_timeout;
   self->request(st.cfg.store_writer, st.cfg.offer_timeout, offer_atom_v, std::move(c.offer))
     .then(
-      [self, bytes](uint64_t stored) {
-        self->state.offer_bytes_in_flight -= bytes;
-        if (auto* m = self->state.metrics.get())
-          m->store_offered.inc(static_cast<double>(stored));
+      [self, t = *ticket](uint64_t stored) {
+        if (self->state.offers.answered(t, stored) && self->state.metrics)
+          self->state.metrics->store_offered.inc(static_cast<double>(stored));
       },
-      [self, bytes](caf::error& err) {
-        self->state.offer_bytes_in_flight -= bytes;
+      [self, t = *ticket](caf::error& err) {
+        self->state.offers.failed(t);
         spdlog::warn("worker {}: offering blocks to the kv store failed: {}", self->state.cfg.name,
                      error_text(err));
       });
@@ -409,7 +180,9 @@ void on_step(worker_pointer self) {
     }
     tell(self, t.reply_to, caf::make_message(token_atom_v, std::move(out)));
     if (prefill_done) {
-      start_handoff(self, id);
+      auto held = std::move(t);
+      st.requests.erase(it);
+      start_handoff(self, id, std::move(held));
     } else if (finished) {
       if (!t.decode_at.empty()) // finished by a stop during prefill: held by keep_kv
         (void) st.eng->release_request(id);
@@ -435,11 +208,7 @@ wire::heartbeat load_of(worker_pointer self) {
   const auto& u = st.cfg.units;
   for (const auto& [id, t] : st.requests)
     h.outstanding_units += t.units_left;
-  for (const auto& [id, g] : st.grants)
-    h.outstanding_units += g.units;
-  for (const auto& w : st.waiting_grants)
-    h.outstanding_units += u.per_output_token * static_cast<double>(std::max(0, w.handoff.request.params.max_tokens - 1))
-                           + u.per_request;
+  h.outstanding_units += st.receiver.outstanding(u);
   for (const auto& [id, f] : st.fetching)
     h.outstanding_units += u.cost(static_cast<int64_t>(f.handoff.request.prompt.size()),
                                   std::max(0, f.handoff.request.params.max_tokens));
@@ -468,50 +237,18 @@ void report_to_router(worker_pointer self) {
   self->delayed_send(self, st.cfg.heartbeat_interval, heartbeat_atom_v);
 }
 
-/// Puts request h into the engine (as a prefill for h.decode_at, or to
-/// generate to the end) and starts stepping.
-/// Adds `r` to `eng`; with `output` (request_handoff::resume_output), as
-/// the continuation of a run that already produced it: an import of r's
-/// prompt + output with no KV, which the engine computes (its prefix cache
-/// serving what it holds) before it samples at output position
-/// output.size() with r's seed.
-caf::error start_request(engine::engine& eng, engine::request r, const std::vector<int32_t>& output) {
-  if (output.empty())
-    return eng.add_request(std::move(r));
-  engine::kv_export resume;
-  resume.model_fingerprint = eng.get_backend().model_fingerprint();
-  resume.layout = eng.get_backend().layout();
-  resume.tokens = r.prompt;
-  resume.tokens.insert(resume.tokens.end(), output.begin(), output.end());
-  resume.prompt_len = static_cast<int32_t>(r.prompt.size());
-  resume.num_computed = 0;
-  resume.seed = r.params.seed ? *r.params.seed : std::random_device{}();
-  return eng.import_request(std::move(r), resume);
-}
+} // namespace
 
 caf::error admit(worker_pointer self, wire::request_handoff h) {
   auto& st = self->state;
   const auto id = h.request.id;
-  auto r = h.request;
-  const bool prefill_only = !h.decode_at.empty() && r.params.max_tokens > 1;
-  if (prefill_only) {
-    r.keep_kv = true;
-    r.continues_elsewhere = true; // the decode worker emits what could start a stop string
-    r.params.max_tokens = 1;
-    r.params.min_tokens = std::min(r.params.min_tokens, 1);
-  }
-  if (auto err = start_request(*st.eng, std::move(r), h.resume_output))
+  auto start = plan_start(h, st.cfg.units);
+  if (auto err = start_request(*st.eng, std::move(start.request), h.resume_output))
     return err;
-  const auto& u = st.cfg.units;
-  const auto prompt = static_cast<int64_t>(h.request.prompt.size());
-  const double units_left =
-    prefill_only ? u.cost(prompt, 1)
-                 : u.cost(prompt, std::max<int64_t>(0, int64_t{h.request.params.max_tokens}
-                                                         - static_cast<int64_t>(h.resume_output.size())));
-  auto& t = st.requests[id] = tracked{h.reply_to, prefill_only ? h.decode_at : wire::actor_address{},
+  auto& t = st.requests[id] = tracked{h.reply_to, start.prefill_only ? h.decode_at : wire::actor_address{},
                                       std::move(h.request), {}, {}};
-  t.units_left = units_left;
-  if (offering(st) && !prefill_only) {
+  t.units_left = start.units;
+  if (offering(st) && !start.prefill_only) {
     t.tokens = t.original.prompt;
     t.tokens.insert(t.tokens.end(), h.resume_output.begin(), h.resume_output.end());
     t.cache_salt = t.original.cache_salt;
@@ -520,96 +257,7 @@ caf::error admit(worker_pointer self, wire::request_handoff h) {
   return {};
 }
 
-/// Ends the fetch of request `id`: the request enters the engine with what
-/// the stores brought, and generate gets its answer.
-void finish_fetch(worker_pointer self, uint64_t id) {
-  auto node = self->state.fetching.extract(id);
-  if (node.empty())
-    return;
-  auto& f = node.mapped();
-  if (auto* m = self->state.metrics.get()) {
-    m->fetch_ended(f.fetch.outcome());
-    m->fetch_seconds.observe(
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - f.started).count());
-  }
-  if (auto err = admit(self, std::move(f.handoff)))
-    f.promise.deliver(std::move(err));
-  else
-    f.promise.deliver(caf::unit);
-}
-
-/// Whether to fetch the blocks `need` lacks for request `h` from the
-/// first store it would ask, and the fetch's deadline (fetch_cost.hpp).
-fetch_plan plan_fetch(worker_state& st, const prefix_need& need, const wire::request_handoff& h) {
-  const auto& layout = st.eng->get_backend().layout();
-  const auto& from = st.cfg.store_at.empty() ? h.kv_source : st.cfg.store_at;
-  const auto blocks = static_cast<int64_t>(need.hashes.size() - need.cached);
-  const int64_t tokens = blocks * layout.block_tokens;
-  const int64_t start = static_cast<int64_t>(need.cached) * layout.block_tokens;
-  return st.fetch_costs.plan(from.node + "/" + from.actor, static_cast<uint64_t>(blocks) * layout.block_bytes(),
-                             tokens, st.eng->get_backend().prefill_wall_seconds(tokens, start));
-}
-
-/// Sends request `id`'s next ask (prefix_fetch::next) to its store and
-/// feeds the answer back; when the fetch says it is over, finish_fetch.
-void fetch_next(worker_pointer self, uint64_t id) {
-  auto& st = self->state;
-  auto it = st.fetching.find(id);
-  if (it == st.fetching.end())
-    return;
-  const auto now = std::chrono::steady_clock::now();
-  auto ask = it->second.fetch.next(now);
-  if (!ask)
-    return finish_fetch(self, id);
-  const auto& hashes = it->second.fetch.need().hashes;
-  wire::kv_fetch_request q{st.eng->hash_seed(),
-                           {hashes.begin() + static_cast<std::ptrdiff_t>(ask->first),
-                            hashes.begin() + static_cast<std::ptrdiff_t>(ask->end)},
-                           st.cfg.fetch_max_bytes};
-  const auto at = ask->store;
-  const bool peer = ask->peer;
-  const size_t first = ask->first;
-  auto store = st.stores.get(self->system(), st.cfg.bridge, at.node, at.actor);
-  auto took = [now] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - now).count(); };
-  self->request(store, ask->timeout, fetch_atom_v, std::move(q))
-    .then(
-      [self, id, first, peer, at, took](wire::kv_fetch_reply& reply) {
-        auto& st = self->state;
-        uint64_t bytes = 0;
-        for (const auto& b : reply.blocks)
-          bytes += b.data.size();
-        if (!reply.busy)
-          st.fetch_costs.observe_fetch(at.node + "/" + at.actor, bytes, took());
-        auto it = st.fetching.find(id);
-        if (it == st.fetching.end())
-          return; // computed (or cancelled) meanwhile
-        auto& f = it->second.fetch;
-        const auto r = insert_fetched(*st.eng, f.need().hashes, first, reply);
-        const size_t got = r.cached > f.need().cached ? r.cached - f.need().cached : 0;
-        if (auto* m = st.metrics.get()) {
-          (peer ? m->peer_fetched : m->store_fetched).inc(static_cast<double>(got));
-          m->fetch_refused.inc(static_cast<double>(r.refused));
-        }
-        if (r.refused > 0)
-          spdlog::warn("worker {}: refused {} block(s) fetched for request {} (hash, layout or checksum "
-                       "mismatch); computing them instead",
-                       st.cfg.name, r.refused, id);
-        f.answered(peer, r.cached, r.refused, reply.busy, reply.more);
-        fetch_next(self, id);
-      },
-      [self, id, peer, at, took](caf::error& err) {
-        const bool timed_out = err == caf::sec::request_timeout;
-        if (timed_out) // the store took at least this long
-          self->state.fetch_costs.observe_fetch(at.node + "/" + at.actor, 0, took());
-        auto it = self->state.fetching.find(id);
-        if (it == self->state.fetching.end())
-          return;
-        spdlog::warn("worker {}: fetching request {}'s prefix from {} on node '{}' failed ({}); computing it instead",
-                     self->state.cfg.name, id, at.actor, at.node, error_text(err));
-        it->second.fetch.failed(peer, timed_out);
-        fetch_next(self, id);
-      });
-}
+namespace {
 
 /// Fails every request this worker holds (a crash): each client hears why,
 /// and the decode side of a hand-off in progress frees its reservation.
@@ -620,16 +268,11 @@ void fail_all(worker_pointer self, const std::string& why) {
     if (!t.decode_at.empty())
       self->send(peer(self, t.decode_at), cancel_atom_v, wire::request_cancel{id, why});
   }
-  for (auto& [id, g] : st.grants)
-    fail(self, g.reply_to, id, why);
-  for (auto& w : st.waiting_grants) // the prefill side tells the client
-    w.promise.deliver(make_engine_error(engine_errc::device_error, why));
+  fail_handoffs(self, why);
   for (auto& [id, f] : st.fetching) // not started: the frontend tells the client
     f.promise.deliver(make_engine_error(engine_errc::device_error, why));
   st.fetching.clear();
   st.requests.clear();
-  st.grants.clear();
-  st.waiting_grants.clear();
 }
 
 worker_impl::behavior_type worker_fn(worker_pointer self, std::shared_ptr<engine::engine> eng,
@@ -637,6 +280,8 @@ worker_impl::behavior_type worker_fn(worker_pointer self, std::shared_ptr<engine
   self->state.eng = std::move(eng);
   self->state.cfg = std::move(cfg);
   self->state.fetch_costs = fetch_cost_model{self->state.cfg.fetch_cost};
+  self->state.receiver = handoff_receiver{self->state.cfg.name, self->state.cfg.handoff_timeout};
+  self->state.offers = store_offers{self->state.cfg.offer_max_bytes};
   self->state.eng->record_kv_events(!self->state.cfg.router.empty());
   if (self->state.cfg.metrics)
     self->state.metrics =
@@ -674,61 +319,17 @@ worker_impl::behavior_type worker_fn(worker_pointer self, std::shared_ptr<engine
       if (queued >= st.cfg.max_waiting && h.request.priority != canary_priority)
         return make_engine_error(engine_errc::overloaded,
                                  "worker " + st.cfg.name + " has " + std::to_string(queued) + " requests; retry later");
-      if (st.requests.contains(id) || st.fetching.contains(id))
+      if (st.requests.contains(id) || st.fetching.contains(id) || st.sender.holds(id) || st.receiver.holds(id))
         return make_engine_error(engine_errc::unknown_request,
                                  "request " + std::to_string(id) + " is already running here");
-      if (h.resume_output.empty() && (!st.cfg.store_at.empty() || !h.kv_source.empty())) {
-        auto need = prefix_need_of(*st.eng, h.request.prompt, h.request.cache_salt);
-        if (!need.satisfied()) {
-          const auto plan = plan_fetch(st, need, h);
-          if (plan.fetch) {
-            auto rp = self->make_response_promise<caf::unit_t>();
-            const auto now = std::chrono::steady_clock::now();
-            prefix_fetch fetch{std::move(need), st.cfg.store_at, h.kv_source,
-                               static_cast<size_t>(std::max(0, h.kv_source_blocks)),
-                               transport::wire::wire_limits{}.max_blocks_per_batch, now + plan.deadline};
-            st.fetching.emplace(id, pending_fetch{std::move(h), rp, std::move(fetch), now});
-            fetch_next(self, id);
-            return rp;
-          }
-          if (st.metrics)
-            st.metrics->fetch_ended("skipped");
-        }
-      }
+      if (auto rp = start_fetch(self, h))
+        return *rp;
       if (auto err = admit(self, std::move(h)))
         return err;
       return caf::unit;
     },
-    [self](handoff_atom, const wire::request_handoff& h) -> caf::result<wire::kv_grant> {
-      auto& st = self->state;
-      if (st.waiting_grants.empty()) {
-        auto grant = try_grant(self, h);
-        if (grant)
-          return std::move(*grant);
-        if (grant.error() != engine_errc::no_free_blocks)
-          return grant.error();
-      }
-      auto rp = self->make_response_promise<wire::kv_grant>();
-      st.waiting_grants.push_back({h, rp, std::chrono::steady_clock::now() + st.cfg.handoff_timeout});
-      return rp;
-    },
-    [self](commit_atom, const wire::kv_transfer_batch& d) -> caf::result<void> {
-      auto& st = self->state;
-      auto it = st.grants.find(d.request_id);
-      if (it == st.grants.end())
-        return make_engine_error(engine_errc::unknown_request,
-                                 "worker " + st.cfg.name + " granted no hand-off for request " +
-                                   std::to_string(d.request_id));
-      auto g = std::move(it->second);
-      st.grants.erase(it);
-      if (auto err = commit_handoff(*st.eng, g.grant, d))
-        return err;
-      auto& t = st.requests[d.request_id] = tracked{g.reply_to, {}, {}, std::move(g.tokens), std::move(g.cache_salt)};
-      t.units_left = g.units;
-      t.prefilled = true;
-      kick(self);
-      return caf::unit;
-    },
+    [self](handoff_atom, wire::request_handoff h) { return on_handoff(self, std::move(h)); },
+    [self](commit_atom, const wire::kv_transfer_batch& d) { return on_commit(self, d); },
     [self](cancel_atom, const wire::request_cancel& c) {
       auto& st = self->state;
       if (auto f = st.fetching.find(c.request_id); f != st.fetching.end()) {
@@ -736,20 +337,10 @@ worker_impl::behavior_type worker_fn(worker_pointer self, std::shared_ptr<engine
           engine_errc::unknown_request, "request " + std::to_string(c.request_id) + " was cancelled: " + c.reason));
         st.fetching.erase(f);
       }
-      for (auto w = st.waiting_grants.begin(); w != st.waiting_grants.end(); ++w)
-        if (w->handoff.request.id == c.request_id) {
-          w->promise.deliver(make_engine_error(engine_errc::unknown_request, "request " + std::to_string(c.request_id) +
-                                                                                " was cancelled: " + c.reason));
-          st.waiting_grants.erase(w);
-          break;
-        }
-      if (auto g = st.grants.find(c.request_id); g != st.grants.end()) {
-        (void) st.eng->cancel_import(c.request_id);
-        st.grants.erase(g);
-      }
+      cancel_handoff(self, c.request_id, c.reason);
       if (auto t = st.requests.find(c.request_id); t != st.requests.end()) {
         if (!st.eng->abort(c.request_id))
-          (void) st.eng->release_request(c.request_id); // held for a hand-off
+          (void) st.eng->release_request(c.request_id); // finished, its KV held
         else if (st.metrics)
           st.metrics->aborted.inc();
         st.requests.erase(t);
@@ -762,30 +353,25 @@ worker_impl::behavior_type worker_fn(worker_pointer self, std::shared_ptr<engine
       const auto& st = self->state;
       wire::request_status_reply r;
       for (auto id : q.request_ids)
-        if (!st.requests.contains(id) && !st.fetching.contains(id) && !st.grants.contains(id))
+        if (!st.requests.contains(id) && !st.fetching.contains(id) && !st.sender.holds(id) && !st.receiver.holds(id))
           r.unknown_ids.push_back(id);
       return r;
     },
     [self](step_atom) { on_step(self); },
     [self](kv_events_atom) { resend_kv_view(self); },
-    [self](expire_atom, uint64_t id) {
-      auto& st = self->state;
-      if (auto g = st.grants.find(id); g != st.grants.end()) {
-        spdlog::warn("worker {}: hand-off of request {} was granted but never committed; freed",
-                     st.cfg.name, id);
-        (void) st.eng->cancel_import(id);
-        st.grants.erase(g);
-        grant_waiting(self);
-      }
-    },
+    [self](expire_atom, uint64_t id) { on_expire(self, id); },
   };
 }
 
 } // namespace
 
+} // namespace tessera::actors::worker_shell
+
+namespace tessera::actors {
+
 worker_local_actor spawn_worker(caf::actor_system& sys, std::shared_ptr<engine::engine> eng,
                                 worker_config cfg) {
-  return caf::actor_cast<worker_local_actor>(sys.spawn<caf::detached>(worker_fn, std::move(eng), std::move(cfg)));
+  return caf::actor_cast<worker_local_actor>(sys.spawn<caf::detached>(worker_shell::worker_fn, std::move(eng), std::move(cfg)));
 }
 
 } // namespace tessera::actors

@@ -20,6 +20,12 @@
 ///   any failure: reply_to gets failed(request_cancel) and both sides free
 ///   the request's blocks
 ///
+/// Each side is a plain state machine the worker feeds (handoff_sender.hpp
+/// for P, handoff_receiver.hpp for D, each with its state diagram); so are
+/// the prefix fetch (prefix_fetch.hpp) and the store offers
+/// (store_offers.hpp). A stream resumed after its worker failed
+/// (request_handoff::resume_output) starts as request_start.hpp says.
+///
 /// Before a request whose prompt's prefix the pool lacks enters the engine,
 /// the worker fetches what the stores hold (kv_tiering.hpp): its node's
 /// store first, then the peer store the router named; a miss, an error or
