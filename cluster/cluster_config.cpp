@@ -8,6 +8,7 @@
 #include <caf/sec.hpp>
 #include <toml++/toml.h>
 
+#include "cluster/etcd_client.hpp"
 #include "cluster/host_port.hpp"
 #include "cluster/nearest_name.hpp"
 #include "cluster/toml_reader.hpp"
@@ -39,6 +40,7 @@ const std::vector<std::string> top_keys{"model",
                                         "protect_metrics",
                                         "threads_per_worker",
                                         "kv_cache_mb",
+                                        "kv_dtype",
                                         "max_model_len",
                                         "kvstore_host_mb",
                                         "kvstore_disk_dir",
@@ -48,6 +50,10 @@ const std::vector<std::string> top_keys{"model",
                                         "kv_remote_fetch",
                                         "engine",
                                         "fault_injection",
+                                        "membership",
+                                        "etcd_endpoints",
+                                        "etcd_prefix",
+                                        "membership_ttl_s",
                                         "sim",
                                         "node"};
 
@@ -155,6 +161,46 @@ void read_node(reader& r, const toml::node& entry, size_t i, node_spec& n) {
   }
 }
 
+/// The membership keys: etcd's URLs parse, the prefix is a path of its
+/// own, the TTL is one etcd grants.
+void read_membership(reader& r, const toml::node_view<const toml::node>& root, cluster_config& c) {
+  r.str(root["membership"], "membership", c.membership);
+  if (c.membership != "static" && c.membership != "etcd")
+    r.problem("'membership' must be static or etcd, got " + quote_input(c.membership));
+  if (auto eps = root["etcd_endpoints"]; eps) {
+    auto* a = eps.as_array();
+    if (a == nullptr || a->empty() || a->size() > 16) {
+      r.problem("'etcd_endpoints' must be an array of 1 to 16 URLs (\"http://host:port\")");
+    } else {
+      c.etcd_endpoints.clear();
+      for (size_t i = 0; i < a->size(); ++i) {
+        auto url = (*a)[i].value_exact<std::string>();
+        if (!url) {
+          r.problem("'etcd_endpoints[" + std::to_string(i) + "]' must be a string");
+          continue;
+        }
+        if (auto ep = parse_etcd_url(*url); !ep)
+          r.problem("'etcd_endpoints[" + std::to_string(i) + "]': " + error_message(ep.error()));
+        c.etcd_endpoints.push_back(*url);
+      }
+    }
+  }
+  r.str(root["etcd_prefix"], "etcd_prefix", c.etcd_prefix);
+  const bool printable = std::all_of(c.etcd_prefix.begin(), c.etcd_prefix.end(),
+                                     [](char ch) { return ch > 0x20 && ch < 0x7f; });
+  if (c.etcd_prefix.size() < 2 || c.etcd_prefix.size() > 256 || c.etcd_prefix.front() != '/' ||
+      c.etcd_prefix.back() != '/' || !printable)
+    r.problem("'etcd_prefix' must start and end with '/', be 2 to 256 bytes of printable ASCII without spaces "
+              "(e.g. \"/tessera/my-cluster/\"), got " +
+              quote_input(c.etcd_prefix));
+  // etcd grants at least ~2 s; a node renews every TTL/3.
+  r.num(root["membership_ttl_s"], "membership_ttl_s", 2, 300, c.membership_ttl_s);
+  if (c.membership == "static")
+    for (const char* key : {"etcd_endpoints", "etcd_prefix", "membership_ttl_s"})
+      if (root[key])
+        r.problem(std::string{"'"} + key + "' needs membership = \"etcd\"");
+}
+
 caf::error problems_error(const std::vector<std::string>& problems) {
   std::string text;
   for (const auto& p : problems)
@@ -233,6 +279,9 @@ config_reading read_cluster_config(std::string_view text, const std::string& nam
   r.flag(root["protect_metrics"], "protect_metrics", c.protect_metrics);
   r.num(root["threads_per_worker"], "threads_per_worker", 0, 1024, c.threads_per_worker);
   r.num(root["kv_cache_mb"], "kv_cache_mb", 0, 1 << 20, c.kv_cache_mb);
+  r.str(root["kv_dtype"], "kv_dtype", c.kv_dtype);
+  if (c.kv_dtype != "bf16" && c.kv_dtype != "int8" && c.kv_dtype != "f32" && c.kv_dtype != "f16")
+    r.problem("'kv_dtype' must be bf16, int8, f32 or f16, got " + quote_input(c.kv_dtype));
   // A prompt longer than the wire carries could never reach a worker.
   r.num(root["max_model_len"], "max_model_len", 0, max_tokens, c.max_model_len);
   r.num(root["kvstore_host_mb"], "kvstore_host_mb", 0, int64_t{1} << 30, c.kvstore_host_mb);
@@ -243,6 +292,7 @@ config_reading read_cluster_config(std::string_view text, const std::string& nam
   r.flag(root["kv_remote_fetch"], "kv_remote_fetch", c.kv_remote_fetch);
   r.str(root["engine"], "engine", c.engine);
   r.flag(root["fault_injection"], "fault_injection", c.fault_injection);
+  read_membership(r, root, c);
   if (auto sim = root["sim"]; sim)
     read_sim(r, sim, c.sim);
   const std::vector<std::string> policies{"kv", "round-robin", "random", "least-loaded"};
@@ -357,6 +407,69 @@ config_reading read_cluster_config_file(const std::filesystem::path& file) {
   for (auto& p : resolve_cluster_addresses(c, file.string()))
     out.problems.push_back(std::move(p));
   return out;
+}
+
+caf::expected<node_spec> check_node_entry(const node_entry& e, const std::string& name) {
+  toml::table t;
+  t.insert("id", e.id);
+  t.insert("address", e.address);
+  toml::array roles;
+  for (const auto& role : e.roles)
+    roles.push_back(role);
+  t.insert("roles", std::move(roles));
+  t.insert("workers", e.workers);
+  if (!e.http.empty())
+    t.insert("http", e.http);
+  if (!e.metrics.empty())
+    t.insert("metrics", e.metrics);
+  reader r{name};
+  node_spec n;
+  read_node(r, t, 0, n);
+  if (!r.ok())
+    return r.error();
+  return n;
+}
+
+std::string node_entry_text(const node_spec& n) {
+  toml::table t;
+  t.insert("id", n.id);
+  t.insert("address", n.address);
+  toml::array roles;
+  for (const auto& role : n.roles)
+    roles.push_back(role);
+  t.insert("roles", std::move(roles));
+  t.insert("workers", int64_t{n.workers});
+  if (n.has("frontend"))
+    t.insert("http", join_host_port(n.http_host, n.http_port));
+  if (n.metrics_port != 0)
+    t.insert("metrics", join_host_port(n.metrics_host, n.metrics_port));
+  std::ostringstream os;
+  os << t;
+  return os.str();
+}
+
+caf::expected<node_spec> read_node_entry(std::string_view text, const std::string& name) {
+  reader r{name};
+  constexpr size_t max_entry_bytes = 16 << 10;
+  if (text.size() > max_entry_bytes) {
+    r.problem("an entry of " + std::to_string(text.size()) + " bytes (at most " + std::to_string(max_entry_bytes) +
+              ")");
+    return r.error();
+  }
+  toml::table t;
+  try {
+    t = toml::parse(text, name);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream os;
+    os << "not a node entry (TOML): " << e.description() << " (line " << e.source().begin.line << ")";
+    r.problem(os.str());
+    return r.error();
+  }
+  node_spec n;
+  read_node(r, t, 0, n);
+  if (!r.ok())
+    return r.error();
+  return n;
 }
 
 caf::expected<cluster_config> parse_cluster_config(std::string_view text, const std::string& name) {

@@ -30,6 +30,7 @@
 ///   protect_metrics = false         # with api_keys_file: /metrics needs a key
 ///   threads_per_worker = 0          # 0: the cores shared out
 ///   kv_cache_mb = 256               # per worker; 0: the backend's default
+///   kv_dtype = "bf16"               # KV pool elements: bf16 or int8 (per-token scales)
 ///   max_model_len = 0               # 0: the model's; at most 1048576
 ///   kvstore_host_mb = 1024          # per node with workers; 0: no kv store
 ///   kvstore_disk_dir = ""           # RocksDB tier under <dir>/<node id>
@@ -41,6 +42,17 @@
 ///   fault_injection = false         # every node's transport through the fault
 ///                                   # decorator; POST /admin/faults on each
 ///                                   # node's metrics endpoint sets its plan
+///   membership = "static"           # static: the [[node]] tables are the cluster;
+///                                   # etcd: each node registers in etcd and
+///                                   # dials whoever is there (etcd_membership.hpp);
+///                                   # nodes the file does not list join with
+///                                   # tessera node --node ID --address A --roles R
+///   etcd_endpoints = ["http://127.0.0.1:2379"] # with etcd: its client URLs
+///                                   # (http only; not on loopback: a warning)
+///   etcd_prefix = "/tessera/cluster/" # with etcd: this cluster's keys
+///                                   # (<prefix><node id>); one per cluster
+///   membership_ttl_s = 5            # with etcd: a node's lease; a node that
+///                                   # stops renewing it leaves within this
 ///                                   # (needs admin_key_file: the endpoint
 ///                                   # takes the admin key)
 ///   [sim]                           # only with engine = "sim"; all optional
@@ -159,6 +171,10 @@ struct cluster_config {
   int threads_per_worker = 0;
   uint64_t kv_cache_mb = 256;
   int32_t max_model_len = 0;
+  /// Every worker's KV pool element type (engine::parse_kv_dtype): "bf16",
+  /// "int8", "f32" or "f16". Nodes that hand KV to each other need the
+  /// same one (a mismatch is refused at hand-off). Default: "bf16".
+  std::string kv_dtype = "bf16";
   /// Each node with workers keeps a kv store: host memory (0: none),
   /// and a disk tier under kvstore_disk_dir/<node id> when that is set.
   /// kvstore_int8 keeps its blocks as int8 with per-head scales in both
@@ -182,6 +198,14 @@ struct cluster_config {
   /// POST /admin/faults {"plan": "<fault_plan text>"} (a fault harness:
   /// tessera chaos). For testing clusters only. Default: false.
   bool fault_injection = false;
+  /// "static" (the [[node]] tables) or "etcd" (etcd_membership.hpp): each
+  /// node registers under etcd_prefix with a lease of membership_ttl_s and
+  /// dials the nodes registered there. Defaults: static,
+  /// ["http://127.0.0.1:2379"], "/tessera/cluster/", 5 s.
+  std::string membership = "static";
+  std::vector<std::string> etcd_endpoints{"http://127.0.0.1:2379"};
+  std::string etcd_prefix = "/tessera/cluster/";
+  int32_t membership_ttl_s = 5;
   /// The [sim] table.
   sim_config sim;
   std::vector<node_spec> nodes;
@@ -233,6 +257,31 @@ struct config_reading {
 /// load_cluster_config.
 [[nodiscard]] caf::expected<cluster_config> parse_cluster_config(std::string_view text,
                                                                  const std::string& name);
+
+/// A node's entry as written by hand (tessera node's flags): the
+/// [[node]] table's keys; an empty http or metrics is left out.
+struct node_entry {
+  std::string id;
+  std::string address;
+  std::vector<std::string> roles;
+  int64_t workers = 1;
+  std::string http;
+  std::string metrics;
+};
+
+/// `e` checked as a [[node]] table is (same keys, same checks; `name`
+/// starts each problem). Errors (caf::sec::invalid_argument): every
+/// problem, one per line.
+[[nodiscard]] caf::expected<node_spec> check_node_entry(const node_entry& e, const std::string& name);
+
+/// A node as the TOML text of its [[node]] table's keys (what etcd
+/// membership stores under the node's key).
+[[nodiscard]] std::string node_entry_text(const node_spec& n);
+
+/// TOML `text` (at most 16 KiB) read as one [[node]] table, with the same
+/// checks (`name` starts each problem): how a node read from etcd is
+/// validated. Errors as check_node_entry.
+[[nodiscard]] caf::expected<node_spec> read_node_entry(std::string_view text, const std::string& name);
 
 /// The top-level keys a config may have.
 [[nodiscard]] const std::vector<std::string>& cluster_config_keys();
