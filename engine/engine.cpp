@@ -3,12 +3,15 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 #include "common/assert.hpp"
 #include "common/error.hpp"
 #include "engine/detokenizer.hpp"
 #include "engine/engine_errc.hpp"
+#include "engine/kv_int8.hpp"
 #include "engine/speculative.hpp"
+#include "engine/structured_output.hpp"
 #include "engine/tokenizer.hpp"
 
 namespace tessera::engine {
@@ -71,6 +74,8 @@ struct engine::request_state {
   speculative_params spec;
   int32_t spec_skip = 0;
   int32_t spec_misses = 0;
+  // Structured output: where in the grammar the output so far has led.
+  std::optional<grammar::grammar_matcher> matcher;
   // Text: the detokenizer, all final output text, and how much was emitted.
   std::unique_ptr<incremental_detokenizer> detok;
   std::string text;
@@ -103,6 +108,7 @@ engine::engine(std::unique_ptr<backend> be, const engine_config& cfg,
   cache_ = std::make_unique<kv_cache>(backend_->num_blocks(), layout.block_tokens,
                                       cfg.enable_prefix_caching);
   scheduler_ = std::make_unique<scheduler>(cfg.scheduling, *cache_, cfg.hash_key);
+  structured_ = std::make_unique<structured_output>(tok_, eos_ids_);
 }
 
 engine::~engine() = default;
@@ -174,6 +180,10 @@ caf::error engine::add_request(request r) {
   auto& rs = insert(std::move(r));
   rs.seq.prompt_len = static_cast<int32_t>(prompt.size());
   rs.seq.tokens = std::move(prompt);
+  if (auto err = start_structured(rs)) {
+    requests_.erase(rs.seq.id);
+    return err;
+  }
   scheduler_->add(&rs.seq);
   return {};
 }
@@ -222,18 +232,30 @@ void engine::prime_text(request_state& rs) {
   rs.emitted = ready_text_end(rs.text, 0, rs.max_stop_len);
 }
 
+caf::error engine::start_structured(request_state& rs) {
+  if (!rs.params.structured_output.active())
+    return {};
+  auto m = structured_->start(rs.params.structured_output, rs.output());
+  if (!m)
+    return std::move(m.error());
+  rs.matcher = std::move(*m);
+  return {};
+}
+
 void engine::mask_early_stops(const request_state& rs, std::span<float> logits) const {
   // vLLM's min_tokens: EOS and stop ids are not candidates until the request
   // has generated min_tokens tokens.
   if (rs.output_len() >= rs.params.min_tokens)
     return;
   const float neg_inf = -std::numeric_limits<float>::infinity();
-  if (!rs.params.ignore_eos)
+  // With a grammar, EOS is allowed exactly when the document can end.
+  if (!rs.params.ignore_eos && !rs.matcher)
     for (auto id : eos_ids_)
       if (id >= 0 && static_cast<size_t>(id) < logits.size())
         logits[id] = neg_inf;
   for (auto id : rs.params.stop_token_ids)
-    if (id >= 0 && static_cast<size_t>(id) < logits.size())
+    if (id >= 0 && static_cast<size_t>(id) < logits.size() &&
+        !(rs.matcher && std::find(eos_ids_.begin(), eos_ids_.end(), id) != eos_ids_.end()))
       logits[id] = neg_inf;
 }
 
@@ -361,11 +383,29 @@ std::vector<request_output> engine::step() {
 
 bool engine::emit_row(request_state& rs, std::span<float> row, request_output& out) {
   mask_early_stops(rs, row);
+  if (rs.matcher) {
+    // The tokens the grammar allows next; near the end of the budget only
+    // those whose document can still be completed within it. The prefill
+    // half of a disaggregated request (continues_elsewhere) has the
+    // decode worker's budget ahead of it, not its own max_tokens of 1.
+    const int32_t left = rs.continues_elsewhere ? std::numeric_limits<int32_t>::max()
+                                                : rs.params.max_tokens - rs.output_len();
+    if (structured_->mask(*rs.matcher, left, row) == 0) {
+      // Nothing continues the document (a vocabulary without the bytes it
+      // needs): end here rather than sample from nothing.
+      finish(rs, finish_reason::stop, out);
+      return false;
+    }
+  }
   auto t = sample(row, rs.params, rs.seed, static_cast<uint64_t>(rs.output_len()), rs.prompt(),
                   rs.output(), scratch_);
   if (!t) {
     fail(rs, t.error(), out);
     return false;
+  }
+  if (rs.matcher) {
+    const bool ok = structured_->accept(*rs.matcher, t->token);
+    TESSERA_ASSERT(ok, "the sampler picks only tokens the grammar mask allows");
   }
   append_token(rs, *t, out);
   return true;
@@ -474,6 +514,13 @@ caf::error engine::fork_request(uint64_t parent_id, uint64_t child_id,
   r.cache_salt = parent->cache_salt;
   if (auto err = check_new(r, parent->seq.length()))
     return err;
+  std::optional<grammar::grammar_matcher> matcher;
+  if (params.structured_output.active()) {
+    auto m = structured_->start(params.structured_output, parent->output());
+    if (!m)
+      return std::move(m.error());
+    matcher = std::move(*m);
+  }
   // A copy: the parent must not change while the child is set up.
   const sequence src = parent->seq;
   auto& child = insert(std::move(r));
@@ -494,6 +541,7 @@ caf::error engine::fork_request(uint64_t parent_id, uint64_t child_id,
     child.seq.num_cached_blocks = std::min(child.seq.num_cached_blocks,
                                            child.seq.num_computed / cache_->block_tokens());
   }
+  child.matcher = std::move(matcher);
   prime_text(child);
   scheduler_->add(&child.seq);
   return {};
@@ -547,7 +595,8 @@ caf::error engine::check_import(const request& r, const kv_export& kv) const {
   if (kv.model_fingerprint != backend_->model_fingerprint())
     return mismatch("the KV export comes from a different model");
   if (!(kv.layout == layout))
-    return mismatch("the KV export's block layout differs from this engine's");
+    return mismatch("the KV export's block layout (" + describe(kv.layout) +
+                    ") differs from this engine's (" + describe(layout) + ")");
   const int32_t len = static_cast<int32_t>(kv.tokens.size());
   if (kv.prompt_len <= 0 || kv.prompt_len > len || kv.num_computed < 0 || kv.num_computed >= len)
     return mismatch("the KV export's token counts are inconsistent (tokens " + std::to_string(len) +
@@ -574,6 +623,16 @@ caf::expected<kv_import_plan> engine::reserve_import(request r, const kv_export&
 }
 
 caf::expected<kv_import_plan> engine::reserve_checked(request r, const kv_export& meta) {
+  // The grammar state is the request's: rebuilt here from the schema and
+  // the output the exporting engine (or the failed worker) produced.
+  std::optional<grammar::grammar_matcher> matcher;
+  if (r.params.structured_output.active()) {
+    auto m = structured_->start(r.params.structured_output,
+                                std::span{meta.tokens}.subspan(static_cast<size_t>(meta.prompt_len)));
+    if (!m)
+      return std::move(m.error());
+    matcher = std::move(*m);
+  }
   const int32_t bt = backend_->layout().block_tokens;
   const int32_t n_blocks = scheduler_->blocks_for(meta.num_computed);
   // Full blocks this engine already holds need no bytes (check_import made
@@ -595,6 +654,7 @@ caf::expected<kv_import_plan> engine::reserve_checked(request r, const kv_export
 
   r.params.seed = meta.seed;
   auto& rs = insert(std::move(r));
+  rs.matcher = std::move(matcher);
   rs.reserved_import = true;
   rs.seq.tokens = meta.tokens;
   rs.seq.prompt_len = meta.prompt_len;
@@ -619,6 +679,14 @@ caf::error engine::commit_import(uint64_t id) {
   if (rs == nullptr || !rs->reserved_import)
     return make_engine_error(engine_errc::unknown_request,
                              "no reserved import " + std::to_string(id) + " to commit");
+  // Bytes written straight into the pool are checked before anything reads
+  // them: an int8 block's scales must be finite and >= 0.
+  if (auto pool = std::as_const(*backend_).kv_pool_memory(); !pool.empty()) {
+    const size_t bb = backend_->layout().block_bytes();
+    for (size_t i = 0; i < rs->seq.blocks.size(); ++i)
+      if (auto bad = check_kv_block(backend_->layout(), pool.subspan(static_cast<size_t>(rs->seq.blocks[i]) * bb, bb)))
+        return make_engine_error(engine_errc::kv_mismatch, "imported block " + std::to_string(i) + ": " + *bad);
+  }
   rs->reserved_import = false;
   scheduler_->cache_full_blocks(rs->seq);
   prime_text(*rs);
@@ -644,6 +712,9 @@ caf::error engine::import_request(request r, const kv_export& kv) {
     return make_engine_error(engine_errc::kv_mismatch,
                              "the KV export carries " + std::to_string(kv.data.size()) +
                                " bytes, expected " + std::to_string(n_blocks * bb));
+  for (size_t i = 0; i < n_blocks; ++i)
+    if (auto bad = check_kv_block(backend_->layout(), std::span{kv.data}.subspan(i * bb, bb)))
+      return make_engine_error(engine_errc::kv_mismatch, "the KV export's block " + std::to_string(i) + ": " + *bad);
   auto plan = reserve_checked(std::move(r), kv);
   if (!plan)
     return std::move(plan.error());

@@ -42,6 +42,7 @@
 namespace tessera::engine {
 
 class tokenizer;
+class structured_output;
 
 /// Engine settings.
 struct engine_config {
@@ -316,6 +317,9 @@ private:
   void append_token(request_state& rs, const sampled_token& t, request_output& out);
   void prime_text(request_state& rs);
   void mask_early_stops(const request_state& rs, std::span<float> logits) const;
+  /// Starts the structured-output matcher of a new, forked or imported
+  /// request, replaying its output so far (bad_request if it does not fit).
+  [[nodiscard]] caf::error start_structured(request_state& rs);
   /// Appends n-gram drafts to the running, decoding sequences that speculate.
   void propose_drafts();
   /// Samples and appends the token of one logits row; false if it failed
@@ -338,6 +342,7 @@ private:
   std::vector<float> logits_;
   std::vector<int32_t> drafts_;
   sampler_scratch scratch_;
+  std::unique_ptr<structured_output> structured_;
   engine_stats stats_;
 };
 

@@ -85,6 +85,21 @@ caf::error sampling_params::validate() const {
     return bad("speculative num_tokens must be in [1, " +
                std::to_string(speculative_params::max_tokens) + "], got " +
                std::to_string(speculative->num_tokens));
+  using so = structured_output_params::kind_type;
+  const auto& st = structured_output;
+  if (st.kind != so::none && st.kind != so::json_object && st.kind != so::json_schema)
+    return bad("structured_output kind must be none, json_object or json_schema");
+  if (st.kind == so::json_schema && st.schema.empty())
+    return bad("structured_output json_schema needs a schema");
+  if (st.kind != so::json_schema && !st.schema.empty())
+    return bad("structured_output carries a schema only for json_schema");
+  if (st.schema.size() > structured_output_params::max_schema_bytes)
+    return bad("structured_output schema must be at most " +
+               std::to_string(structured_output_params::max_schema_bytes) + " bytes, got " +
+               std::to_string(st.schema.size()));
+  if (st.active() && ignore_eos)
+    return bad("ignore_eos cannot be combined with structured output (the document ends with "
+               "EOS)");
   return {};
 }
 

@@ -3,6 +3,7 @@
 /// Per-request generation settings, with the semantics and defaults of
 /// vLLM's SamplingParams / the OpenAI API.
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -34,6 +35,32 @@ struct speculative_params {
   static constexpr int32_t max_tokens = 16;
 
   friend bool operator==(const speculative_params&, const speculative_params&) = default;
+};
+
+/// Constrained decoding (structured output): the output is held to a JSON
+/// grammar by a per-step token mask (engine/grammar). The engine compiles
+/// the schema once per distinct text (cached) and keeps the matcher with
+/// the request, so preemption, prefix caching, imports and migration
+/// (which replay the tokens already produced) keep it.
+struct structured_output_params {
+  enum class kind_type : uint8_t {
+    /// Unconstrained.
+    none,
+    /// Any JSON object (response_format json_object).
+    json_object,
+    /// A document valid under `schema` (response_format json_schema).
+    json_schema,
+  };
+  kind_type kind = kind_type::none;
+  /// The JSON Schema's text for json_schema (key order kept: properties
+  /// are written in that order); empty otherwise.
+  std::string schema;
+
+  /// Largest schema text.
+  static constexpr size_t max_schema_bytes = size_t{64} << 10;
+
+  [[nodiscard]] bool active() const { return kind != kind_type::none; }
+  friend bool operator==(const structured_output_params&, const structured_output_params&) = default;
 };
 
 /// How to pick tokens and when to stop. Plain data, copyable.
@@ -81,6 +108,12 @@ struct sampling_params {
   /// Speculative decoding for this request; nullopt: the engine's default
   /// (engine_config::speculative). Default: nullopt.
   std::optional<speculative_params> speculative;
+
+  /// Constrain the output to a JSON grammar. EOS is then allowed exactly
+  /// when the document can end (min_tokens does not hold it back), and
+  /// near max_tokens the mask closes the document. Refused with
+  /// ignore_eos. Default: none.
+  structured_output_params structured_output;
 
   /// Most top logprobs a request may ask for.
   static constexpr int32_t max_logprobs = 20;

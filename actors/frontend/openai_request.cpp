@@ -1,4 +1,6 @@
 #include "actors/frontend/openai_request.hpp"
+
+#include "actors/frontend/response_format.hpp"
 #include "actors/frontend/tenant_limits.hpp"
 
 #include <algorithm>
@@ -668,15 +670,6 @@ void reject_unsupported(field_reader& r, const api_request& req) {
   } else {
     if (const json* t = r.get("tools"); t && !(t->is_array() && t->empty()))
       r.fail("tools are not supported", "tools");
-    if (const json* f = r.get("response_format")) {
-      const json* type = nullptr;
-      if (f->is_object())
-        if (auto it = f->find("type"); it != f->end())
-          type = &*it;
-      if (type == nullptr || *type != "text")
-        r.fail("response_format other than {\"type\": \"text\"} is not supported",
-               "response_format");
-    }
   }
   if (const json* b = r.get("logit_bias"); b && !(b->is_object() && b->empty()))
     r.fail("logit_bias is not supported", "logit_bias");
@@ -857,6 +850,11 @@ api_result<api_request> parse_request(api_kind kind, std::string_view body,
   }
   if (r.error)
     return std::move(*r.error);
+  // response_format (both endpoints): parsed from the raw body to keep the
+  // schema's key order, compiled here so a refused keyword is a 400.
+  if (auto it = j.find("response_format"); it != j.end() && !it->is_null())
+    if (auto err = apply_response_format(body, req.params))
+      return std::move(*err);
 
   // The engine's own check, as a last guard. Chat without max_tokens gets
   // its real max_tokens later (apply_context_limit); check with a stand-in.

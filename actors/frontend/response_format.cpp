@@ -112,4 +112,29 @@ compile_response_format(const response_format& format, const response_format_lim
   return r.value;
 }
 
+std::optional<api_error> apply_response_format(std::string_view body,
+                                               engine::sampling_params& params,
+                                               const response_format_limits& limits) {
+  auto parsed = parse_response_format(body, limits);
+  if (auto* e = std::get_if<api_error>(&parsed))
+    return std::move(*e);
+  auto& f = std::get<response_format>(parsed);
+  auto compiled = compile_response_format(f, limits);
+  if (auto* e = std::get_if<api_error>(&compiled))
+    return std::move(*e);
+  using so = engine::structured_output_params::kind_type;
+  switch (f.type) {
+  case response_format::kind::text:
+    params.structured_output = {};
+    break;
+  case response_format::kind::json_object:
+    params.structured_output = {so::json_object, ""};
+    break;
+  case response_format::kind::json_schema:
+    params.structured_output = {so::json_schema, std::move(f.schema_text)};
+    break;
+  }
+  return std::nullopt;
+}
+
 } // namespace tessera::actors::frontend

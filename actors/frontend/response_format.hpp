@@ -25,6 +25,7 @@
 
 #include "actors/frontend/api_error.hpp"
 #include "engine/grammar/grammar.hpp"
+#include "engine/sampling_params.hpp"
 
 namespace tessera::actors::frontend {
 
@@ -61,5 +62,13 @@ parse_response_format(std::string_view body, const response_format_limits& limit
 /// JSON pointer.
 [[nodiscard]] api_result<std::shared_ptr<const engine::grammar::grammar>>
 compile_response_format(const response_format& format, const response_format_limits& limits = {});
+
+/// parse_response_format and compile_response_format of `body`, the result
+/// put into `params.structured_output` (text: left none) for the engine,
+/// which compiles the schema again from its text (cached there). A 400
+/// naming the field or the schema keyword on error.
+[[nodiscard]] std::optional<api_error> apply_response_format(std::string_view body,
+                                                             engine::sampling_params& params,
+                                                             const response_format_limits& limits = {});
 
 } // namespace tessera::actors::frontend

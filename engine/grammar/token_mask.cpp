@@ -75,7 +75,8 @@ bool token_masker::accept_token(grammar_matcher& m, int32_t id) const {
   return m.accept_bytes(trie_.bytes_of(id));
 }
 
-void token_masker::fill(const grammar_matcher& m, mask_mode mode, token_mask& out) {
+void token_masker::fill(const grammar_matcher& m, mask_mode mode, token_mask& out,
+                        uint32_t budget) {
   if (mode == mask_mode::free && cache_entries_ > 0) {
     std::string key = m.serialize();
     if (auto it = cache_.find(key); it != cache_.end()) {
@@ -94,7 +95,7 @@ void token_masker::fill(const grammar_matcher& m, mask_mode mode, token_mask& ou
     cache_.emplace(std::move(key), std::make_pair(out, lru_.begin()));
     return;
   }
-  walk(m, mode, out);
+  walk(m, mode, out, budget);
 }
 
 void token_masker::start_mask(const grammar_matcher& m, token_mask& out) const {
@@ -109,7 +110,8 @@ void token_masker::start_mask(const grammar_matcher& m, token_mask& out) const {
   }
 }
 
-void token_masker::walk(const grammar_matcher& m, mask_mode mode, token_mask& out) {
+void token_masker::walk(const grammar_matcher& m, mask_mode mode, token_mask& out,
+                        uint32_t budget) {
   start_mask(m, out);
   if (m.can_end() && mode == mask_mode::closing)
     return;
@@ -121,6 +123,17 @@ void token_masker::walk(const grammar_matcher& m, mask_mode mode, token_mask& ou
   marks_[0] = arena_.size();
   candidates_.clear();
   walk_range(ops, 0, mode, out, nullptr);
+  if (mode == mask_mode::bounded) {
+    bool any = false;
+    for (auto& [id, dist] : candidates_)
+      if (dist <= budget) {
+        out.bits[static_cast<size_t>(id) / 64] |= uint64_t{1} << (id % 64);
+        any = true;
+      }
+    if (any || m.can_end())
+      return;
+    mode = mask_mode::closing; // nothing fits: get as close as possible
+  }
   if (mode == mask_mode::closing && !candidates_.empty()) {
     uint32_t start_distance = ops.distance(m.tops());
     uint32_t best = no_node;

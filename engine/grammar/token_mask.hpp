@@ -86,6 +86,12 @@ enum class mask_mode {
   /// once the document can end: a caller that has generated enough (a
   /// step budget) switches to this so every generation terminates.
   closing,
+  /// Free tokens after which the document can still be completed within
+  /// `budget` bytes (fill's argument), and EOS once it can end; if no
+  /// token does, as closing. A caller with a step budget uses it for the
+  /// last steps: each token then keeps the shortest completion within
+  /// what is left, so no token can open more than the budget can close.
+  bounded,
 };
 
 /// Computes masks. Holds scratch buffers and two caches of free-mode
@@ -101,8 +107,10 @@ public:
   /// Default: 256.
   explicit token_masker(const token_trie& trie, size_t cache_entries = 256);
 
-  /// The tokens allowed after `m`'s bytes, into `out`.
-  void fill(const grammar_matcher& m, mask_mode mode, token_mask& out);
+  /// The tokens allowed after `m`'s bytes, into `out`; `budget` is
+  /// mask_mode::bounded's (bytes of the shortest completion allowed after
+  /// the token), ignored by the other modes.
+  void fill(const grammar_matcher& m, mask_mode mode, token_mask& out, uint32_t budget = 0);
   /// Advances `m` by token `id`'s bytes. EOS ids are accepted (and change
   /// nothing) only when m.can_end(). Returns false, changing nothing, for a
   /// token the grammar does not allow here.
@@ -119,7 +127,7 @@ private:
     std::vector<uint32_t> boundaries; // trie nodes after which the rule may end
   };
   void start_mask(const grammar_matcher& m, token_mask& out) const;
-  void walk(const grammar_matcher& m, mask_mode mode, token_mask& out);
+  void walk(const grammar_matcher& m, mask_mode mode, token_mask& out, uint32_t budget);
   void walk_range(stack_ops& ops, uint32_t root, mask_mode mode, token_mask& out,
                   std::vector<uint32_t>* boundaries);
   void fill_from_node_cache(const grammar_matcher& m, token_mask& out);

@@ -389,8 +389,15 @@ TEST(OpenaiRequestTest, UnsupportedFeaturesAreRejectedNotIgnored) {
   expect_400(completion_error({{"logit_bias", {{"50256", -100}}}}), "logit_bias",
              {"not supported"});
   expect_400(chat_error({{"tools", {{{"type", "function"}}}}}), "tools", {"not supported"});
-  expect_400(chat_error({{"response_format", {{"type", "json_object"}}}}), "response_format",
-             {"not supported"});
+  // response_format is served (constrained decoding); a schema keyword the
+  // compiler does not take is a 400 naming it.
+  EXPECT_EQ(chat({{"response_format", {{"type", "json_object"}}}}).params.structured_output.kind,
+            tessera::engine::structured_output_params::kind_type::json_object);
+  expect_400(chat_error({{"response_format",
+                          {{"type", "json_schema"},
+                           {"json_schema",
+                            {{"name", "n"}, {"schema", {{"type", "integer"}, {"minimum", 3}}}}}}}}),
+             "response_format.json_schema.schema", {"minimum"});
   EXPECT_EQ(chat({{"response_format", {{"type", "text"}}}, {"tools", json::array()}}).n, 1);
 }
 

@@ -31,6 +31,12 @@ struct SamplingParams {
   hasSpeculative @16 :Bool;
   speculativeMethod @17 :UInt8;
   speculativeTokens @18 :Int32;
+  # engine::structured_output_params: kind 0 none, 1 json_object,
+  # 2 json_schema; the schema's JSON text for json_schema (at most 64 KiB,
+  # sampling_params::validate). The receiver compiles it and replays the
+  # output so far into a fresh matcher (no matcher bytes travel).
+  structuredKind @19 :UInt8;
+  structuredSchema @20 :Text;
 }
 
 # What one engine exported so another can continue a request

@@ -75,6 +75,8 @@ void put(s::SamplingParams::Builder b, const engine::sampling_params& p) {
     b.setSpeculativeMethod(static_cast<uint8_t>(p.speculative->method));
     b.setSpeculativeTokens(p.speculative->num_tokens);
   }
+  b.setStructuredKind(static_cast<uint8_t>(p.structured_output.kind));
+  b.setStructuredSchema(text(p.structured_output.schema));
 }
 
 void put(s::BlockHash::Builder b, const engine::kv_block_hash& h) {
@@ -366,7 +368,7 @@ engine::kv_layout get(const std::string& field, s::KvLayout::Reader r) {
   l.num_layers = r.getNumLayers();
   l.num_kv_heads = r.getNumKvHeads();
   l.head_dim = r.getHeadDim();
-  l.kv_dtype = static_cast<engine::dtype>(enum_in_range(field + ".kv_dtype", r.getKvDtype(), 2));
+  l.kv_dtype = static_cast<engine::dtype>(enum_in_range(field + ".kv_dtype", r.getKvDtype(), 3));
   return l;
 }
 
@@ -402,6 +404,16 @@ engine::sampling_params get(s::SamplingParams::Reader r) {
     p.speculative = engine::speculative_params{static_cast<engine::speculative_params::method_kind>(m),
                                                r.getSpeculativeTokens()};
   }
+  // The schema is bounded here (sampling_params::validate checks it again
+  // with the kind); the engine compiles it, refusing what it cannot.
+  using so = engine::structured_output_params::kind_type;
+  const auto kind = r.getStructuredKind();
+  if (kind > static_cast<uint8_t>(so::json_schema))
+    refuse("params.structured_output kind " + std::to_string(kind) +
+           " is not none (0), json_object (1) or json_schema (2)");
+  p.structured_output.kind = static_cast<so>(kind);
+  p.structured_output.schema = get_text("params.structured_output.schema", r.getStructuredSchema(),
+                                        engine::structured_output_params::max_schema_bytes);
   return p;
 }
 

@@ -1,0 +1,141 @@
+#include "engine/structured_output.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include "engine/engine_errc.hpp"
+#include "engine/grammar/json_schema.hpp"
+#include "engine/tokenizer.hpp"
+
+namespace tessera::engine {
+
+namespace {
+
+/// Compiled grammars kept (each a few hundred KB at most).
+constexpr size_t grammar_cache_entries = 64;
+
+/// Bytes of completion beyond the tokens left at which the mask starts
+/// keeping every token's completion within the budget (mask_mode::bounded,
+/// an uncached trie walk per step). Before that zone a single free token
+/// that adds more than this to the shortest completion (e.g. `[{"name":`
+/// under a recursive schema with required properties) could outrun the
+/// budget; 16 did on the test corpus, 64 did not. Not a proof: a schema
+/// whose one token opens more can still end cut at max_tokens.
+constexpr int32_t bounded_margin_bytes = 64;
+
+caf::error bad(std::string what) {
+  return make_engine_error(engine_errc::bad_request, std::move(what));
+}
+
+} // namespace
+
+structured_output::structured_output(std::shared_ptr<const tokenizer> tok,
+                                     std::vector<int32_t> eos_ids)
+  : tok_(std::move(tok)), eos_ids_(std::move(eos_ids)) {}
+
+structured_output::~structured_output() = default;
+
+caf::expected<std::shared_ptr<const grammar::grammar>>
+structured_output::grammar_for(const structured_output_params& p) {
+  using kind = structured_output_params::kind_type;
+  std::string key(1, static_cast<char>(p.kind));
+  key += p.schema;
+  if (auto it = grammars_.find(key); it != grammars_.end()) {
+    ++compile_hits_;
+    lru_.splice(lru_.begin(), lru_, it->second.second);
+    return it->second.first;
+  }
+  grammar::json_grammar_options opts;
+  opts.limits.max_nodes = structured_output_max_grammar_nodes;
+  grammar::json_grammar_result r;
+  if (p.kind == kind::json_object)
+    r = grammar::compile_json_object_mode(opts);
+  else if (p.kind == kind::json_schema)
+    r = grammar::compile_json_schema_text(p.schema, opts);
+  else
+    return bad("structured output is not requested");
+  ++compiles_;
+  if (!r.ok())
+    return bad("structured_output schema: " + r.error.text());
+  if (grammars_.size() >= grammar_cache_entries) {
+    grammars_.erase(lru_.back());
+    lru_.pop_back();
+  }
+  lru_.push_front(key);
+  grammars_.emplace(std::move(key), std::make_pair(r.value, lru_.begin()));
+  return r.value;
+}
+
+grammar::token_masker& structured_output::masker() {
+  if (!masker_) {
+    grammar::grammar_vocabulary v;
+    const int32_t n = tok_->vocab_size();
+    v.token_bytes.reserve(static_cast<size_t>(n));
+    v.special.reserve(static_cast<size_t>(n));
+    for (int32_t id = 0; id < n; ++id) {
+      v.token_bytes.push_back(tok_->token_bytes(id));
+      v.special.push_back(tok_->is_special(id));
+    }
+    for (int32_t id : eos_ids_)
+      if (id >= 0 && id < n)
+        v.eos_ids.push_back(id);
+    trie_ = std::make_unique<grammar::token_trie>(v);
+    masker_ = std::make_unique<grammar::token_masker>(*trie_);
+  }
+  return *masker_;
+}
+
+caf::expected<grammar::grammar_matcher>
+structured_output::start(const structured_output_params& p, std::span<const int32_t> output) {
+  if (!tok_)
+    return bad("structured output needs the model's tokenizer, and this engine has none");
+  if (std::none_of(eos_ids_.begin(), eos_ids_.end(),
+                   [&](int32_t id) { return id >= 0 && id < tok_->vocab_size(); }))
+    return bad("structured output needs an EOS token to end the document, and the model has none");
+  auto g = grammar_for(p);
+  if (!g)
+    return std::move(g.error());
+  grammar::grammar_matcher m(std::move(*g));
+  auto& mk = masker();
+  for (size_t i = 0; i < output.size(); ++i)
+    if (!mk.accept_token(m, output[i]))
+      return bad("output token " + std::to_string(i) + " (id " + std::to_string(output[i]) +
+                 ") does not follow the request's structured-output grammar");
+  return m;
+}
+
+size_t structured_output::mask(const grammar::grammar_matcher& m, int32_t tokens_left,
+                               std::span<float> row) {
+  auto& mk = masker();
+  const auto to_end = static_cast<int64_t>(m.min_bytes_to_end());
+  if (tokens_left <= to_end + 1 + bounded_margin_bytes) {
+    const auto budget = static_cast<uint32_t>(std::max<int32_t>(0, tokens_left - 2));
+    mk.fill(m, grammar::mask_mode::bounded, scratch_, budget);
+  } else {
+    mk.fill(m, grammar::mask_mode::free, scratch_);
+  }
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  size_t allowed = 0;
+  const size_t n = row.size();
+  for (size_t w = 0; w * 64 < n; ++w) {
+    const uint64_t bits = w < scratch_.bits.size() ? scratch_.bits[w] : 0;
+    const size_t hi = std::min(n, w * 64 + 64);
+    if (bits == 0) {
+      std::fill(row.begin() + static_cast<ptrdiff_t>(w * 64), row.begin() + static_cast<ptrdiff_t>(hi), neg_inf);
+      continue;
+    }
+    for (size_t id = w * 64; id < hi; ++id) {
+      if ((bits >> (id % 64)) & 1u)
+        ++allowed;
+      else
+        row[id] = neg_inf;
+    }
+  }
+  return allowed;
+}
+
+bool structured_output::accept(grammar::grammar_matcher& m, int32_t token) const {
+  return masker_ && masker_->accept_token(m, token);
+}
+
+} // namespace tessera::engine
