@@ -1,7 +1,8 @@
 // Checks tessera serve's OpenAI wire format with the official `openai` npm
 // client (pinned in package.json): models, completions and chat completions,
 // streamed and not, n > 1, errors as the SDK's error classes, greedy
-// determinism. Every request is one a user of the SDK would write; the SDK
+// determinism, structured output (response_format json_object and
+// json_schema). Every request is one a user of the SDK would write; the SDK
 // parses the responses, so a missing field, a wrong type or a broken SSE
 // frame shows up here as it would in an application.
 //
@@ -229,6 +230,55 @@ await check("an unknown model rejects with NotFoundError 404", async () => {
   assert.ok(err instanceof OpenAI.NotFoundError, `got ${err?.constructor?.name}: ${err?.message}`);
   assert.equal(err.status, 404);
   assert.equal(err.code, "model_not_found");
+});
+
+// Structured output: the grammar holds the model (random weights here) to
+// the format, so these parse whatever the weights say. max_tokens leaves
+// room to close the document.
+await check("chat json_object: the content parses as a JSON object", async () => {
+  const r = await client.chat.completions.create(
+    chatRequest({ max_tokens: 64, temperature: 0.8, seed: 5, response_format: { type: "json_object" } }));
+  const content = r.choices[0].message.content;
+  const v = JSON.parse(content);
+  assert.equal(typeof v, "object", content);
+  assert.ok(v !== null && !Array.isArray(v), `an object: ${content}`);
+});
+
+const PERSON = {
+  type: "object",
+  properties: {
+    name: { type: "string", maxLength: 12 },
+    age: { type: "integer" },
+    colour: { enum: ["red", "green", "blue"] },
+  },
+  required: ["name", "age", "colour"],
+  additionalProperties: false,
+};
+
+await check("chat json_schema (strict) streamed: the deltas join into a valid document", async () => {
+  const stream = await client.chat.completions.create(chatRequest({
+    max_tokens: 96,
+    stream: true,
+    response_format: { type: "json_schema", json_schema: { name: "person", strict: true, schema: PERSON } },
+  }));
+  const chunks = await collect(stream, "chat.completion.chunk");
+  let content = "";
+  for (const c of chunks) for (const ch of c.choices) content += ch.delta?.content ?? "";
+  const v = JSON.parse(content);
+  assert.deepEqual(Object.keys(v), ["name", "age", "colour"], content);
+  assert.equal(typeof v.name, "string");
+  assert.ok(v.name.length <= 12, content);
+  assert.ok(Number.isInteger(v.age), content);
+  assert.ok(["red", "green", "blue"].includes(v.colour), content);
+});
+
+await check("completions json_schema: an unsupported keyword is a BadRequestError naming it", async () => {
+  const err = await rejection(() => client.completions.create(completionRequest({
+    response_format: { type: "json_schema", json_schema: { name: "n", schema: { type: "integer", minimum: 1 } } },
+  })));
+  assert.ok(err instanceof OpenAI.BadRequestError, `got ${err?.constructor?.name}: ${err?.message}`);
+  assert.equal(err.error?.param, "response_format.json_schema.schema");
+  assert.match(err.error?.message, /minimum/);
 });
 
 if (failures > 0) {
