@@ -13,6 +13,7 @@
 #include "common/error.hpp"
 #include "engine/engine.hpp"
 #include "engine/factory/backend_factory.hpp"
+#include "engine/kv_int8.hpp"
 #include "engine/speculative.hpp"
 #include "engine/tokenizer.hpp"
 
@@ -32,6 +33,7 @@ struct generate_args {
   bool json = false;
   bool ignore_eos = false;
   std::string speculative = "none";
+  std::string kv_dtype = "bf16";
   engine::backend_choice engine;
 };
 
@@ -62,6 +64,7 @@ int run_generate(const generate_args& a) {
   // cpu: enough KV for this one request, not the serving default; sim: what
   // the modelled GPU leaves for KV (its host pool is touched only where used).
   bopts.kv_cache_bytes = a.engine.kind == engine::backend_kind::cpu ? size_t{64} << 20 : 0;
+  bopts.kv_dtype = *engine::parse_kv_dtype(a.kv_dtype); // checked by the option
   auto be = engine::make_backend(*files, bopts);
   if (!be)
     return fail(be.error());
@@ -165,6 +168,10 @@ command add_generate_command(CLI::App& app) {
   sub->add_option("--threads", a->threads, "CPU threads (0: all cores)")->capture_default_str()
     ->check(CLI::Range(0, 1024));
   sub->add_flag("--ignore-eos", a->ignore_eos, "Keep generating through end-of-sequence");
+  sub->add_option("--kv-dtype", a->kv_dtype,
+                  "KV pool element type: bf16, or int8 (per-token scales, about half the bytes)")
+    ->capture_default_str()
+    ->check(CLI::IsMember({"bf16", "int8", "f32", "f16"}));
   sub->add_option("--speculative", a->speculative,
                   "Speculative decoding: ngram:K (prompt lookup, K draft tokens per step, 1..16) or none; "
                   "the output is the same as without it")

@@ -16,6 +16,7 @@
 #include "cli/engine_options.hpp"
 #include "cli/preflight_checks.hpp"
 #include "common/error.hpp"
+#include "engine/kv_int8.hpp"
 #include "engine/speculative.hpp"
 
 namespace tessera::cli {
@@ -31,6 +32,7 @@ struct serve_args {
   std::string speculative = "none";
   size_t kv_store_disk_mb = 16384;
   bool kv_store_int8 = false;
+  std::string kv_dtype = "bf16";
   uint64_t kv_store_offer_mb = 64;
   int scheduler_threads = 0;
   double drain_timeout_s = 10.0;
@@ -77,6 +79,7 @@ int run_serve(serve_args& a) {
     a.opts.model_dir = a.model;
   }
   a.opts.kv_cache_bytes = a.kv_cache_mb << 20;
+  a.opts.kv_dtype = *engine::parse_kv_dtype(a.kv_dtype); // checked by the option
   a.opts.kv_store_host_bytes = a.kv_store_host_mb << 20;
   a.opts.kv_store_disk_dir = a.kv_store_disk_dir;
   a.opts.kv_store_disk_bytes = a.kv_store_disk_mb << 20;
@@ -183,6 +186,11 @@ command add_serve_command(CLI::App& app) {
                   "after the weights)")
     ->capture_default_str()
     ->check(CLI::Range(0, 1 << 20));
+  sub->add_option("--kv-dtype", a->kv_dtype,
+                  "KV pool element type: bf16, or int8 (per-token f16 scales in each block, about "
+                  "half the bytes per token; blocks move to peers and the kv store as they are)")
+    ->capture_default_str()
+    ->check(CLI::IsMember({"bf16", "int8", "f32", "f16"}));
   sub->add_option("--kv-store-host-mb", a->kv_store_host_mb,
                   "Kv store host-memory tier for cross-turn KV reuse, MiB (0: no kv store)")
     ->capture_default_str()->check(CLI::Range(0, 1 << 30));

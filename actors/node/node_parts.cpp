@@ -102,6 +102,7 @@ caf::expected<started_worker> start_worker(caf::actor_system& sys, bridge& br,
   bo.choice = spec.engine;
   bo.threads = spec.threads;
   bo.kv_cache_bytes = spec.kv_cache_bytes;
+  bo.kv_dtype = spec.kv_dtype;
   auto be = engine::make_backend({model.config, model.weights, model.tokenizer}, bo);
   if (!be)
     return be.error();

@@ -84,6 +84,8 @@ struct worker_spec {
   int threads = 1;
   /// engine::backend_options::kv_cache_bytes (0: the backend's default).
   size_t kv_cache_bytes = size_t{256} << 20;
+  /// engine::backend_options::kv_dtype. Default: bf16.
+  engine::dtype kv_dtype = engine::dtype::bf16;
   /// The backend (cpu or sim) and the sim's settings.
   engine::backend_choice engine;
   int32_t max_model_len = 0;

@@ -122,6 +122,7 @@ caf::expected<std::unique_ptr<serve_node>> serve_node::start(caf::actor_system& 
       spec.roles = {prefill ? wire::node_role::prefill : wire::node_role::decode};
     spec.threads = opts.threads_per_worker > 0 ? opts.threads_per_worker : std::max(1, cores / n_workers);
     spec.kv_cache_bytes = opts.kv_cache_bytes;
+    spec.kv_dtype = opts.kv_dtype;
     spec.engine = opts.engine;
     spec.max_model_len = opts.max_model_len;
     spec.speculative = opts.speculative;

@@ -43,6 +43,8 @@ struct serve_options {
   /// KV pool per worker; with the sim, the modelled GPU's KV capacity; 0:
   /// the backend's default (engine::backend_options). Default: 256 MiB.
   size_t kv_cache_bytes = size_t{256} << 20;
+  /// Every worker's KV pool element type (--kv-dtype). Default: bf16.
+  engine::dtype kv_dtype = engine::dtype::bf16;
   /// Every worker's backend (cpu or sim) and the sim's settings.
   engine::backend_choice engine;
   /// Longest prompt + output; 0: the model's max_position_embeddings.

@@ -32,7 +32,7 @@ problem check_layout(const engine::kv_layout& l) {
     return "layout.num_kv_heads must be in [1, 4096], got " + to_string(l.num_kv_heads);
   if (!in(l.head_dim, 1, 16384))
     return "layout.head_dim must be in [1, 16384], got " + to_string(l.head_dim);
-  if (static_cast<unsigned>(l.kv_dtype) > static_cast<unsigned>(engine::dtype::bf16))
+  if (static_cast<unsigned>(l.kv_dtype) > static_cast<unsigned>(engine::dtype::i8))
     return "layout.kv_dtype out of range: " + to_string(static_cast<unsigned>(l.kv_dtype));
   return {};
 }
