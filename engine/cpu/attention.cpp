@@ -104,8 +104,10 @@ size_t attention_scratch_floats(const attention_shape& s, int32_t n_ctx) {
 void attend(const attention_shape& s, std::span<const kv_block_id> table, int32_t kv_head,
             int32_t pos, const float* q, float* out, float* scratch) {
   const auto& l = *s.layout;
-  if (kernel_isa() == "avx512" && l.block_tokens % 16 == 0 && l.head_dim % 16 == 0 &&
-      l.head_dim <= 256 && l.kv_dtype != dtype::f16) {
+  const std::string_view isa = kernel_isa();
+  const bool avx512 = isa == "avx512" && l.block_tokens % 16 == 0 && l.head_dim % 16 == 0;
+  const bool avx2 = isa == "avx2" && l.block_tokens % 8 == 0 && l.head_dim % 8 == 0;
+  if ((avx512 || avx2) && l.head_dim <= 256 && l.kv_dtype != dtype::f16) {
     detail::attention_avx512_args a;
     a.pool = s.pool;
     a.block_bytes = l.block_bytes();
@@ -122,7 +124,10 @@ void attend(const attention_shape& s, std::span<const kv_block_id> table, int32_
     a.q = q;
     a.out = out;
     a.scratch = scratch;
-    detail::attend_avx512(a);
+    if (avx512)
+      detail::attend_avx512(a);
+    else
+      detail::attend_avx2(a);
   } else {
     attend_generic(s, table, kv_head, pos, q, out, scratch);
   }

@@ -31,4 +31,9 @@ struct attention_avx512_args {
 /// AVX-512 attention (see attention.hpp for the contract).
 void attend_avx512(const attention_avx512_args& a);
 
+/// AVX2 attention, the same algorithm on 8 lanes: the same arguments, with
+/// block_tokens and head_dim multiples of 8 (head_dim <= 256) and scratch
+/// of >= ceil((pos + 1) / 8) * 8 floats.
+void attend_avx2(const attention_avx512_args& a);
+
 } // namespace tessera::engine::cpu::detail

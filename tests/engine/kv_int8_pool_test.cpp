@@ -165,7 +165,9 @@ TEST_P(Int8AttentionTest, PagedInt8EqualsDenseReferenceOverDequantizedKV) {
 INSTANTIATE_TEST_SUITE_P(Layouts, Int8AttentionTest,
                          testing::Values(int8_case{16, 4, 2, 16, "avx512"}, int8_case{32, 6, 2, 64, "avx512"},
                                          int8_case{16, 4, 2, 16, "generic"}, int8_case{32, 6, 2, 64, "generic"},
-                                         int8_case{8, 4, 1, 24, "avx512"})); // portable fallback
+                                         int8_case{8, 4, 1, 24, "avx512"}, // portable fallback
+                                         int8_case{16, 4, 2, 16, "avx2"}, int8_case{32, 6, 2, 64, "avx2"},
+                                         int8_case{8, 4, 1, 24, "avx2"}));
 
 TEST(Int8AttentionIsaTest, VectorAndScalarPathsAgreeAndIgnoreStaleSlots) {
   if (!set_kernel_isa("avx512"))
@@ -188,6 +190,33 @@ TEST(Int8AttentionIsaTest, VectorAndScalarPathsAgreeAndIgnoreStaleSlots) {
     ASSERT_TRUE(std::isfinite(vec[i])) << i;
     EXPECT_NEAR(vec[i], port[i], 1e-5) << i;
   }
+}
+
+TEST(Int8AttentionIsaTest, Avx2PathAgreesWithScalarForEveryKvDtype) {
+  const std::string before{kernel_isa()};
+  if (!set_kernel_isa("avx2"))
+    GTEST_SKIP() << "no AVX2 on this CPU";
+  for (auto kv : {dtype::f32, dtype::bf16, dtype::i8}) {
+    int8_world w{16, 6, 2, 32, 6};
+    w.layout.kv_dtype = kv;
+    w.pool.assign(w.layout.block_bytes() * 6, std::byte{0});
+    w.shape.pool = w.pool.data();
+    std::vector<kv_block_id> table{4, 1, 5, 0};
+    w.fill(table, 53, 11);
+    std::vector<float> scratch(attention_scratch_floats(w.shape, 53));
+    std::vector<float> q(3 * 32), vec(q.size()), port(q.size());
+    for (size_t i = 0; i < q.size(); ++i)
+      q[i] = 0.02f * static_cast<float>(static_cast<int>(i % 13) - 6);
+    for (int32_t pos : {0, 7, 8, 52}) {
+      ASSERT_TRUE(set_kernel_isa("avx2"));
+      attend(w.shape, table, 1, pos, q.data(), vec.data(), scratch.data());
+      ASSERT_TRUE(set_kernel_isa("generic"));
+      attend(w.shape, table, 1, pos, q.data(), port.data(), scratch.data());
+      for (size_t i = 0; i < vec.size(); ++i)
+        EXPECT_NEAR(vec[i], port[i], 1e-5) << "dtype " << static_cast<int>(kv) << " pos " << pos << " " << i;
+    }
+  }
+  set_kernel_isa(before);
 }
 
 // Teacher-forced log-probabilities of `tokens` (each next token given the
