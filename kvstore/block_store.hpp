@@ -52,6 +52,15 @@ struct prefix_match {
   [[nodiscard]] size_t count(kv_tier t) const;
 };
 
+/// The leading blocks of a hash chain read from a store (get_prefix).
+struct prefix_read {
+  /// hits[i] is block i of the chain, verified.
+  std::vector<block_hit> hits;
+  /// It stopped at the byte bound before a block the store holds: ask
+  /// again for the rest.
+  bool more = false;
+};
+
 /// A content-addressed store of KV blocks. Thread-safe: every member may be
 /// called concurrently from any thread.
 class block_store {
@@ -66,6 +75,17 @@ public:
   /// The block under `key`, verified; nullopt on a miss. A corrupt or
   /// unreadable block is a miss, never wrong bytes.
   [[nodiscard]] virtual std::optional<block_hit> get(const block_key& key) = 0;
+
+  /// The leading blocks of `chain` (hashes in namespace `ns`, block 0
+  /// first) the store holds, verified, as get() would return them one by
+  /// one: up to the first miss (a block absent, unreadable or failing
+  /// verification: a prefix is usable only up to its first gap), and while
+  /// their payload stays within `max_bytes` (the first block is returned
+  /// whatever its size). Callers bound the work with the span they pass.
+  /// The default calls get() block by block; a store may read the chain
+  /// in one pass.
+  [[nodiscard]] virtual prefix_read get_prefix(uint64_t ns, std::span<const engine::kv_block_hash> chain,
+                                               uint64_t max_bytes = UINT64_MAX);
 
   /// Longest prefix of `chain` (hashes in namespace `ns`, block 0 first)
   /// held by the store: walks the chain and stops at the first miss.

@@ -67,18 +67,23 @@ std::optional<stored_block> host_tier::get(const block_key& key) {
     b = it->second.block;
   }
   // Hash outside the lock: a 1 MiB block takes tens of microseconds.
-  bool ok = verify_block(b);
+  if (verify_block(b)) {
+    std::lock_guard guard{mutex_};
+    ++stats_.hits;
+    return b;
+  }
+  drop_unverified(key, b.payload);
+  return std::nullopt;
+}
+
+void host_tier::drop_unverified(const block_key& key, const block_payload& payload) {
   {
     std::lock_guard guard{mutex_};
-    if (ok) {
-      ++stats_.hits;
-      return b;
-    }
     ++stats_.checksum_failures;
     ++stats_.misses;
     // Drop it only if it is still the same bytes (another thread may have
     // removed it and stored a good copy meanwhile).
-    if (auto it = index_.find(key); it != index_.end() && it->second.block.payload == b.payload)
+    if (auto it = index_.find(key); it != index_.end() && it->second.block.payload == payload)
       remove_locked(it);
   }
   // Bytes that changed in memory: rare and worth a line, but bounded.
@@ -88,7 +93,24 @@ std::optional<stored_block> host_tier::get(const block_key& key) {
                  to_string(key),
                  permit.suppressed ? " (" + std::to_string(permit.suppressed) + " more since the last line)"
                                    : std::string{});
-  return std::nullopt;
+}
+
+std::vector<std::optional<stored_block>> host_tier::peek(std::span<const block_key> keys) const {
+  std::vector<std::optional<stored_block>> out(keys.size());
+  std::lock_guard guard{mutex_};
+  for (size_t i = 0; i < keys.size(); ++i)
+    if (auto it = index_.find(keys[i]); it != index_.end())
+      out[i] = it->second.block;
+  return out;
+}
+
+void host_tier::mark_read(std::span<const block_key> used, size_t misses) {
+  std::lock_guard guard{mutex_};
+  for (const auto& key : used)
+    if (auto it = index_.find(key); it != index_.end())
+      lru_.splice(lru_.end(), lru_, it->second.lru_pos);
+  stats_.hits += used.size();
+  stats_.misses += misses;
 }
 
 bool host_tier::touch(const block_key& key) {

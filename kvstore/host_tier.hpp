@@ -20,6 +20,7 @@
 #include <list>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -71,6 +72,23 @@ public:
   /// Marks `key` most recently used; false when absent. Counts as a hit or
   /// a miss like get(), but reads (and verifies) no bytes.
   bool touch(const block_key& key);
+
+  /// The blocks under `keys`, in order (nullopt where absent), under one
+  /// lock acquisition for the lot: unverified, unchanged (no LRU change,
+  /// nothing counted). A batched read verifies them (verify_block), hands
+  /// those that fail to drop_unverified() and reports the rest with
+  /// mark_read().
+  [[nodiscard]] std::vector<std::optional<stored_block>> peek(std::span<const block_key> keys) const;
+
+  /// What get() does after reading `used` (verified) and missing `misses`
+  /// others, under one lock: marks `used` most recently used in order (those
+  /// evicted since are skipped) and counts them as hits, `misses` as misses.
+  void mark_read(std::span<const block_key> used, size_t misses);
+
+  /// What get() does with a block that failed verification: drops `key` if
+  /// it still holds `payload`, counts a checksum failure and a miss, logs
+  /// (rate-limited).
+  void drop_unverified(const block_key& key, const block_payload& payload);
 
   /// Whether `key` is held; changes nothing.
   [[nodiscard]] bool contains(const block_key& key) const;

@@ -44,6 +44,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include <caf/error.hpp>
@@ -128,6 +129,23 @@ public:
   /// Reads and verifies the block under `key`; nullopt on a miss, a failed
   /// verification or an I/O error (see the file comment).
   [[nodiscard]] std::optional<stored_block> get(const block_key& key);
+
+  /// What get_run() read.
+  struct run_read {
+    /// blocks[i] is the block under keys[i], verified.
+    std::vector<stored_block> blocks;
+    /// It stopped before a block the index holds because of the byte bound.
+    bool cut = false;
+  };
+
+  /// The leading blocks of `keys` this tier holds, read with one RocksDB
+  /// MultiGet: up to the first key the index lacks, and while the payload
+  /// read stays within `max_payload_bytes` (the first block is read
+  /// whatever its size). Each block is verified, counted and, when bad,
+  /// dropped as get() does; the run ends at the first that fails (a failed
+  /// read, a failed verification, a block evicted meanwhile), and what was
+  /// read after it is neither counted nor returned.
+  [[nodiscard]] run_read get_run(std::span<const block_key> keys, uint64_t max_payload_bytes);
 
   /// Whether the index holds `key` (no I/O; the bytes are not checked).
   [[nodiscard]] bool contains(const block_key& key) const;

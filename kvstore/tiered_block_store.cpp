@@ -1,5 +1,9 @@
 #include "kvstore/tiered_block_store.hpp"
 
+#include <algorithm>
+#include <optional>
+#include <unordered_map>
+
 #include "kvstore/block_quant.hpp"
 #include "kvstore/kvstore_errc.hpp"
 
@@ -76,7 +80,8 @@ void tiered_block_store::spill(const block_key& key, stored_block b) {
   }
 }
 
-bool tiered_block_store::promote(const block_key& key, const stored_block& b) {
+bool tiered_block_store::promote(const block_key& key, const stored_block& b,
+                                 std::vector<block_key>* evicted) {
   // A read never waits for writes: with the spill queue full, what the
   // promotion would evict could not be spilled without waiting, so the
   // block is served from where it is and stays there.
@@ -85,8 +90,11 @@ bool tiered_block_store::promote(const block_key& key, const stored_block& b) {
     return false;
   }
   auto r = host_.insert(key, b);
-  for (auto& e : r.evicted)
+  for (auto& e : r.evicted) {
+    if (evicted)
+      evicted->push_back(e.key);
     spill(e.key, std::move(e.block));
+  }
   return r.stored;
 }
 
@@ -170,6 +178,144 @@ std::optional<block_hit> tiered_block_store::find(const block_key& key) {
     return block_hit{kv_tier::disk, std::move(*b)};
   }
   return std::nullopt;
+}
+
+prefix_read tiered_block_store::get_prefix(uint64_t caller_ns, std::span<const engine::kv_block_hash> chain,
+                                           uint64_t max_bytes) {
+  const uint64_t ns = tier_key(block_key{caller_ns, 0}).ns;
+  std::vector<block_key> keys;
+  keys.reserve(chain.size());
+  for (auto h : chain)
+    keys.push_back(block_key{ns, h});
+  // The tiers' blocks, as held (quantized for int8 tiers).
+  std::vector<block_hit> got;
+  uint64_t bytes = 0;
+  bool more = false;
+  auto fits = [&](const stored_block& b) { return got.empty() || bytes + b.payload_bytes() <= max_bytes; };
+  auto take = [&](kv_tier t, stored_block b) {
+    bytes += b.payload_bytes();
+    got.push_back(block_hit{t, std::move(b)});
+  };
+  // One look at host memory for the whole chain. Host hits are marked used
+  // a run at a time, so the LRU order is the one get() block by block
+  // leaves; a block a promotion evicts further down the chain is looked for
+  // below host memory, as get() would.
+  auto held = host_.peek(keys);
+  std::vector<block_key> host_used;
+  size_t host_misses = 0;
+  std::vector<block_key> evicted;
+  std::unordered_map<block_key, size_t, block_key_hasher> held_at; // made at the first eviction
+  auto forget_evicted = [&](size_t from) {
+    if (evicted.empty())
+      return;
+    if (held_at.empty())
+      for (size_t t = from; t < keys.size(); ++t)
+        if (held[t])
+          held_at.emplace(keys[t], t);
+    for (const auto& e : evicted)
+      if (auto it = held_at.find(e); it != held_at.end() && it->second >= from)
+        held[it->second].reset();
+    evicted.clear();
+  };
+  size_t i = 0;
+  while (i < keys.size()) {
+    bool corrupt = false;
+    if (held[i]) {
+      if (!fits(*held[i])) {
+        more = true;
+        break;
+      }
+      if (verify_block(*held[i])) {
+        host_used.push_back(keys[i]);
+        take(kv_tier::host, std::move(*held[i]));
+        ++i;
+        continue;
+      }
+      host_.drop_unverified(keys[i], held[i]->payload); // counted as a host miss there
+      held[i].reset();
+      corrupt = true;
+    }
+    if (!disk_) {
+      host_misses += corrupt ? 0 : 1;
+      break;
+    }
+    host_.mark_read(host_used, host_misses);
+    host_used.clear();
+    host_misses = 0;
+    // A run of blocks the host lacks: [i, j).
+    size_t j = i + 1;
+    while (j < keys.size() && !held[j])
+      ++j;
+    const auto run = std::span{keys}.subspan(i, j - i);
+    // Blocks on their way to disk are still in memory; the rest is read
+    // from disk in one go, up to the first the disk lacks.
+    std::vector<std::optional<stored_block>> queued(run.size());
+    std::vector<block_key> on_disk;
+    const bool queue_holds = queue_.blocks() > 0;
+    for (size_t t = 0; t < run.size(); ++t) {
+      if (queue_holds)
+        if (auto b = queue_.find(run[t]); b && verify_block(*b)) {
+          queued[t] = std::move(*b);
+          continue;
+        }
+      on_disk.push_back(run[t]);
+    }
+    const uint64_t budget = got.empty() ? max_bytes : max_bytes - std::min(bytes, max_bytes);
+    auto read = on_disk.empty() ? rocksdb_tier::run_read{} : disk_->get_run(on_disk, budget);
+    size_t d = 0;
+    bool whole = true;
+    for (size_t t = 0; t < run.size(); ++t) {
+      host_misses += (t == 0 && corrupt) ? 0 : 1;
+      std::optional<stored_block> b;
+      kv_tier tier = kv_tier::host;
+      if (queued[t]) {
+        b = std::move(queued[t]);
+      } else if (d < read.blocks.size()) {
+        b = std::move(read.blocks[d++]);
+        tier = kv_tier::disk;
+      } else {
+        more = read.cut; // stopped at the byte bound, not at a gap
+        whole = false;
+        break;
+      }
+      if (!fits(*b)) {
+        more = true;
+        whole = false;
+        break;
+      }
+      if (tier == kv_tier::host) {
+        ++queue_hits_;
+        promote(run[t], *b, &evicted);
+      } else if (promote(run[t], *b, &evicted)) {
+        ++promotions_;
+      }
+      take(tier, std::move(*b));
+    }
+    forget_evicted(j);
+    if (!whole)
+      break;
+    i = j;
+  }
+  host_.mark_read(host_used, host_misses);
+
+  prefix_read out;
+  out.more = more;
+  out.hits.reserve(got.size());
+  uint64_t out_bytes = 0;
+  for (auto& h : got) {
+    auto b = decode(std::move(h.block));
+    if (!b) {
+      out.more = false;
+      break;
+    }
+    if (!out.hits.empty() && out_bytes + b->payload_bytes() > max_bytes) {
+      out.more = true;
+      break;
+    }
+    out_bytes += b->payload_bytes();
+    out.hits.push_back(block_hit{h.tier, std::move(*b)});
+  }
+  return out;
 }
 
 prefix_match tiered_block_store::lookup(uint64_t ns,

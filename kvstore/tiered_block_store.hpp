@@ -115,6 +115,15 @@ public:
 
   [[nodiscard]] caf::error put(const block_key& key, stored_block b) override;
   [[nodiscard]] std::optional<block_hit> get(const block_key& key) override;
+  /// In one pass: the host tier's blocks of the whole chain under one
+  /// lock, then each run of blocks the host lacks from the spill queue and
+  /// the disk with one RocksDB MultiGet, up to the first gap. Every block
+  /// is verified; disk hits are promoted as get() promotes them. For int8
+  /// tiers the byte bound is applied to the stored (quantized) bytes while
+  /// reading and to the returned ones after decoding, so a read may fetch
+  /// a few blocks it does not return.
+  [[nodiscard]] prefix_read get_prefix(uint64_t ns, std::span<const engine::kv_block_hash> chain,
+                                       uint64_t max_bytes = UINT64_MAX) override;
   [[nodiscard]] prefix_match lookup(uint64_t ns, std::span<const engine::kv_block_hash> chain,
                                     lookup_mode mode = lookup_mode::promote) override;
   [[nodiscard]] bool contains(const block_key& key) const override;
@@ -145,8 +154,9 @@ public:
 private:
   explicit tiered_block_store(const tiered_store_options& opts);
   void spill(const block_key& key, stored_block b);
-  // Copies `b` into host memory, spilling what that evicts.
-  bool promote(const block_key& key, const stored_block& b);
+  // Copies `b` into host memory, spilling what that evicts (and adding
+  // the evicted keys to `evicted` when given).
+  bool promote(const block_key& key, const stored_block& b, std::vector<block_key>* evicted = nullptr);
   void spill_loop();
   // get() below the codec: the block under tier key `key`, as held.
   [[nodiscard]] std::optional<block_hit> find(const block_key& key);

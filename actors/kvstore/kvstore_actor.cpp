@@ -260,22 +260,18 @@ kvstore_impl::behavior_type kvstore_fn(kvstore_pointer self, kvstore_config cfg)
 
 wire::kv_fetch_reply read_chain(kvstore::block_store& store, const wire::kv_fetch_request& r) {
   wire::kv_fetch_reply out;
-  uint64_t bytes = 0;
-  for (auto h : r.block_hashes) {
-    auto hit = store.get({r.ns, h});
-    if (!hit)
-      break;
-    const auto& b = hit->block;
-    if (out.blocks.empty())
+  auto read = store.get_prefix(r.ns, r.block_hashes, r.max_bytes);
+  out.more = read.more;
+  out.blocks.reserve(read.hits.size());
+  for (size_t i = 0; i < read.hits.size(); ++i) {
+    const auto& b = read.hits[i].block;
+    if (out.blocks.empty()) {
       out.layout = b.meta.layout;
-    else if (!(b.meta.layout == out.layout))
-      break;
-    if (!out.blocks.empty() && bytes + b.payload_bytes() > r.max_bytes) {
-      out.more = true;
+    } else if (!(b.meta.layout == out.layout)) {
+      out.more = false;
       break;
     }
-    bytes += b.payload_bytes();
-    out.blocks.push_back({h, b.meta.token_count, b.meta.checksum, *b.payload});
+    out.blocks.push_back({r.block_hashes[i], b.meta.token_count, b.meta.checksum, *b.payload});
   }
   return out;
 }

@@ -85,7 +85,8 @@ struct kvstore_config {
 };
 
 /// The leading blocks of `r.block_hashes` that `store` holds in namespace
-/// r.ns, verified, in order: up to the first miss, the first block of
+/// r.ns, verified, in order, read in one pass (block_store::get_prefix):
+/// up to the first miss, the first block of
 /// another layout, or r.max_bytes of payload (then `more` is set; the
 /// first block is returned even when it alone is larger).
 [[nodiscard]] transport::wire::kv_fetch_reply read_chain(kvstore::block_store& store,

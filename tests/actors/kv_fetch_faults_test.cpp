@@ -1,0 +1,360 @@
+// The prefix fetch's failure modes that kv_offer_test (a store at its
+// bound, a hung read past the worker's deadline, with an empty store) does
+// not reach, each made real at the level where it is cheapest: a node's
+// tiered store over a RocksDB whose file system fails reads (fault_fs)
+// behind a real kvstore actor and workers; a reader slower than the
+// store actor's read_timeout; and an answer carrying blocks that arrives
+// after its request was computed. Every output must equal one engine's
+// without any cache.
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "actors/common/token_sink.hpp"
+#include "actors/kvstore/kvstore_actor.hpp"
+#include "actors/kvstore/kvstore_writer.hpp"
+#include "actors/worker/worker_actor.hpp"
+#include "common/error.hpp"
+#include "kvstore/tiered_block_store.hpp"
+#include "tests/kvstore/fault_fs.hpp"
+#include "tests/kvstore/kv_test_blocks.hpp"
+#include "tests/support/engine_runs.hpp"
+#include "tests/support/metrics_text.hpp"
+#include "tests/support/temp_dir.hpp"
+#include "tests/support/test_model.hpp"
+#include "transport/loopback/loopback_transport.hpp"
+
+namespace tessera::actors {
+namespace {
+
+using namespace std::chrono_literals;
+namespace wire = transport::wire;
+
+/// A tiered store whose prefix reads (what the store actor's readers do)
+/// wait at a gate while it is held, as reads of a disk that stalls do.
+class slow_store final : public kvstore::block_store {
+public:
+  explicit slow_store(std::unique_ptr<kvstore::tiered_block_store> inner) : inner_(std::move(inner)) {}
+
+  void hold() {
+    std::lock_guard lk{m_};
+    held_ = true;
+  }
+  void release() {
+    std::lock_guard lk{m_};
+    held_ = false;
+    cv_.notify_all();
+  }
+  /// Waits until `n` reads wait at the gate; false after `timeout`.
+  bool wait_held(size_t n, std::chrono::milliseconds timeout) {
+    std::unique_lock lk{m_};
+    return cv_.wait_for(lk, timeout, [&] { return at_gate_ == n; });
+  }
+  /// Waits until `n` reads have passed the gate and finished.
+  bool wait_reads(size_t n, std::chrono::milliseconds timeout) {
+    std::unique_lock lk{m_};
+    return cv_.wait_for(lk, timeout, [&] { return reads_ == n; });
+  }
+  kvstore::tiered_block_store& inner() { return *inner_; }
+
+  kvstore::prefix_read get_prefix(uint64_t ns, std::span<const engine::kv_block_hash> chain,
+                                  uint64_t max_bytes) override {
+    {
+      std::unique_lock lk{m_};
+      ++at_gate_;
+      cv_.notify_all();
+      cv_.wait(lk, [&] { return !held_; });
+      --at_gate_;
+    }
+    auto out = inner_->get_prefix(ns, chain, max_bytes);
+    std::lock_guard lk{m_};
+    ++reads_;
+    cv_.notify_all();
+    return out;
+  }
+  caf::error put(const kvstore::block_key& key, kvstore::stored_block b) override {
+    return inner_->put(key, std::move(b));
+  }
+  std::optional<kvstore::block_hit> get(const kvstore::block_key& key) override { return inner_->get(key); }
+  kvstore::prefix_match lookup(uint64_t ns, std::span<const engine::kv_block_hash> chain,
+                               kvstore::lookup_mode mode) override {
+    return inner_->lookup(ns, chain, mode);
+  }
+  bool contains(const kvstore::block_key& key) const override { return inner_->contains(key); }
+  void record_events(bool on) override { inner_->record_events(on); }
+  std::vector<kvstore::store_event> drain_events() override { return inner_->drain_events(); }
+  kvstore::store_stats stats() const override { return inner_->stats(); }
+
+private:
+  std::unique_ptr<kvstore::tiered_block_store> inner_;
+  std::mutex m_;
+  std::condition_variable cv_;
+  bool held_ = false;
+  size_t at_gate_ = 0;
+  size_t reads_ = 0;
+};
+
+std::unique_ptr<engine::engine> make_engine() {
+  tessera::test::test_engine_options o;
+  o.backend.num_blocks = 64;
+  o.backend.threads = 1;
+  o.with_tokenizer = true;
+  return tessera::test::make_test_engine("nano", o);
+}
+
+tessera::test::run_result alone(const engine::request& r) {
+  auto eng = make_engine();
+  return tessera::test::run_one(*eng, r);
+}
+
+std::shared_ptr<const bridge_protocol> protocol() {
+  auto p = std::make_shared<bridge_protocol>();
+  p->add<worker_actor>().add<token_sink_actor>().add<kvstore_actor>();
+  return p;
+}
+
+/// One node "n": a bridge, the test as the token sink, a tiered store of
+/// two blocks in host memory over RocksDB on a fault_fs, its writer and
+/// actor, and the workers a test adds.
+class KvFetchFaultsTest : public ::testing::Test {
+protected:
+  KvFetchFaultsTest() : sys(cfg), self(sys) {
+    br = std::make_unique<bridge>(
+      sys, std::make_unique<transport::loopback_transport>(transport::loopback_fabric::make()),
+      bridge_config{"n", protocol(), 10s, {}});
+    caf::anon_send(br->actor(), publish_atom_v, std::string{"sink"}, caf::actor_cast<caf::actor>(self));
+    block_bytes = make_engine()->get_backend().layout().block_bytes();
+    kvstore::tiered_store_options o;
+    o.host_capacity_bytes = 2 * (block_bytes + kvstore::host_tier::entry_overhead_bytes);
+    o.disk = kvstore::rocksdb_tier_options{};
+    o.disk->dir = dir.path();
+    o.disk->min_blob_size = 256;
+    o.disk->env = test::fault_fs::env_for(fs);
+    auto s = kvstore::tiered_block_store::open(o);
+    EXPECT_TRUE(s) << error_text(s.error());
+    store = std::make_shared<slow_store>(std::move(*s));
+    writer = spawn_kvstore_writer(sys, store);
+  }
+  ~KvFetchFaultsTest() override {
+    store->release();
+    for (auto& w : workers)
+      caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(writer, caf::exit_reason::user_shutdown);
+    if (store_actor)
+      caf::anon_send_exit(store_actor, caf::exit_reason::user_shutdown);
+  }
+
+  void start_store_actor(size_t readers = 4, size_t max_fetches_in_flight = 16,
+                         std::chrono::milliseconds read_timeout = 30s) {
+    kvstore_config kc;
+    kc.readers = readers;
+    kc.max_fetches_in_flight = max_fetches_in_flight;
+    kc.read_timeout = read_timeout;
+    kc.metrics = metrics;
+    kc.node = "n";
+    kc.bridge = br->actor();
+    kc.store = store;
+    kc.hash_seed = make_engine()->hash_seed();
+    store_actor = spawn_kvstore(sys, kc);
+    caf::anon_send(br->actor(), publish_atom_v, kc.name, caf::actor_cast<caf::actor>(store_actor));
+  }
+
+  worker_actor add_worker(const std::string& name, fetch_cost_options fetch_cost = {},
+                          uint64_t offer_max_bytes = uint64_t{64} << 20) {
+    std::shared_ptr<engine::engine> eng = make_engine();
+    auto region = br->register_region(eng->get_backend().kv_pool_memory()).value();
+    worker_config c{"n", name, br->actor(), region};
+    c.worker_id = workers.size() + 1;
+    c.metrics = metrics;
+    c.store = store;
+    c.store_writer = writer;
+    c.fetch_cost = fetch_cost;
+    c.offer_max_bytes = offer_max_bytes;
+    c.store_at = {"n", "kvstore"};
+    auto w = spawn_worker(sys, std::move(eng), c);
+    caf::anon_send(br->actor(), publish_atom_v, name, caf::actor_cast<caf::actor>(w));
+    workers.push_back(w);
+    return w;
+  }
+
+  tessera::test::run_result run(const worker_actor& w, const engine::request& r) {
+    wire::request_handoff h;
+    h.request = r;
+    h.reply_to = {"n", "sink"};
+    caf::error err;
+    self->request(w, 10s, generate_atom_v, h).receive([] {}, [&](caf::error& e) { err = e; });
+    EXPECT_FALSE(err);
+    std::map<uint64_t, tessera::test::run_result> out;
+    bool done = false;
+    while (!done)
+      self->receive(
+        [&](token_atom, const wire::token_chunk& c) {
+          tessera::test::collect(out, {c});
+          done = c.id == r.id && c.finish != engine::finish_reason::none;
+        },
+        [&](failed_atom, const wire::request_cancel& c) {
+          ADD_FAILURE() << "request " << c.request_id << " failed: " << c.reason;
+          done = true;
+        },
+        caf::after(20s) >> [&] {
+          ADD_FAILURE() << "request " << r.id << " did not finish";
+          done = true;
+        });
+    return out[r.id];
+  }
+
+  double metric(const std::string& series) const {
+    return tessera::test::metric_value(metrics->render(), series);
+  }
+  bool wait_metric(const std::string& series, double want) const {
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (metric(series) != want)
+      if (std::chrono::steady_clock::now() > deadline)
+        return false;
+      else
+        std::this_thread::sleep_for(5ms);
+    return true;
+  }
+
+  /// Turn 1 on worker "w1": 70 prompt tokens + 4 generated, so 4 full
+  /// blocks are offered; the store keeps the last 2 in host memory and
+  /// spills the first 2 to disk, flushed to files (reads go to the file
+  /// system). Returns the next turn's prompt: turn 1's 70 tokens + 30 new.
+  std::vector<int32_t> store_turn_one() {
+    auto w1 = add_worker("w1");
+    auto first = tessera::test::random_prompt(70, 1);
+    (void)run(w1, tessera::test::make_request(1, first, 4));
+    EXPECT_TRUE(wait_metric("tessera_kvstore_offered_blocks_total{worker=\"w1\"}", 4)) << metrics->render();
+    EXPECT_TRUE(store->inner().wait_spilled(10s));
+    EXPECT_FALSE(store->inner().disk()->flush());
+    const auto s = store->stats();
+    EXPECT_EQ(s.disk.blocks, 2u);
+    EXPECT_EQ(s.host.blocks, 2u);
+    auto next = first;
+    auto more = tessera::test::random_prompt(30, 2);
+    next.insert(next.end(), more.begin(), more.end());
+    return next;
+  }
+
+  caf::actor_system_config cfg;
+  caf::actor_system sys;
+  caf::scoped_actor self;
+  std::unique_ptr<bridge> br;
+  test::temp_dir dir{"tessera-kv-fetch-faults"};
+  std::shared_ptr<test::fault_fs> fs = std::make_shared<test::fault_fs>();
+  std::shared_ptr<slow_store> store;
+  kvstore_writer_actor writer;
+  kvstore_actor store_actor;
+  std::shared_ptr<cluster::metrics_registry> metrics = std::make_shared<cluster::metrics_registry>();
+  std::vector<worker_actor> workers;
+  size_t block_bytes = 0;
+};
+
+std::string fetches(const std::string& worker, const std::string& outcome) {
+  return "tessera_kvstore_fetch_total{worker=\"" + worker + "\",outcome=\"" + outcome + "\"}";
+}
+
+// A disk that fails its reads: the prefix's first blocks are on disk, so
+// the fetch brings nothing; the request is computed (right), the errors are
+// counted, and once the disk reads again the same prefix comes back.
+TEST_F(KvFetchFaultsTest, ADiskFailingReadsIsComputedAroundAndRecovers) {
+  start_store_actor();
+  const auto next = store_turn_one();
+  fs->fail_reads = true;
+  // w2 offers nothing: the store keeps only turn 1's blocks.
+  auto w2 = add_worker("w2", {}, 0);
+  const auto r2 = tessera::test::make_request(2, next, 6);
+  EXPECT_EQ(run(w2, r2).tokens, alone(r2).tokens);
+  EXPECT_EQ(metric(fetches("w2", "miss")), 1) << metrics->render();
+  EXPECT_GE(store->stats().disk.io_errors, 1u);
+  EXPECT_GE(fs->injected.load(), 1u);
+  EXPECT_EQ(store->stats().disk.blocks, 2u) << "a read error keeps the blocks (it may pass)";
+
+  fs->fail_reads = false;
+  auto w3 = add_worker("w3");
+  const auto r3 = tessera::test::make_request(3, next, 6);
+  EXPECT_EQ(run(w3, r3).tokens, alone(r3).tokens);
+  // The store held 4 of the prompt's 6 full blocks: all 4 came.
+  EXPECT_EQ(metric(fetches("w3", "partial")), 1) << metrics->render();
+  EXPECT_EQ(metric("tessera_kvstore_fetched_blocks_total{worker=\"w3\"}"), 4);
+  EXPECT_GE(store->stats().disk.hits, 2u);
+}
+
+// A reader slower than the store actor's read_timeout: the fetch is
+// answered empty when it runs out, and its place in the bound is given
+// back, so the next fetch is read (not answered busy) once the disk moves.
+TEST_F(KvFetchFaultsTest, AReadPastTheStoresReadTimeoutIsAnsweredEmptyAndFreesItsPlace) {
+  start_store_actor(1, 1, 200ms);
+  std::vector<engine::kv_block_hash> chain;
+  for (uint64_t i = 0; i < 3; ++i) {
+    const auto k = test::key_of(i);
+    ASSERT_FALSE(store->put(k, test::block_for(k)));
+    chain.push_back(k.hash);
+  }
+  wire::kv_fetch_request req;
+  req.ns = test::test_ns;
+  req.block_hashes = chain;
+  req.max_bytes = uint64_t{1} << 20;
+  auto fetch = [&] {
+    wire::kv_fetch_reply reply;
+    caf::error err;
+    self->request(store_actor, 10s, fetch_atom_v, req)
+      .receive([&](wire::kv_fetch_reply& r) { reply = std::move(r); }, [&](caf::error& e) { err = e; });
+    EXPECT_FALSE(err) << to_string(err);
+    return reply;
+  };
+  store->hold();
+  const auto started = std::chrono::steady_clock::now();
+  auto first = fetch();
+  EXPECT_GE(std::chrono::steady_clock::now() - started, 200ms);
+  EXPECT_TRUE(first.blocks.empty());
+  EXPECT_FALSE(first.busy) << "answered empty by the timeout, not refused";
+  ASSERT_TRUE(store->wait_held(1, 5s));
+  store->release();
+  ASSERT_TRUE(store->wait_reads(1, 5s));
+  // The bound is one fetch: had the timed-out one kept its place, this one
+  // would be answered busy.
+  auto second = fetch();
+  EXPECT_FALSE(second.busy);
+  ASSERT_EQ(second.blocks.size(), 3u);
+  for (size_t i = 0; i < 3; ++i)
+    EXPECT_EQ(second.blocks[i].data, *test::block_for(test::key_of(i)).payload) << i;
+}
+
+// The answer to a fetch arrives, carrying the prefix's blocks, after the
+// worker gave up on it (its deadline passed) and computed the request: the
+// worker keeps serving, and what it computes next is still right.
+TEST_F(KvFetchFaultsTest, BlocksArrivingAfterTheRequestWasComputedBreakNothing) {
+  start_store_actor();
+  const auto next = store_turn_one();
+  store->hold();
+  fetch_cost_options fc;
+  fc.min_deadline = fc.max_deadline = 300ms;
+  auto w2 = add_worker("w2", fc);
+  const auto r2 = tessera::test::make_request(2, next, 6);
+  EXPECT_EQ(run(w2, r2).tokens, alone(r2).tokens);
+  EXPECT_EQ(metric(fetches("w2", "late")), 1) << metrics->render();
+  ASSERT_TRUE(store->wait_held(1, 5s));
+  store->release();
+  ASSERT_TRUE(store->wait_reads(1, 5s));
+  std::this_thread::sleep_for(100ms); // the late answer reaches the worker
+  // The same prompt again (its blocks are in w2's pool now, computed), then
+  // a longer turn on top of it, then an unrelated prompt.
+  const auto r3 = tessera::test::make_request(3, next, 6);
+  EXPECT_EQ(run(w2, r3).tokens, alone(r3).tokens);
+  auto longer = next;
+  auto more = tessera::test::random_prompt(40, 3);
+  longer.insert(longer.end(), more.begin(), more.end());
+  const auto r4 = tessera::test::make_request(4, longer, 6);
+  EXPECT_EQ(run(w2, r4).tokens, alone(r4).tokens);
+  const auto r5 = tessera::test::make_request(5, tessera::test::random_prompt(50, 5), 6);
+  EXPECT_EQ(run(w2, r5).tokens, alone(r5).tokens);
+}
+
+} // namespace
+} // namespace tessera::actors
