@@ -383,22 +383,26 @@ std::vector<request_output> engine::step() {
 
 bool engine::emit_row(request_state& rs, std::span<float> row, request_output& out) {
   mask_early_stops(rs, row);
-  if (rs.matcher) {
-    // The tokens the grammar allows next; near the end of the budget only
-    // those whose document can still be completed within it. The prefill
-    // half of a disaggregated request (continues_elsewhere) has the
-    // decode worker's budget ahead of it, not its own max_tokens of 1.
-    const int32_t left = rs.continues_elsewhere ? std::numeric_limits<int32_t>::max()
-                                                : rs.params.max_tokens - rs.output_len();
-    if (structured_->mask(*rs.matcher, left, row) == 0) {
-      // Nothing continues the document (a vocabulary without the bytes it
-      // needs): end here rather than sample from nothing.
-      finish(rs, finish_reason::stop, out);
-      return false;
+  if (rs.matcher && structured_->mask(*rs.matcher, row) == 0) {
+    // Nothing continues the document (a vocabulary without the bytes it
+    // needs): end here rather than sample from nothing.
+    finish(rs, finish_reason::stop, out);
+    return false;
+  }
+  const auto step = static_cast<uint64_t>(rs.output_len());
+  auto t = sample(row, rs.params, rs.seed, step, rs.prompt(), rs.output(), scratch_);
+  // A token after which the document could not be completed within the
+  // tokens left is drawn again, at the same seed and step, from the tokens
+  // that fit (rare: the bounded mask walks the whole vocabulary). The
+  // prefill half of a disaggregated request (continues_elsewhere) has the
+  // decode worker's budget ahead of it, not its own max_tokens of 1.
+  if (t && rs.matcher && !rs.continues_elsewhere) {
+    const int32_t left = rs.params.max_tokens - rs.output_len();
+    if (!structured_->fits(*rs.matcher, t->token, left)) {
+      structured_->mask_bounded(*rs.matcher, left, row);
+      t = sample(row, rs.params, rs.seed, step, rs.prompt(), rs.output(), scratch_);
     }
   }
-  auto t = sample(row, rs.params, rs.seed, static_cast<uint64_t>(rs.output_len()), rs.prompt(),
-                  rs.output(), scratch_);
   if (!t) {
     fail(rs, t.error(), out);
     return false;

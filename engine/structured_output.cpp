@@ -14,15 +14,6 @@ namespace {
 /// Compiled grammars kept (each a few hundred KB at most).
 constexpr size_t grammar_cache_entries = 64;
 
-/// Bytes of completion beyond the tokens left at which the mask starts
-/// keeping every token's completion within the budget (mask_mode::bounded,
-/// an uncached trie walk per step). Before that zone a single free token
-/// that adds more than this to the shortest completion (e.g. `[{"name":`
-/// under a recursive schema with required properties) could outrun the
-/// budget; 16 did on the test corpus, 64 did not. Not a proof: a schema
-/// whose one token opens more can still end cut at max_tokens.
-constexpr int32_t bounded_margin_bytes = 64;
-
 caf::error bad(std::string what) {
   return make_engine_error(engine_errc::bad_request, std::move(what));
 }
@@ -104,16 +95,29 @@ structured_output::start(const structured_output_params& p, std::span<const int3
   return m;
 }
 
-size_t structured_output::mask(const grammar::grammar_matcher& m, int32_t tokens_left,
-                               std::span<float> row) {
-  auto& mk = masker();
-  const auto to_end = static_cast<int64_t>(m.min_bytes_to_end());
-  if (tokens_left <= to_end + 1 + bounded_margin_bytes) {
-    const auto budget = static_cast<uint32_t>(std::max<int32_t>(0, tokens_left - 2));
-    mk.fill(m, grammar::mask_mode::bounded, scratch_, budget);
-  } else {
-    mk.fill(m, grammar::mask_mode::free, scratch_);
-  }
+size_t structured_output::mask(const grammar::grammar_matcher& m, std::span<float> row) {
+  masker().fill(m, grammar::mask_mode::free, scratch_);
+  return apply(row);
+}
+
+bool structured_output::fits(const grammar::grammar_matcher& m, int32_t token,
+                             int32_t tokens_left) const {
+  if (std::find(eos_ids_.begin(), eos_ids_.end(), token) != eos_ids_.end())
+    return true;
+  grammar::grammar_matcher after = m;
+  if (!masker_ || !masker_->accept_token(after, token))
+    return false;
+  return int64_t{after.min_bytes_to_end()} <= int64_t{tokens_left} - 1;
+}
+
+size_t structured_output::mask_bounded(const grammar::grammar_matcher& m, int32_t tokens_left,
+                                       std::span<float> row) {
+  const auto budget = static_cast<uint32_t>(std::max<int32_t>(0, tokens_left - 1));
+  masker().fill(m, grammar::mask_mode::bounded, scratch_, budget);
+  return apply(row);
+}
+
+size_t structured_output::apply(std::span<float> row) const {
   const float neg_inf = -std::numeric_limits<float>::infinity();
   size_t allowed = 0;
   const size_t n = row.size();

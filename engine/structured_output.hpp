@@ -6,14 +6,18 @@
 /// The engine keeps one grammar_matcher per constrained request (the
 /// request's, not the KV's) and, per logits row:
 ///
-///   mask(matcher, tokens_left, row)   // disallowed ids -> -inf
+///   mask(matcher, row)                     // disallowed ids -> -inf (cached)
 ///   token = sample(row)
+///   if (!fits(matcher, token, tokens_left)) {  // would outrun max_tokens
+///     mask_bounded(matcher, tokens_left, row); // an uncached walk, rare
+///     token = sample(row)                      // same seed and step
+///   }
 ///   accept(matcher, token)
 ///
-/// Near the end of the token budget the mask keeps the shortest completion
-/// of the document within what is left (mask_mode::bounded), so a
-/// generation cut by max_tokens still ends as a valid document whenever
-/// the budget allows one. Not thread-safe: the engine's thread only.
+/// So every step keeps the document completable within the tokens left
+/// (each further token can shorten the shortest completion by at least a
+/// byte), and a generation cut by max_tokens still ends as a valid document
+/// whenever the first step could. Not thread-safe: the engine's thread only.
 
 #include <cstdint>
 #include <list>
@@ -55,11 +59,16 @@ public:
   [[nodiscard]] caf::expected<grammar::grammar_matcher>
   start(const structured_output_params& p, std::span<const int32_t> output);
 
-  /// Sets the logits of tokens `m` does not allow to -inf. `tokens_left`:
-  /// tokens the request may still generate, this one included; when few,
-  /// only tokens that leave a completion that fits are kept. Returns the
+  /// Sets the logits of tokens `m` does not allow to -inf. Returns the
   /// number of ids still allowed (0: nothing can continue).
-  size_t mask(const grammar::grammar_matcher& m, int32_t tokens_left, std::span<float> row);
+  size_t mask(const grammar::grammar_matcher& m, std::span<float> row);
+  /// Whether, after `token`, the document can still be completed within
+  /// the `tokens_left - 1` tokens that would remain (`tokens_left` counts
+  /// this one). EOS always fits.
+  [[nodiscard]] bool fits(const grammar::grammar_matcher& m, int32_t token, int32_t tokens_left) const;
+  /// As mask, keeping only tokens that fit (or, if none does, those that
+  /// come closest to an end).
+  size_t mask_bounded(const grammar::grammar_matcher& m, int32_t tokens_left, std::span<float> row);
 
   /// Advances `m` by `token`; false (nothing changed) if not allowed.
   bool accept(grammar::grammar_matcher& m, int32_t token) const;
@@ -71,6 +80,7 @@ public:
 private:
   caf::expected<std::shared_ptr<const grammar::grammar>> grammar_for(const structured_output_params& p);
   grammar::token_masker& masker();
+  size_t apply(std::span<float> row) const;
 
   std::shared_ptr<const tokenizer> tok_;
   std::vector<int32_t> eos_ids_;
