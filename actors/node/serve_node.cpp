@@ -7,6 +7,7 @@
 #include "cluster/cluster_secret.hpp"
 #include "common/error.hpp"
 #include "engine/engine_errc.hpp"
+#include "engine/kv_int8.hpp"
 #include "transport/loopback/loopback_transport.hpp"
 
 namespace tessera::actors {
@@ -145,7 +146,8 @@ caf::expected<std::unique_ptr<serve_node>> serve_node::start(caf::actor_system& 
   p->description = disagg ? std::to_string(opts.prefill_workers) + " prefill + " +
                               std::to_string(opts.decode_workers) + " decode worker(s)"
                           : std::to_string(opts.decode_workers) + " worker(s)";
-  p->description += ", " + backend_name + " each, router " + opts.router.policy;
+  p->description += ", " + backend_name + " each, " + std::string{engine::kv_dtype_name(opts.kv_dtype)} +
+                    " KV, router " + opts.router.policy;
   if (p->store) {
     p->store_actor = detail::start_kvstore_actor(sys, *p->br, p->store, node_id, {node_id, "router"},
                                                  *any_engine, metrics);
