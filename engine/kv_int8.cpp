@@ -42,8 +42,9 @@ std::optional<std::string> check_kv_block(const kv_layout& l, std::span<const st
         for (int32_t t = 0; t < l.block_tokens; ++t) {
           const auto h = static_cast<uint16_t>(static_cast<unsigned>(s[2 * t]) |
                                                static_cast<unsigned>(s[2 * t + 1]) << 8);
-          // Negative (sign bit), infinite or NaN (all-ones exponent).
-          if ((h & 0x8000u) != 0 || (h & 0x7c00u) == 0x7c00u)
+          // Negative (sign bit on a non-zero), infinite or NaN (all-ones
+          // exponent); -0 is 0.
+          if (((h & 0x8000u) != 0 && (h & 0x7fffu) != 0) || (h & 0x7c00u) == 0x7c00u)
             return "int8 KV scale of layer " + std::to_string(layer) + (is_v ? " V" : " K") +
                    " head " + std::to_string(head) + " token " + std::to_string(t) + " is " +
                    std::to_string(f16_to_f32(h)) + " (must be finite and >= 0)";

@@ -433,6 +433,9 @@ TEST(KvInt8StoreTest, TheStoreKeepsAnInt8PoolBlockAsItIsAndRefusesACorruptOne) {
   const kvstore::block_key key{1, hashes[0]};
   EXPECT_FALSE(kvstore::validate_block(key, b));
   EXPECT_FALSE(kvstore::encode_int8_block(b)) << "an int8 pool block is not quantized again";
+  const uint16_t neg_zero = 0x8000; // -0 is a scale of 0: fine
+  std::memcpy(bytes.data() + scale_at(l, 0, 0, false, 0, 0), &neg_zero, 2);
+  EXPECT_FALSE(kvstore::validate_block(key, kvstore::make_block(l, l.block_tokens, bytes)));
   const uint16_t neg = 0x8400;
   std::memcpy(bytes.data() + scale_at(l, 0, 1, true, 1, 15), &neg, 2);
   auto err = kvstore::validate_block(key, kvstore::make_block(l, l.block_tokens, bytes));
