@@ -384,7 +384,7 @@ run_transport_probe(const transport_selection& sel, const peer_announcement& pee
   probe_context c{t, handler, *peer, o};
   transport_probe_result r;
   r.control_frame_bytes = control_frame(0).size();
-  r.kv_path = std::string{tt::to_string(t.kv_path())};
+  r.kv_path = std::string{tt::to_string(t.kv_path_to(*peer))};
 
   std::vector<double> rtt;
   if (auto err = measure_rtt(c, false, rtt))

@@ -229,7 +229,9 @@ std::string transport_table(const transport_bench_results& r) {
        + (r.probe.scatter_blocks ? " (scattered: reverse order in the peer's pool)" : "")
        + (r.probe.allocated_regions ? ", regions allocated by the transport"
                                     : ", regions of heap memory registered")
-       + (r.probe.grants ? ", secret + grants (no rkeys: rendezvous into granted ranges)" : "")
+       + (r.probe.grants ? ", secret + grants (a same-host peer of our uid: put over shared "
+                           "memory; others: no rkeys, rendezvous into granted ranges)"
+                         : "")
        + ", timed transfer() -> peer's ack, "
        + std::to_string(r.window) + " in flight; range = tessera's lowest-highest round\n";
   s += pad("transport [KV path]", 34, true) + pad("batch", 8) + pad("tessera", 9) + pad("range", 13)

@@ -8,6 +8,12 @@
 /// sockaddr listener aborts the process on 17 stray bytes, FACTS.md): the
 /// endpoints are created from the worker addresses exchanged here.
 ///
+/// With front_door_options::same_host_address, the door also listens on an
+/// abstract unix socket named after its TCP address, for peers of this
+/// uid on this host (SO_PEERCRED checked by both ends before the same
+/// handshake; ucx_same_host.hpp); they get the shared-memory worker
+/// address as well.
+///
 /// Threading: the listener runs one thread that polls the listening
 /// socket and every handshake in progress (non-blocking, each bounded by
 /// its deadline and by max_pending); a stray peer can hold at most one

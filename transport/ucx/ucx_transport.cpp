@@ -76,6 +76,10 @@ ucx_kv_path ucx_transport::kv_path() const {
   return core_->kv_path();
 }
 
+ucx_kv_path ucx_transport::kv_path_to(peer_id peer) const {
+  return core_->same_host(peer) ? ucx_kv_path::put : core_->kv_path();
+}
+
 uint64_t ucx_transport::rejected_block_messages() const {
   return core_->rejected_block_messages();
 }

@@ -44,6 +44,11 @@
 /// self-packed key from an endpoint that bypassed the front door):
 /// otherwise UCX carries out a put from anyone who reaches its tcp port,
 /// with a key the sender packed itself, to any address in this process.
+/// The one exception (ucx_options::same_host_rma): a peer the kernel shows
+/// to run on this host as this uid, which came through the front door's
+/// same-host socket, gets keys of a second, shared-memory-only context
+/// with RMA, over that context only, and puts its blocks there
+/// (ucx_same_host.hpp, ucx_core.hpp).
 ///
 /// Failure: disconnect() and the destructor send BYE to the peer before
 /// closing the endpoint, so the other side sees on_peer_failed(closed)
@@ -248,6 +253,12 @@ public:
 
   /// The KV path this transport's transfers take (kv_path resolved).
   [[nodiscard]] ucx_kv_path kv_path() const;
+
+  /// The KV path transfers to connected `peer` take: put for a peer on the
+  /// same-host path (ucx_options::same_host_rma), else kv_path() (blocks
+  /// may still go by put per batch where that is automatic). Asks the
+  /// progress thread: not from this transport's own callbacks.
+  [[nodiscard]] ucx_kv_path kv_path_to(peer_id peer) const;
 
   /// Rendezvous block messages received and dropped because their header
   /// did not fit this transport's regions (unknown region, range out of
