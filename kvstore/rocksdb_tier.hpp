@@ -138,10 +138,11 @@ public:
     bool cut = false;
   };
 
-  /// The leading blocks of `keys` this tier holds, read with one RocksDB
-  /// MultiGet: up to the first key the index lacks, and while the payload
-  /// read stays within `max_payload_bytes` (the first block is read
-  /// whatever its size). Each block is verified, counted and, when bad,
+  /// The leading blocks of `keys` this tier holds, read with RocksDB
+  /// MultiGet (a call per chunk of up to 64 keys and 1 MiB, each chunk
+  /// decoded before the next is read): up to the first key the index
+  /// lacks, and while the payload read stays within `max_payload_bytes`
+  /// (the first block is read whatever its size). Each block is verified, counted and, when bad,
   /// dropped as get() does; the run ends at the first that fails (a failed
   /// read, a failed verification, a block evicted meanwhile), and what was
   /// read after it is neither counted nor returned.

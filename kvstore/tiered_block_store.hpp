@@ -117,8 +117,9 @@ public:
   [[nodiscard]] std::optional<block_hit> get(const block_key& key) override;
   /// In one pass: the host tier's blocks of the whole chain under one
   /// lock, then each run of blocks the host lacks from the spill queue and
-  /// the disk with one RocksDB MultiGet, up to the first gap. Every block
-  /// is verified; disk hits are promoted as get() promotes them. For int8
+  /// the disk with RocksDB MultiGet (rocksdb_tier::get_run), up to the
+  /// first gap. Every block is verified; disk hits are promoted as get()
+  /// promotes them. For int8
   /// tiers the byte bound is applied to the stored (quantized) bytes while
   /// reading and to the returned ones after decoding, so a read may fetch
   /// a few blocks it does not return.
