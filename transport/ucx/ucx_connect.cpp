@@ -70,9 +70,16 @@ caf::expected<peer_id> ucx_core::connect(const std::string& address) {
               : front_door_connect_same_host(sa, opts_.cluster_secret, offer, local_address_,
                                              opts_.peer_timeout, &why);
   if (!hp) {
-    if (!local_address_.empty())
-      spdlog::debug("ucx: connect to {}: no same-host path ({}); over TCP", address,
-                    caf::to_string(hp.error()));
+    // No door (another host, a node without the path) is ordinary; a door
+    // held by a process we do not trust, or one that failed the handshake,
+    // is worth a line.
+    if (!local_address_.empty()) {
+      const bool untrusted =
+        hp.error().code() == static_cast<uint8_t>(transport_errc::unauthenticated);
+      spdlog::log(untrusted ? spdlog::level::warn : spdlog::level::debug,
+                  "ucx: connect to {}: no same-host path ({}); over TCP", address,
+                  caf::to_string(hp.error()));
+    }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
     hp = front_door_connect(sa, opts_.cluster_secret, offer,
                             std::max(left, std::chrono::milliseconds{1}), &why);
