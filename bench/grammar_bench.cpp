@@ -4,6 +4,12 @@
 // (Llama 3's size), on a few schemas of the kinds structured output uses.
 //
 //   grammar_bench [--steps N] [--json FILE] [--vocab N]...
+//   grammar_bench --decode-model DIR [--threads N] [--batch N]... [--decode-steps N]
+//                 [--rounds N] [--max-tokens N] [--json FILE]
+//
+// The second form decodes with the engine (cpu backend) on a model folder,
+// unconstrained and under three grammars (grammar_decode_bench.hpp), and
+// prints microseconds per generated token and the overhead of each grammar.
 //
 // For each (vocabulary, schema): random walks that sample uniformly from
 // each step's mask (closing mode after 48 tokens, as a step budget would),
@@ -24,6 +30,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/grammar_decode_bench.hpp"
 #include "engine/grammar/json_schema.hpp"
 #include "engine/grammar/token_mask.hpp"
 #include "engine/model_config.hpp"
@@ -186,6 +193,7 @@ measurement run(const token_trie& trie, const bench_schema& bs, int steps, uint6
 
 int main(int argc, char** argv) {
   options opt;
+  tessera::bench::grammar_decode_options decode;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -201,10 +209,31 @@ int main(int argc, char** argv) {
       opt.json_path = next();
     } else if (a == "--vocab") {
       opt.vocabs.push_back(std::stoi(next()));
+    } else if (a == "--decode-model") {
+      decode.model_dir = next();
+    } else if (a == "--threads") {
+      decode.threads = std::stoi(next());
+    } else if (a == "--decode-steps") {
+      decode.steps = std::stoi(next());
+    } else if (a == "--rounds") {
+      decode.rounds = std::stoi(next());
+    } else if (a == "--max-tokens") {
+      decode.max_tokens = std::stoi(next());
+    } else if (a == "--batch") {
+      if (decode.batches == tessera::bench::grammar_decode_options{}.batches)
+        decode.batches.clear();
+      decode.batches.push_back(std::stoi(next()));
     } else {
-      std::fprintf(stderr, "usage: grammar_bench [--steps N] [--json FILE] [--vocab N]...\n");
+      std::fprintf(stderr,
+                   "usage: grammar_bench [--steps N] [--json FILE] [--vocab N]...\n"
+                   "       grammar_bench --decode-model DIR [--threads N] [--batch N]... "
+                   "[--decode-steps N] [--rounds N] [--max-tokens N] [--json FILE]\n");
       return 2;
     }
+  }
+  if (!decode.model_dir.empty()) {
+    decode.json_path = opt.json_path;
+    return tessera::bench::run_grammar_decode_bench(decode);
   }
   if (opt.vocabs.empty())
     opt.vocabs = {512, 2048, 32000, 128256};

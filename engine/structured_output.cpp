@@ -14,6 +14,13 @@ namespace {
 /// Compiled grammars kept (each a few hundred KB at most).
 constexpr size_t grammar_cache_entries = 64;
 
+/// Masks kept by the masker's two caches (each vocab / 8 bytes: 4 MiB
+/// per cache at a 32k vocabulary, 16 MiB at 128k). All requests' grammars
+/// share them, and a bounded string (maxLength) is one grammar node per
+/// position, so the masker's default of 256 thrashed (its node cache is
+/// cleared whole when full).
+constexpr size_t masker_cache_entries = 1024;
+
 caf::error bad(std::string what) {
   return make_engine_error(engine_errc::bad_request, std::move(what));
 }
@@ -71,7 +78,7 @@ grammar::token_masker& structured_output::masker() {
       if (id >= 0 && id < n)
         v.eos_ids.push_back(id);
     trie_ = std::make_unique<grammar::token_trie>(v);
-    masker_ = std::make_unique<grammar::token_masker>(*trie_);
+    masker_ = std::make_unique<grammar::token_masker>(*trie_, masker_cache_entries);
   }
   return *masker_;
 }
