@@ -179,6 +179,14 @@ struct worker_config {
   /// The model's units for this engine: its heartbeats report outstanding
   /// and served work in them (the router's load term). Default: unfitted.
   engine::model_units units;
+  /// The commit's answer may take commit_base plus the time to verify its
+  /// bytes at commit_bytes_per_second, at most handoff_timeout: the decode
+  /// side checks and imports blocks already in its pool, so a commit (or
+  /// its answer) lost on the way is noticed in seconds, the hand-off fails
+  /// and its stream moves, instead of waiting out handoff_timeout.
+  /// Defaults: 2 s, 200 MB/s.
+  std::chrono::milliseconds commit_base{2000};
+  double commit_bytes_per_second = 200e6;
 };
 
 /// Spawns a worker on its own thread, driving `eng` (which it shares with

@@ -26,7 +26,13 @@ void carry_out(worker_pointer self, const handoff_sender::effects& fx) {
 }
 
 void send_commit(worker_pointer self, uint64_t id, const wire::actor_address& at, wire::kv_transfer_batch d) {
-  self->request(peer(self, at), self->state.cfg.handoff_timeout, commit_atom_v, std::move(d))
+  const auto& cfg = self->state.cfg;
+  double bytes = 0;
+  for (const auto& b : d.blocks)
+    bytes += static_cast<double>(b.size_bytes);
+  const auto verify = std::chrono::milliseconds{static_cast<int64_t>(1000.0 * bytes / cfg.commit_bytes_per_second)};
+  const auto timeout = std::min(cfg.handoff_timeout, cfg.commit_base + verify);
+  self->request(peer(self, at), timeout, commit_atom_v, std::move(d))
     .then([self, id]() { carry_out(self, self->state.sender.committed(id)); },
           [self, id](caf::error& err) { carry_out(self, self->state.sender.failed(id, error_text(err))); });
 }
