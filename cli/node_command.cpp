@@ -15,6 +15,7 @@
 #include "cli/demo_model.hpp"
 #include "cli/preflight_checks.hpp"
 #include "cluster/cluster_config.hpp"
+#include "cluster/preflight.hpp"
 #include "common/error.hpp"
 
 namespace tessera::cli {
@@ -25,6 +26,11 @@ struct node_args {
   std::string config;
   std::string node;
   std::string role;
+  // A node the file does not list (membership = "etcd"): its entry.
+  std::string address;
+  std::vector<std::string> roles;
+  int64_t workers = 1;
+  std::string metrics;
   std::string secret_file;
   std::string admin_key_file;
   std::string api_keys_file;
@@ -37,6 +43,50 @@ struct node_args {
 int fail(const std::string& what) {
   std::fprintf(stderr, "tessera node: %s\n", what.c_str());
   return 1;
+}
+
+/// A node the file does not list, from --address and --roles: with etcd
+/// only, never one the file lists (one source for each node's entry),
+/// and only as a worker node (a frontend and its router are in the file,
+/// where every worker node finds the router at start); checked as the
+/// file's nodes are. Added to `cfg` so the rest of the start is the same.
+void add_flag_node(cluster::preflight_report& report, cluster::cluster_config& cfg, const node_args& a,
+                   bool config_ok) {
+  if (!config_ok)
+    return;
+  if (cfg.membership != "etcd") {
+    report.fail(a.node, "config", "--address/--roles",
+                "a node the config does not list can join only with membership = \"etcd\" in the config");
+    return;
+  }
+  if (a.node.empty() || a.address.empty() || a.roles.empty()) {
+    report.fail(a.node, "config", "--address/--roles", "a node the config does not list needs --node ID, "
+                                                       "--address HOST:PORT and --roles (prefill, decode, worker)");
+    return;
+  }
+  if (cfg.node(a.node) != nullptr) {
+    report.fail(a.node, "config", "--address/--roles",
+                "node '" + a.node + "' is listed in the config: its entry comes from there (drop --address and --roles)");
+    return;
+  }
+  for (const auto& r : a.roles)
+    if (r == "frontend" || r == "router") {
+      report.fail(a.node, "config", "--roles " + r,
+                  "the frontend and router run on the node the config lists with the role router; "
+                  "a node joining by flags takes prefill, decode or worker");
+      return;
+    }
+  auto n = cluster::check_node_entry({a.node, a.address, a.roles, a.workers, "", a.metrics}, "flags");
+  if (!n) {
+    report.fail(a.node, "config", "--address/--roles", error_message(n.error()));
+    return;
+  }
+  for (const auto& other : cfg.nodes)
+    if (other.address == n->address) {
+      report.fail(a.node, "config", "--address " + a.address, "node '" + other.id + "' of the config listens there");
+      return;
+    }
+  cfg.nodes.push_back(std::move(*n));
 }
 
 int run_node(const node_args& a) {
@@ -68,6 +118,8 @@ int run_node(const node_args& a) {
     cfg->protect_metrics = true;
   if (a.fault_injection)
     cfg->fault_injection = true;
+  if (!a.address.empty() || !a.roles.empty())
+    add_flag_node(report, *cfg, a, config_ok);
   if (!a.node.empty()) {
     id = cfg->node(a.node) != nullptr ? a.node : config_ok ? find_node(report, *cfg, a.node) : std::string{};
   } else {
@@ -79,6 +131,8 @@ int run_node(const node_args& a) {
     if (id.empty() && config_ok)
       report.fail("", "config", "--role " + a.role, "no node in " + a.config + " has the role '" + a.role + "'");
   }
+  if (config_ok && cfg->membership == "etcd")
+    cluster::check_etcd(report, id, cfg->etcd_endpoints);
   if (config_ok && cfg->transport != "ucx")
     report.fail("", "config", "transport",
                 "a multi-process cluster needs transport = \"ucx\" (loopback is in-process: use tessera serve)");
@@ -128,10 +182,17 @@ command add_node_command(CLI::App& app) {
   auto* sub = app.add_subcommand("node", "Run one node of a multi-process cluster (configs/*.toml)");
   auto a = std::make_shared<node_args>();
   sub->add_option("--config", a->config, "The cluster's TOML config")->required();
-  auto* node = sub->add_option("--node", a->node, "This node's id in the config");
+  auto* node = sub->add_option("--node,--id", a->node, "This node's id (in the config, or with --address and "
+                                                      "--roles a node the config does not list)");
   sub->add_option("--role", a->role, "Or: run the first node with this role "
                                      "(frontend, router, prefill, decode, worker)")
     ->excludes(node);
+  sub->add_option("--address", a->address,
+                  "With membership = \"etcd\": this node's transport address (host:port) when the config does "
+                  "not list it; it registers in etcd and the others dial it");
+  sub->add_option("--roles", a->roles, "With --address: its roles (prefill, decode, worker)")->delimiter(',');
+  sub->add_option("--workers", a->workers, "With --address: its workers")->capture_default_str();
+  sub->add_option("--metrics", a->metrics, "With --address: where it serves GET /metrics (host:port)");
   sub->add_option("--cluster-secret-file", a->secret_file,
                   "The cluster secret (overrides cluster_secret_file in the config; chmod 600)");
   sub->add_option("--drain-timeout", a->drain_timeout_s,

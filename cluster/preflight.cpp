@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cluster/cluster_secret.hpp"
+#include "cluster/etcd_client.hpp"
 #include "cluster/host_port.hpp"
 #include "cluster/net_probe.hpp"
 #include "common/error.hpp"
@@ -238,6 +239,33 @@ void check_disk_tier(preflight_report& report, const std::string& node, const st
   }
   report.ok(node, "disk", subject,
             where + ", writable, " + mib_text(free_bytes) + " free for up to " + mib_text(capacity_bytes));
+}
+
+void check_etcd(preflight_report& report, const std::string& node, const std::vector<std::string>& endpoints) {
+  std::string down;
+  bool any = false;
+  for (const auto& url : endpoints) {
+    auto ep = parse_etcd_url(url);
+    if (!ep) {
+      report.fail(node, "etcd", "etcd_endpoints", error_message(ep.error()));
+      continue;
+    }
+    if (!is_loopback_host(ep->host))
+      report.warn(node, "etcd", "etcd_endpoints " + url,
+                  "plain http off this machine: anyone on the path can read the cluster's membership and forge "
+                  "entries (a forged entry can only make nodes dial a wrong address: the cluster secret still "
+                  "authenticates every peer); keep etcd on a trusted network");
+    if (auto err = try_connect(ep->host, ep->port, std::chrono::milliseconds{1000}))
+      down += (down.empty() ? "" : "; ") + url + ": " + error_message(err);
+    else
+      any = true;
+  }
+  if (any)
+    report.ok(node, "etcd", "etcd_endpoints", "reachable");
+  else if (!down.empty())
+    report.fail(node, "etcd", "etcd_endpoints",
+                "no etcd answers (" + down + "): start one (etcd --data-dir DIR --listen-client-urls URL "
+                "--advertise-client-urls URL; README, Membership through etcd) or fix etcd_endpoints");
 }
 
 void check_secret_file(preflight_report& report, const std::string& node, const std::string& subject,

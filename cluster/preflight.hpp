@@ -116,4 +116,11 @@ void check_shared_disks(preflight_report& report, const std::vector<disk_tier_us
 void check_secret_file(preflight_report& report, const std::string& node, const std::string& subject,
                        const std::filesystem::path& file);
 
+/// With membership = "etcd": each of `endpoints` that is not on loopback
+/// is a warning (plain http across a network: whoever is on the path reads
+/// and can forge membership; peers are still authenticated by the cluster
+/// secret), and at least one must accept a TCP connection within 1 s,
+/// else a failure naming them all and how to start etcd.
+void check_etcd(preflight_report& report, const std::string& node, const std::vector<std::string>& endpoints);
+
 } // namespace tessera::cluster

@@ -22,6 +22,9 @@ packages=(
   # (Debian's postinst does not start the system's daemons where no init
   # system runs; the tests never use them).
   openssh-server openssh-client slurm-wlm munge
+  # membership = "etcd" and its tests (etcd 3.4; the tests start their own
+  # /usr/bin/etcd on loopback; no system service is started here).
+  etcd-server etcd-client
 )
 
 missing=()
@@ -44,4 +47,10 @@ echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# etcd-server's package enables and starts etcd.service where systemd runs;
+# Tessera starts its own etcd (README, Membership through etcd), so a
+# service this run brought up is stopped and disabled again.
+if [[ " ${missing[*]} " == *" etcd-server "* ]] && [ -d /run/systemd/system ]; then
+  $sudo systemctl disable --now etcd >/dev/null 2>&1 || true
+fi
 echo "install-deps: done"

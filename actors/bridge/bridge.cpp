@@ -587,6 +587,19 @@ caf::behavior bridge_fn(bridge_pointer self, transport::transport* tr,
       return out;
     },
     [self](watch_atom, caf::actor watcher) { self->state.watchers.push_back(std::move(watcher)); },
+    [self](disconnect_atom, const std::string& node) {
+      auto& st = self->state;
+      auto it = st.node_peer.find(node);
+      if (it == st.node_peer.end())
+        return false;
+      const auto peer = it->second;
+      st.tr->disconnect(peer);
+      // At once, not when the transport reports it: whoever asked knows
+      // every watcher has node_down once this replies.
+      on_peer_down(self, peer,
+                   make_transport_error(transport_errc::peer_failed, "node '" + node + "' left the cluster"));
+      return true;
+    },
     [self](inbound_atom, peer_id peer, const std::string& to, const std::vector<std::byte>& frame) {
       on_inbound(self, peer, to, frame);
     },

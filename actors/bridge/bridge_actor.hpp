@@ -67,6 +67,10 @@ using bridge_actor = caf::typed_actor<
   /// every block has landed there. To this node's own regions (registered
   /// through bridge::register_region) it is a bounds-checked copy.
   caf::replies_to<transfer_atom, std::string, transport::transfer_batch>::with<void>,
+  /// Closes the connection to node `node` (membership says it left the
+  /// cluster): watchers get node_down before the reply, its calls fail.
+  /// Replies whether it was connected.
+  caf::replies_to<disconnect_atom, std::string>::with<bool>,
   /// The names of the connected nodes, sorted.
   caf::replies_to<peers_atom>::with<std::vector<std::string>>,
   /// `watcher` gets (node_down_atom, node id) whenever a connected node

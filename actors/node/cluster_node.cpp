@@ -9,11 +9,13 @@
 #include "actors/node/metrics_endpoint.hpp"
 #include "actors/node/engine_choice.hpp"
 #include "actors/node/node_parts.hpp"
+#include "actors/node/peer_links.hpp"
 #include "actors/node/worker_supervisor.hpp"
 #include "cluster/cluster_secret.hpp"
 #include "cluster/kv_hash_key.hpp"
 #include "common/error.hpp"
 #include "engine/engine_errc.hpp"
+#include "engine/kv_int8.hpp"
 #include "transport/faults/fault_transport.hpp"
 #include "transport/ucx/ucx_transport.hpp"
 
@@ -24,57 +26,14 @@ namespace wire = transport::wire;
 struct cluster_node::impl : detail::node_actors {
   using node_actors::node_actors;
   std::filesystem::path api_keys_file;
-  std::atomic<bool> stopping{false};
-  std::thread connector;
+  /// Its connections to the other nodes (static list or etcd).
+  std::unique_ptr<detail::peer_links> links;
   std::unique_ptr<frontend::http_server> metrics_http;
 
   ~impl() {
-    stopping = true;
-    if (connector.joinable())
-      connector.join();
+    links.reset(); // leaves etcd first: peers drop this node at once
   }
 };
-
-namespace {
-
-/// Connects `br` to each node in `targets` (id, address), retrying every
-/// 200 ms until it answers or `stopping` is set; then keeps watching and
-/// dials again any of them that went away (a node restarted: nodes dial
-/// only those before them in the config, so nobody else would).
-void connect_all(caf::actor_system& sys, const bridge_actor& br,
-                 std::vector<std::pair<std::string, std::string>> targets,
-                 const std::atomic<bool>& stopping) {
-  caf::scoped_actor self{sys};
-  auto dial = [&](const std::string& id, const std::string& address, bool again) {
-    bool logged = false;
-    while (!stopping) {
-      caf::error err;
-      self->request(br, std::chrono::seconds{30}, connect_atom_v, id, address)
-        .receive([] {}, [&](caf::error& e) { err = e; });
-      if (!err) {
-        spdlog::info("node: {} node '{}' at {}", again ? "connected again to" : "connected to", id, address);
-        return;
-      }
-      if (!logged)
-        spdlog::info("node: waiting for node '{}' at {} ({})", id, address, error_text(err));
-      logged = true;
-      self->receive(caf::after(std::chrono::milliseconds{200}) >> [] {});
-    }
-  };
-  for (const auto& [id, address] : targets)
-    dial(id, address, false);
-  while (!stopping) {
-    self->receive(caf::after(std::chrono::milliseconds{500}) >> [] {});
-    std::vector<std::string> peers;
-    self->request(br, std::chrono::seconds{5}, peers_atom_v)
-      .receive([&](std::vector<std::string>& p) { peers = std::move(p); }, [](caf::error&) {});
-    for (const auto& [id, address] : targets)
-      if (!stopping && !std::binary_search(peers.begin(), peers.end(), id))
-        dial(id, address, true);
-  }
-}
-
-} // namespace
 
 caf::expected<std::unique_ptr<cluster_node>>
 cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
@@ -90,18 +49,20 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
   if (cfg.transport != "ucx")
     return detail::bad_option("a multi-process cluster needs transport = \"ucx\" (loopback is in-process: "
                       "use tessera serve)");
+  // With etcd, nodes the file does not list may join: never a lone node.
+  const bool several_nodes = cfg.nodes.size() > 1 || cfg.membership == "etcd";
   std::string secret;
   if (!cfg.cluster_secret_file.empty()) {
     auto s = cluster::load_cluster_secret(cfg.cluster_secret_file);
     if (!s)
       return s.error();
     secret = std::move(*s);
-  } else if (cfg.nodes.size() > 1 && !insecure) {
+  } else if (several_nodes && !insecure) {
     return detail::bad_option(
       "a cluster of several nodes needs a cluster secret: set cluster_secret_file in the config "
       "(or --cluster-secret-file; make one with: umask 077; head -c 32 /dev/urandom | base64 > "
       "cluster.secret, and copy it to every host), or pass --insecure to run without one");
-  } else if (cfg.nodes.size() > 1) {
+  } else if (several_nodes) {
     spdlog::warn("node '{}': --insecure: no cluster secret, so any process that reaches {} (or "
                  "UCX's ports) can join this cluster, call its actors and write into its memory",
                  node_id, me->address);
@@ -114,10 +75,10 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
   // secret. Without one, several (insecure) nodes share a key anyone can
   // derive, and a lone node keeps a random one per process.
   const engine::kv_hash_key hash_key =
-    !secret.empty() || cfg.nodes.size() > 1
+    !secret.empty() || several_nodes
       ? engine::kv_hash_key_from_bytes(cluster::kv_hash_key_from_secret(secret))
       : engine::process_kv_hash_key();
-  if (secret.empty() && cfg.nodes.size() > 1)
+  if (secret.empty() && several_nodes)
     spdlog::warn("node '{}': --insecure: KV block hashes use a key anyone can derive, so cached prompts "
                  "can be probed by hash",
                  node_id);
@@ -239,6 +200,7 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
       spec.threads = cfg.threads_per_worker > 0 ? cfg.threads_per_worker
                                                 : std::max(1, cores / me->workers);
       spec.kv_cache_bytes = cfg.kv_cache_mb << 20;
+      spec.kv_dtype = engine::parse_kv_dtype(cfg.kv_dtype).value_or(engine::dtype::bf16); // checked by the parser
       spec.engine = engine;
       spec.max_model_len = cfg.max_model_len;
       spec.worker_id = id_base + static_cast<uint64_t>(i);
@@ -297,17 +259,12 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
     p->metrics_http = std::move(*http);
     say("metrics on " + p->metrics_http->url() + "/metrics");
   }
-  // One connection per pair of nodes: each node dials those before it.
-  std::vector<std::pair<std::string, std::string>> targets;
-  for (const auto& n : cfg.nodes) {
-    if (n.id == node_id)
-      break;
-    targets.emplace_back(n.id, n.address);
-  }
-  auto* raw = p.get();
-  p->connector = std::thread{[raw, targets = std::move(targets)] {
-    connect_all(raw->sys, raw->br->actor(), targets, raw->stopping);
-  }};
+  // One connection per pair of nodes, to the nodes the config lists or
+  // etcd knows (peer_links.hpp).
+  auto links = detail::peer_links::start(sys, p->br->actor(), p->router, cfg, *me);
+  if (!links)
+    return links.error();
+  p->links = std::move(*links);
   return std::unique_ptr<cluster_node>(new cluster_node(std::move(p)));
 }
 

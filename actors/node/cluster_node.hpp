@@ -5,7 +5,8 @@
 /// worker), on a UCX transport listening at its configured address, with
 /// its bridge connected to every node listed before it in the config (so
 /// every pair of nodes has one connection, whichever starts first: a node
-/// keeps retrying until the earlier ones are up).
+/// keeps retrying until the earlier ones are up), or with membership =
+/// "etcd" to the nodes registered in etcd (peer_links.hpp).
 
 #include <filesystem>
 #include <functional>

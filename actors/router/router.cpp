@@ -520,6 +520,25 @@ router_impl::behavior_type router_fn(router_pointer self, std::shared_ptr<router
         self->state.stores.erase(s);
       }
     },
+    [self](forget_atom, const std::string& node) {
+      auto& st = self->state;
+      std::vector<uint64_t> gone;
+      for (const auto& [id, w] : st.workers)
+        if (w.join.at.node == node)
+          gone.push_back(id);
+      for (auto id : gone) {
+        st.index.remove_worker(id);
+        st.by_address.erase(key_of(st.workers.at(id).join.at));
+        st.workers.erase(id);
+      }
+      if (auto s = st.stores.find(node); s != st.stores.end()) {
+        st.index.remove_worker(s->second.id);
+        st.stores.erase(s);
+      }
+      st.drained.erase(node);
+      if (!gone.empty())
+        spdlog::warn("router: node '{}' left the cluster: its {} worker(s) are forgotten", node, gone.size());
+    },
     [self](drain_atom, const std::string& node, bool drain) -> int32_t {
       auto& st = self->state;
       int32_t workers = 0;

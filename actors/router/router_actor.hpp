@@ -107,6 +107,10 @@ using router_local_actor = router_actor::extend<
   /// Node `node` failed (from the bridge): its workers are unhealthy until
   /// they report again.
   caf::reacts_to<node_down_atom, std::string>,
+  /// Node `node` left the cluster (membership through etcd: its lease
+  /// ended): its workers and kv store are forgotten, not just unhealthy;
+  /// if it comes back its workers join again.
+  caf::reacts_to<forget_atom, std::string>,
   /// An operator drains node `node` (true: its workers get no new request
   /// and show as unhealthy, "drained by an operator") or takes it back
   /// (false). Answers how many workers the router knows on that node.
