@@ -6,6 +6,7 @@
 #include "bench/engine_bench.hpp"
 #include "bench/hash_bench.hpp"
 #include "bench/kv_int8_bench.hpp"
+#include "bench/kv_pool_bench.hpp"
 #include "bench/serve_bench.hpp"
 #include "bench/spec_bench.hpp"
 #include "bench/tenant_bench.hpp"
@@ -126,7 +127,36 @@ void add_kv_int8(CLI::App* bench, std::vector<std::pair<CLI::App*, std::function
     ->capture_default_str()->check(CLI::Range(1, 1 << 20));
   k->add_option("--seed", o->run.seed, "Seeds the prompt and turn")->capture_default_str();
   k->add_flag("--control", o->control, "Also run each dtype with exact blocks through the store (every difference 0)");
-  subs.emplace_back(k, [o] { return bench::run_kv_int8_bench(*o); });
+  // --pool: the engine's own pool as int8 (--kv-dtype int8) against bf16.
+  auto pool = std::make_shared<bool>(false);
+  auto p = std::make_shared<bench::kv_pool_bench_options>();
+  k->add_flag("--pool", *pool, "Measure the engine's KV pool as int8 (--kv-dtype int8) against bf16 instead: "
+                               "logprob error, bytes per token, sequences per pool, decode tok/s");
+  k->add_option("--logprob-tokens", p->logprob_tokens, "--pool: teacher-forced tokens of the logprob comparison")
+    ->capture_default_str()->check(CLI::Range(2, 1 << 20));
+  k->add_option("--batches", p->batches, "--pool: sequences per decode measurement")
+    ->capture_default_str()->delimiter(',')->check(CLI::Range(1, 4096));
+  k->add_option("--decode-context", p->decode_context, "--pool: context of those sequences")
+    ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  k->add_option("--long-batch", p->long_batch, "--pool: sequences of the long-context measurement")
+    ->capture_default_str()->check(CLI::Range(1, 4096));
+  k->add_option("--long-context", p->long_context, "--pool: their context")
+    ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  k->add_option("--steps", p->steps, "--pool: timed decode steps per round")->capture_default_str()
+    ->check(CLI::Range(1, 100000));
+  k->add_option("--rounds", p->rounds, "--pool: rounds, alternating bf16 and int8 (the median counts)")
+    ->capture_default_str()->check(CLI::Range(1, 1000));
+  k->add_option("--pool-mib", p->pool_mib, "--pool: pool size of the capacity count, MiB")
+    ->capture_default_str()->check(CLI::Range(1, 1 << 24));
+  subs.emplace_back(k, [o, p, pool] {
+    if (!*pool)
+      return bench::run_kv_int8_bench(*o);
+    p->model = o->model;
+    p->json_path = o->json_path;
+    p->threads = o->threads;
+    p->seed = o->run.seed;
+    return bench::run_kv_pool_bench(*p);
+  });
 }
 
 void add_hash(CLI::App* bench, std::vector<std::pair<CLI::App*, std::function<int()>>>& subs) {
