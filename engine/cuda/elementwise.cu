@@ -154,6 +154,7 @@ cudaError_t launch_to_f32(const void* src, dtype t, int64_t n, float* dst, cudaS
     case dtype::f32: to_f32_kernel<f32_tag><<<grid_for(n), block_threads, 0, s>>>(src, n, dst); break;
     case dtype::f16: to_f32_kernel<f16_tag><<<grid_for(n), block_threads, 0, s>>>(src, n, dst); break;
     case dtype::bf16: to_f32_kernel<bf16_tag><<<grid_for(n), block_threads, 0, s>>>(src, n, dst); break;
+    case dtype::i8: return cudaErrorInvalidValue; // a KV dtype only (int8 + scales)
   }
   return cudaGetLastError();
 }
@@ -163,6 +164,7 @@ cudaError_t launch_from_f32(const float* src, int64_t n, dtype t, void* dst, cud
     case dtype::f32: from_f32_kernel<f32_tag><<<grid_for(n), block_threads, 0, s>>>(src, n, dst); break;
     case dtype::f16: from_f32_kernel<f16_tag><<<grid_for(n), block_threads, 0, s>>>(src, n, dst); break;
     case dtype::bf16: from_f32_kernel<bf16_tag><<<grid_for(n), block_threads, 0, s>>>(src, n, dst); break;
+    case dtype::i8: return cudaErrorInvalidValue; // a KV dtype only (int8 + scales)
   }
   return cudaGetLastError();
 }

@@ -135,6 +135,7 @@ cudaError_t launch_matmul(const float* x, int64_t M, int64_t K, int64_t ldx, con
     case dtype::f32: return launch_typed<f32_w>(x, M, K, ldx, w, N, bias, y, ldy, s);
     case dtype::f16: return launch_typed<f16_w>(x, M, K, ldx, w, N, bias, y, ldy, s);
     case dtype::bf16: return launch_typed<bf16_w>(x, M, K, ldx, w, N, bias, y, ldy, s);
+    case dtype::i8: break; // a KV dtype only: no weight is int8
   }
   return cudaErrorInvalidValue;
 }
