@@ -21,6 +21,7 @@
 #include "actors/worker/worker_actor.hpp"
 #include "common/error.hpp"
 #include "kvstore/tiered_block_store.hpp"
+#include "tests/actors/gated_store.hpp"
 #include "tests/kvstore/fault_fs.hpp"
 #include "tests/kvstore/kv_test_blocks.hpp"
 #include "tests/support/engine_runs.hpp"
@@ -34,70 +35,6 @@ namespace {
 
 using namespace std::chrono_literals;
 namespace wire = transport::wire;
-
-/// A tiered store whose prefix reads (what the store actor's readers do)
-/// wait at a gate while it is held, as reads of a disk that stalls do.
-class slow_store final : public kvstore::block_store {
-public:
-  explicit slow_store(std::unique_ptr<kvstore::tiered_block_store> inner) : inner_(std::move(inner)) {}
-
-  void hold() {
-    std::lock_guard lk{m_};
-    held_ = true;
-  }
-  void release() {
-    std::lock_guard lk{m_};
-    held_ = false;
-    cv_.notify_all();
-  }
-  /// Waits until `n` reads wait at the gate; false after `timeout`.
-  bool wait_held(size_t n, std::chrono::milliseconds timeout) {
-    std::unique_lock lk{m_};
-    return cv_.wait_for(lk, timeout, [&] { return at_gate_ == n; });
-  }
-  /// Waits until `n` reads have passed the gate and finished.
-  bool wait_reads(size_t n, std::chrono::milliseconds timeout) {
-    std::unique_lock lk{m_};
-    return cv_.wait_for(lk, timeout, [&] { return reads_ == n; });
-  }
-  kvstore::tiered_block_store& inner() { return *inner_; }
-
-  kvstore::prefix_read get_prefix(uint64_t ns, std::span<const engine::kv_block_hash> chain,
-                                  uint64_t max_bytes) override {
-    {
-      std::unique_lock lk{m_};
-      ++at_gate_;
-      cv_.notify_all();
-      cv_.wait(lk, [&] { return !held_; });
-      --at_gate_;
-    }
-    auto out = inner_->get_prefix(ns, chain, max_bytes);
-    std::lock_guard lk{m_};
-    ++reads_;
-    cv_.notify_all();
-    return out;
-  }
-  caf::error put(const kvstore::block_key& key, kvstore::stored_block b) override {
-    return inner_->put(key, std::move(b));
-  }
-  std::optional<kvstore::block_hit> get(const kvstore::block_key& key) override { return inner_->get(key); }
-  kvstore::prefix_match lookup(uint64_t ns, std::span<const engine::kv_block_hash> chain,
-                               kvstore::lookup_mode mode) override {
-    return inner_->lookup(ns, chain, mode);
-  }
-  bool contains(const kvstore::block_key& key) const override { return inner_->contains(key); }
-  void record_events(bool on) override { inner_->record_events(on); }
-  std::vector<kvstore::store_event> drain_events() override { return inner_->drain_events(); }
-  kvstore::store_stats stats() const override { return inner_->stats(); }
-
-private:
-  std::unique_ptr<kvstore::tiered_block_store> inner_;
-  std::mutex m_;
-  std::condition_variable cv_;
-  bool held_ = false;
-  size_t at_gate_ = 0;
-  size_t reads_ = 0;
-};
 
 std::unique_ptr<engine::engine> make_engine() {
   tessera::test::test_engine_options o;
@@ -137,11 +74,11 @@ protected:
     o.disk->env = test::fault_fs::env_for(fs);
     auto s = kvstore::tiered_block_store::open(o);
     EXPECT_TRUE(s) << error_text(s.error());
-    store = std::make_shared<slow_store>(std::move(*s));
+    store = std::make_shared<test::gated_store<kvstore::tiered_block_store>>(std::move(*s));
     writer = spawn_kvstore_writer(sys, store);
   }
   ~KvFetchFaultsTest() override {
-    store->release();
+    store->prefix_gate.release();
     for (auto& w : workers)
       caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(writer, caf::exit_reason::user_shutdown);
@@ -247,7 +184,7 @@ protected:
   std::unique_ptr<bridge> br;
   test::temp_dir dir{"tessera-kv-fetch-faults"};
   std::shared_ptr<test::fault_fs> fs = std::make_shared<test::fault_fs>();
-  std::shared_ptr<slow_store> store;
+  std::shared_ptr<test::gated_store<kvstore::tiered_block_store>> store;
   kvstore_writer_actor writer;
   kvstore_actor store_actor;
   std::shared_ptr<cluster::metrics_registry> metrics = std::make_shared<cluster::metrics_registry>();
@@ -308,15 +245,15 @@ TEST_F(KvFetchFaultsTest, AReadPastTheStoresReadTimeoutIsAnsweredEmptyAndFreesIt
     EXPECT_FALSE(err) << to_string(err);
     return reply;
   };
-  store->hold();
+  store->prefix_gate.hold();
   const auto started = std::chrono::steady_clock::now();
   auto first = fetch();
   EXPECT_GE(std::chrono::steady_clock::now() - started, 200ms);
   EXPECT_TRUE(first.blocks.empty());
   EXPECT_FALSE(first.busy) << "answered empty by the timeout, not refused";
-  ASSERT_TRUE(store->wait_held(1, 5s));
-  store->release();
-  ASSERT_TRUE(store->wait_reads(1, 5s));
+  ASSERT_TRUE(store->prefix_gate.wait_waiting(1, 5s));
+  store->prefix_gate.release();
+  ASSERT_TRUE(store->prefix_gate.wait_done(1, 5s));
   // The bound is one fetch: had the timed-out one kept its place, this one
   // would be answered busy.
   auto second = fetch();
@@ -332,16 +269,16 @@ TEST_F(KvFetchFaultsTest, AReadPastTheStoresReadTimeoutIsAnsweredEmptyAndFreesIt
 TEST_F(KvFetchFaultsTest, BlocksArrivingAfterTheRequestWasComputedBreakNothing) {
   start_store_actor();
   const auto next = store_turn_one();
-  store->hold();
+  store->prefix_gate.hold();
   fetch_cost_options fc;
   fc.min_deadline = fc.max_deadline = 300ms;
   auto w2 = add_worker("w2", fc);
   const auto r2 = tessera::test::make_request(2, next, 6);
   EXPECT_EQ(run(w2, r2).tokens, alone(r2).tokens);
   EXPECT_EQ(metric(fetches("w2", "late")), 1) << metrics->render();
-  ASSERT_TRUE(store->wait_held(1, 5s));
-  store->release();
-  ASSERT_TRUE(store->wait_reads(1, 5s));
+  ASSERT_TRUE(store->prefix_gate.wait_waiting(1, 5s));
+  store->prefix_gate.release();
+  ASSERT_TRUE(store->prefix_gate.wait_done(1, 5s));
   std::this_thread::sleep_for(100ms); // the late answer reaches the worker
   // The same prompt again (its blocks are in w2's pool now, computed), then
   // a longer turn on top of it, then an unrelated prompt.

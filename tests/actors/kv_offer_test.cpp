@@ -20,6 +20,7 @@
 #include "actors/kvstore/kvstore_actor.hpp"
 #include "actors/worker/worker_actor.hpp"
 #include "kvstore/tiered_block_store.hpp"
+#include "tests/actors/gated_store.hpp"
 #include "tests/support/engine_runs.hpp"
 #include "tests/support/metrics_text.hpp"
 #include "tests/support/test_model.hpp"
@@ -30,104 +31,6 @@ namespace {
 
 using namespace std::chrono_literals;
 namespace wire = transport::wire;
-
-/// A block store whose puts wait at a gate while it is held, as puts wait
-/// for spill-queue space when the disk falls behind; and whose gets wait at
-/// another while those are held, as reads of a slow disk do.
-class gated_store final : public kvstore::block_store {
-public:
-  explicit gated_store(std::unique_ptr<kvstore::block_store> inner) : inner_(std::move(inner)) {}
-
-  void hold() {
-    std::lock_guard lk{m_};
-    held_ = true;
-  }
-  void release() {
-    std::lock_guard lk{m_};
-    held_ = false;
-    cv_.notify_all();
-  }
-  /// Waits until `n` puts wait at the gate; false after `timeout`.
-  bool wait_held_puts(size_t n, std::chrono::milliseconds timeout) {
-    std::unique_lock lk{m_};
-    return cv_.wait_for(lk, timeout, [&] { return at_gate_ == n; });
-  }
-  /// Waits until `n` puts have been done; false after `timeout`.
-  bool wait_puts(size_t n, std::chrono::milliseconds timeout) {
-    std::unique_lock lk{m_};
-    return cv_.wait_for(lk, timeout, [&] { return puts_ == n; });
-  }
-  size_t held_puts() {
-    std::lock_guard lk{m_};
-    return at_gate_;
-  }
-  size_t puts() {
-    std::lock_guard lk{m_};
-    return puts_;
-  }
-
-  caf::error put(const kvstore::block_key& key, kvstore::stored_block b) override {
-    {
-      std::unique_lock lk{m_};
-      ++at_gate_;
-      cv_.notify_all();
-      cv_.wait(lk, [&] { return !held_; });
-      --at_gate_;
-    }
-    auto err = inner_->put(key, std::move(b));
-    std::lock_guard lk{m_};
-    ++puts_;
-    cv_.notify_all();
-    return err;
-  }
-  void hold_gets() {
-    std::lock_guard lk{m_};
-    gets_held_ = true;
-  }
-  void release_gets() {
-    std::lock_guard lk{m_};
-    gets_held_ = false;
-    cv_.notify_all();
-  }
-  /// Waits until `n` gets wait at their gate; false after `timeout`.
-  bool wait_held_gets(size_t n, std::chrono::milliseconds timeout) {
-    std::unique_lock lk{m_};
-    return cv_.wait_for(lk, timeout, [&] { return gets_at_gate_ == n; });
-  }
-  size_t held_gets() {
-    std::lock_guard lk{m_};
-    return gets_at_gate_;
-  }
-
-  std::optional<kvstore::block_hit> get(const kvstore::block_key& key) override {
-    {
-      std::unique_lock lk{m_};
-      ++gets_at_gate_;
-      cv_.notify_all();
-      cv_.wait(lk, [&] { return !gets_held_; });
-      --gets_at_gate_;
-    }
-    return inner_->get(key);
-  }
-  kvstore::prefix_match lookup(uint64_t ns, std::span<const engine::kv_block_hash> chain,
-                               kvstore::lookup_mode mode) override {
-    return inner_->lookup(ns, chain, mode);
-  }
-  bool contains(const kvstore::block_key& key) const override { return inner_->contains(key); }
-  void record_events(bool on) override { inner_->record_events(on); }
-  std::vector<kvstore::store_event> drain_events() override { return inner_->drain_events(); }
-  kvstore::store_stats stats() const override { return inner_->stats(); }
-
-private:
-  std::unique_ptr<kvstore::block_store> inner_;
-  std::mutex m_;
-  std::condition_variable cv_;
-  bool held_ = false;
-  size_t at_gate_ = 0;
-  bool gets_held_ = false;
-  size_t gets_at_gate_ = 0;
-  size_t puts_ = 0;
-};
 
 std::unique_ptr<engine::engine> make_engine() {
   tessera::test::test_engine_options o;
@@ -160,13 +63,13 @@ protected:
     caf::anon_send(br->actor(), publish_atom_v, std::string{"sink"}, caf::actor_cast<caf::actor>(self));
     auto s = kvstore::tiered_block_store::open({});
     EXPECT_TRUE(s);
-    store = std::make_shared<gated_store>(std::move(*s));
+    store = std::make_shared<test::gated_store<>>(std::move(*s));
     writer = spawn_kvstore_writer(sys, store);
     block_bytes = make_engine()->get_backend().layout().block_bytes();
   }
   ~KvOfferTest() override {
-    store->release();
-    store->release_gets();
+    store->put_gate.release();
+    store->prefix_gate.release();
     for (auto& w : workers)
       caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(writer, caf::exit_reason::user_shutdown);
@@ -256,7 +159,7 @@ protected:
   caf::actor_system sys;
   caf::scoped_actor self;
   std::unique_ptr<bridge> br;
-  std::shared_ptr<gated_store> store;
+  std::shared_ptr<test::gated_store<>> store;
   kvstore_writer_actor writer;
   kvstore_actor store_actor;
   std::shared_ptr<cluster::metrics_registry> metrics = std::make_shared<cluster::metrics_registry>();
@@ -268,38 +171,38 @@ const std::string offered = "tessera_kvstore_offered_blocks_total{worker=\"w\"}"
 const std::string dropped = "tessera_kvstore_offer_dropped_blocks_total{worker=\"w\"}";
 
 TEST_F(KvOfferTest, TheTokenStreamGoesOnWhileTheStoreHoldsItsPuts) {
-  store->hold();
+  store->put_gate.hold();
   auto w = add_worker("w");
   // 70 prompt tokens + 12 generated: 81 with KV, 5 full blocks offered.
   auto first = run(w, tessera::test::make_request(1, tessera::test::random_prompt(70, 1), 12));
   EXPECT_EQ(first.tokens.size(), 12u);
-  ASSERT_TRUE(store->wait_held_puts(1, 10s)) << "the writer is in a put, held";
+  ASSERT_TRUE(store->put_gate.wait_waiting(1, 10s)) << "the writer is in a put, held";
   const auto r = tessera::test::make_request(2, tessera::test::random_prompt(30, 2), 200);
   const auto got = run(w, r);
   EXPECT_EQ(got.tokens.size(), 200u);
   EXPECT_EQ(got, alone(r));
-  EXPECT_EQ(store->held_puts(), 1u) << "request 2 streamed to its end while the put stayed held";
-  EXPECT_EQ(store->puts(), 0u);
-  store->release();
+  EXPECT_EQ(store->put_gate.waiting(), 1u) << "request 2 streamed to its end while the put stayed held";
+  EXPECT_EQ(store->put_gate.done(), 0u);
+  store->put_gate.release();
   // Both offers arrive: request 1's 5 blocks and request 2's 14 (229 of
   // its 230 tokens have KV).
   EXPECT_TRUE(wait_metric(offered, 19)) << metrics->render();
-  EXPECT_EQ(store->puts(), 19u);
+  EXPECT_EQ(store->put_gate.done(), 19u);
 }
 
 TEST_F(KvOfferTest, OffersBeyondTheBoundAreDroppedAndCountedUntilTheWriterAnswers) {
-  store->hold();
+  store->put_gate.hold();
   auto w = add_worker("w", 2 * block_bytes);
   (void) run(w, tessera::test::make_request(1, tessera::test::random_prompt(70, 1), 12));
-  ASSERT_TRUE(store->wait_held_puts(1, 10s));
+  ASSERT_TRUE(store->put_gate.wait_waiting(1, 10s));
   // Of request 1's 5 blocks, the first 2 fit the bound; request 2's 5 find
   // the bound full (request 1's offer is unanswered).
   (void) run(w, tessera::test::make_request(2, tessera::test::random_prompt(70, 2), 12));
   EXPECT_EQ(metric(dropped), 8) << metrics->render();
   EXPECT_EQ(metric(offered), 0);
-  store->release();
+  store->put_gate.release();
   ASSERT_TRUE(wait_metric(offered, 2)) << metrics->render();
-  EXPECT_EQ(store->puts(), 2u);
+  EXPECT_EQ(store->put_gate.done(), 2u);
   // Answered: the bound has room again.
   (void) run(w, tessera::test::make_request(3, tessera::test::random_prompt(70, 3), 12));
   EXPECT_TRUE(wait_metric(offered, 4)) << metrics->render();
@@ -309,7 +212,7 @@ TEST_F(KvOfferTest, OffersBeyondTheBoundAreDroppedAndCountedUntilTheWriterAnswer
 TEST_F(KvOfferTest, AFetchBeyondTheStoresBoundIsAnsweredBusyAndComputesAtOnce) {
   // One reader and room for one fetch in flight; the disk hangs.
   start_store_actor(1, 1);
-  store->hold_gets();
+  store->prefix_gate.hold();
   fetch_cost_options patient; // a's fetch outlives any test machine's pace
   patient.min_deadline = 60s;
   patient.max_deadline = 60s;
@@ -320,16 +223,16 @@ TEST_F(KvOfferTest, AFetchBeyondTheStoresBoundIsAnsweredBusyAndComputesAtOnce) {
   h.request = tessera::test::make_request(1, tessera::test::random_prompt(70, 1), 4);
   h.reply_to = {"n", "sink"};
   caf::anon_send(a, generate_atom_v, h);
-  ASSERT_TRUE(store->wait_held_gets(1, 10s));
+  ASSERT_TRUE(store->prefix_gate.wait_waiting(1, 10s));
   // ... so b's fetch finds the store at its bound, hears "busy" at once and
   // computes: b's request finishes while a's read still hangs.
   auto r = tessera::test::make_request(2, tessera::test::random_prompt(70, 2), 4);
   auto second = run(b, r);
   EXPECT_EQ(second.tokens, alone(r).tokens);
-  EXPECT_EQ(store->held_gets(), 1u) << "b's request did not wait for the hung read";
+  EXPECT_EQ(store->prefix_gate.waiting(), 1u) << "b's request did not wait for the hung read";
   EXPECT_EQ(metric("tessera_kvstore_fetch_total{worker=\"b\",outcome=\"rejected\"}"), 1);
   // The disk comes back: a's fetch ends (a miss) and a's request runs.
-  store->release_gets();
+  store->prefix_gate.release();
   bool done = false;
   while (!done)
     self->receive([&](token_atom, const wire::token_chunk& c) { done = c.finish != engine::finish_reason::none; },
@@ -347,7 +250,7 @@ TEST_F(KvOfferTest, AFetchBeyondTheStoresBoundIsAnsweredBusyAndComputesAtOnce) {
 
 TEST_F(KvOfferTest, AFetchPastItsDeadlineComputesAndAStoreMeasuredSlowIsSkipped) {
   start_store_actor();
-  store->hold_gets(); // the disk hangs
+  store->prefix_gate.hold(); // the disk hangs
   fetch_cost_options fc;
   fc.min_deadline = fc.max_deadline = 300ms;
   auto w = add_worker("w", uint64_t{64} << 20, fc);
@@ -362,10 +265,10 @@ TEST_F(KvOfferTest, AFetchPastItsDeadlineComputesAndAStoreMeasuredSlowIsSkipped)
   auto r2 = tessera::test::make_request(2, tessera::test::random_prompt(70, 2), 4);
   EXPECT_EQ(run(w, r2).tokens, alone(r2).tokens);
   EXPECT_EQ(metric("tessera_kvstore_fetch_total{worker=\"w\",outcome=\"skipped\"}"), 1) << metrics->render();
-  EXPECT_EQ(store->held_gets(), 1u) << "only the first fetch reached the store";
+  EXPECT_EQ(store->prefix_gate.waiting(), 1u) << "only the first fetch reached the store";
   // The hung read ends after its request was computed: its answer is
   // dropped and the worker goes on.
-  store->release_gets();
+  store->prefix_gate.release();
   auto r3 = tessera::test::make_request(3, tessera::test::random_prompt(30, 3), 4);
   EXPECT_EQ(run(w, r3).tokens, alone(r3).tokens);
 }
@@ -407,7 +310,7 @@ TEST_F(KvOfferTest, ABoundOfZeroOffersNothing) {
   (void) run(w, tessera::test::make_request(1, tessera::test::random_prompt(70, 1), 12));
   EXPECT_EQ(metric(dropped), 5) << metrics->render();
   EXPECT_EQ(metric(offered), 0);
-  EXPECT_EQ(store->puts(), 0u);
+  EXPECT_EQ(store->put_gate.done(), 0u);
 }
 
 TEST_F(KvOfferTest, OfferedBlocksServeTheNextTurnOnAnotherWorker) {
@@ -416,7 +319,7 @@ TEST_F(KvOfferTest, OfferedBlocksServeTheNextTurnOnAnotherWorker) {
   const auto prompt = tessera::test::random_prompt(70, 1);
   const auto first = run(a, tessera::test::make_request(1, prompt, 12));
   ASSERT_TRUE(wait_metric(offered, 5)) << metrics->render();
-  EXPECT_EQ(store->puts(), 5u);
+  EXPECT_EQ(store->put_gate.done(), 5u);
 
   // The next turn on a worker whose pool never saw the conversation: its
   // first 90 tokens (5 full blocks) come from the store.
