@@ -63,7 +63,8 @@ struct store_stats {
   uint64_t promotion_skips = 0;
   /// Events dropped because nobody drained them.
   uint64_t events_dropped = 0;
-  /// int8 tiers: blocks put that were stored quantized.
+  /// int8 tiers: blocks put that were stored quantized (or were int8
+  /// already: an int8 pool's blocks, kept as they are).
   uint64_t int8_blocks = 0;
   /// int8 tiers: blocks put that the quantizer refused (a NaN or an
   /// infinity), stored exact.

@@ -141,8 +141,12 @@ caf::error tiered_block_store::put(const block_key& caller_key, stored_block b) 
                                   " bytes is larger than every tier");
   }
   ++puts_;
-  if (opts_.tier_codec == block_codec::int8)
-    ++(b.meta.codec == block_codec::int8 ? int8_blocks_ : int8_refused_);
+  if (opts_.tier_codec == block_codec::int8) {
+    // A block of an int8 pool is int8 already and kept as it is: stored
+    // as int8, not refused.
+    const bool int8 = b.meta.codec == block_codec::int8 || b.meta.layout.kv_dtype == engine::dtype::i8;
+    ++(int8 ? int8_blocks_ : int8_refused_);
+  }
   auto r = host_.insert(key, b);
   if (r.too_large)
     spill(key, std::move(b));

@@ -18,6 +18,7 @@
 #include "engine/kv_int8.hpp"
 #include "kvstore/block.hpp"
 #include "kvstore/block_quant.hpp"
+#include "kvstore/tiered_block_store.hpp"
 #include "tests/support/engine_runs.hpp"
 #include "tests/support/test_model.hpp"
 
@@ -433,6 +434,22 @@ TEST(KvInt8StoreTest, TheStoreKeepsAnInt8PoolBlockAsItIsAndRefusesACorruptOne) {
   const kvstore::block_key key{1, hashes[0]};
   EXPECT_FALSE(kvstore::validate_block(key, b));
   EXPECT_FALSE(kvstore::encode_int8_block(b)) << "an int8 pool block is not quantized again";
+  {
+    // An int8 tier keeps it as it is, counts it as int8, not as refused,
+    // and gives back the same bytes.
+    kvstore::tiered_store_options o;
+    o.tier_codec = kvstore::block_codec::int8;
+    auto store = kvstore::tiered_block_store::open(o);
+    ASSERT_TRUE(store);
+    ASSERT_FALSE((*store)->put(key, b));
+    const auto s = (*store)->stats();
+    EXPECT_EQ(s.int8_blocks, 1u);
+    EXPECT_EQ(s.int8_refused, 0u);
+    auto back = (*store)->get(key);
+    ASSERT_TRUE(back);
+    ASSERT_TRUE(back->block.payload);
+    EXPECT_TRUE(*back->block.payload == bytes);
+  }
   const uint16_t neg_zero = 0x8000; // -0 is a scale of 0: fine
   std::memcpy(bytes.data() + scale_at(l, 0, 0, false, 0, 0), &neg_zero, 2);
   EXPECT_FALSE(kvstore::validate_block(key, kvstore::make_block(l, l.block_tokens, bytes)));
