@@ -140,7 +140,7 @@ fi
 
 code=$(curl -sSN --max-time 60 -D "$tmp/chat.headers" -o "$tmp/chat.sse" -w '%{http_code}' \
   -H 'Content-Type: application/json' \
-  -d "{\"model\": \"$model\", \"max_tokens\": $max_tokens, \"stream\": true,
+  -d "{\"model\": \"$model\", \"max_tokens\": $max_tokens, \"stream\": true, \"ignore_eos\": true,
        \"stream_options\": {\"include_usage\": true},
        \"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"},
                       {\"role\": \"user\", \"content\": \"Say hello.\"}]}" \
