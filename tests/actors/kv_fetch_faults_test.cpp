@@ -22,6 +22,7 @@
 #include "common/error.hpp"
 #include "kvstore/tiered_block_store.hpp"
 #include "tests/actors/gated_store.hpp"
+#include "tests/actors/kv_worker_node.hpp"
 #include "tests/kvstore/fault_fs.hpp"
 #include "tests/kvstore/kv_test_blocks.hpp"
 #include "tests/support/engine_runs.hpp"
@@ -36,24 +37,7 @@ namespace {
 using namespace std::chrono_literals;
 namespace wire = transport::wire;
 
-std::unique_ptr<engine::engine> make_engine() {
-  tessera::test::test_engine_options o;
-  o.backend.num_blocks = 64;
-  o.backend.threads = 1;
-  o.with_tokenizer = true;
-  return tessera::test::make_test_engine("nano", o);
-}
-
-tessera::test::run_result alone(const engine::request& r) {
-  auto eng = make_engine();
-  return tessera::test::run_one(*eng, r);
-}
-
-std::shared_ptr<const bridge_protocol> protocol() {
-  auto p = std::make_shared<bridge_protocol>();
-  p->add<worker_actor>().add<token_sink_actor>().add<kvstore_actor>();
-  return p;
-}
+using namespace kv_worker_node;
 
 /// One node "n": a bridge, the test as the token sink, a tiered store of
 /// two blocks in host memory over RocksDB on a fault_fs, its writer and

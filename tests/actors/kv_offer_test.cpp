@@ -21,6 +21,7 @@
 #include "actors/worker/worker_actor.hpp"
 #include "kvstore/tiered_block_store.hpp"
 #include "tests/actors/gated_store.hpp"
+#include "tests/actors/kv_worker_node.hpp"
 #include "tests/support/engine_runs.hpp"
 #include "tests/support/metrics_text.hpp"
 #include "tests/support/test_model.hpp"
@@ -32,25 +33,7 @@ namespace {
 using namespace std::chrono_literals;
 namespace wire = transport::wire;
 
-std::unique_ptr<engine::engine> make_engine() {
-  tessera::test::test_engine_options o;
-  o.backend.num_blocks = 64;
-  o.backend.threads = 1;
-  o.with_tokenizer = true;
-  return tessera::test::make_test_engine("nano", o);
-}
-
-/// `r` on an engine of its own, without any cache.
-tessera::test::run_result alone(const engine::request& r) {
-  auto eng = make_engine();
-  return tessera::test::run_one(*eng, r);
-}
-
-std::shared_ptr<const bridge_protocol> protocol() {
-  auto p = std::make_shared<bridge_protocol>();
-  p->add<worker_actor>().add<token_sink_actor>().add<kvstore_actor>();
-  return p;
-}
+using namespace kv_worker_node;
 
 /// One node "n": a bridge, the test as the token sink, a gated store and
 /// its writer, and the workers a test adds.
