@@ -143,8 +143,10 @@ decoded_value decode_value(const block_key& expected, std::string_view bytes) {
   std::string_view payload = bytes.substr(header_bytes);
   if (payload_checksum(payload.data(), payload.size()) != meta.checksum)
     return fail(decode_status::bad_checksum);
-  auto data = std::make_shared<std::vector<std::byte>>(payload.size());
-  std::memcpy(data->data(), payload.data(), payload.size());
+  // Copied from the range: a sized vector would first zero the bytes (a
+  // whole extra pass over a 192 KiB block, and its page faults).
+  const auto* first = reinterpret_cast<const std::byte*>(payload.data());
+  auto data = std::make_shared<std::vector<std::byte>>(first, first + payload.size());
   out.block.meta = meta;
   out.block.payload = std::move(data);
   out.status = decode_status::ok;

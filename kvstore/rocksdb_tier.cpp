@@ -11,8 +11,10 @@
 
 #include <rocksdb/db.h>
 #include <rocksdb/env.h>
+#include <rocksdb/filter_policy.h>
 #include <rocksdb/options.h>
 #include <rocksdb/slice.h>
+#include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
 
 #include <spdlog/spdlog.h>
@@ -62,6 +64,19 @@ std::string_view view(const rocksdb::Slice& s) { return {s.data(), s.size()}; }
 constexpr size_t multi_get_chunk = 64;
 // ... and at most this many bytes of values (at least one key).
 constexpr uint64_t multi_get_chunk_bytes = uint64_t{1} << 20;
+
+// How blocks are read. RocksDB's own checksums are not verified on reads:
+// disk_codec::decode_value verifies every value (header and payload, XXH3)
+// anyway, and the RocksDB Debian ships is a portable build whose CRC32c is
+// a table loop (~0.5-1 GB/s here): checking each 192 KiB blob with it took
+// about a third of a disk read's time (perf, bench/kv_fetch_bench). A
+// block RocksDB's checksum would have caught fails ours and is dropped as
+// corrupt, as before.
+rocksdb::ReadOptions block_read_options() {
+  rocksdb::ReadOptions r;
+  r.verify_checksums = false;
+  return r;
+}
 
 } // namespace
 
@@ -372,6 +387,17 @@ caf::expected<std::unique_ptr<rocksdb_tier>> rocksdb_tier::open(rocksdb_tier_opt
   blocks.blob_compression_type = rocksdb::kNoCompression;
   blocks.enable_blob_garbage_collection = o.enable_blob_garbage_collection;
   blocks.blob_garbage_collection_age_cutoff = o.blob_garbage_collection_age_cutoff;
+  // A Bloom filter per table file. Spilled blocks reach the disk as a run
+  // of level-0 files (a flush per 64 MiB memtable: ~330 blocks of 192 KiB),
+  // and without filters each read searched the index of every one of them
+  // newer than its own, so a block's read cost grew with the bytes spilled
+  // since (bench/kv_fetch_bench: 2,560 blocks of 192 KiB read from ~9
+  // files cost 1.4x-28x per block what 16 did). With a filter a file that
+  // lacks the key costs one probe of an in-memory filter.
+  rocksdb::BlockBasedTableOptions table;
+  table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+  table.whole_key_filtering = true;
+  blocks.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
   p->cf_descs = {{rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions{}},
                  {std::string{disk_codec::blocks_cf}, blocks},
                  {std::string{disk_codec::order_cf}, rocksdb::ColumnFamilyOptions{}}};
@@ -540,6 +566,7 @@ rocksdb_tier::run_read rocksdb_tier::get_run(std::span<const block_key> keys, ui
     // In chunks: each chunk's values are decoded (copied, checksummed)
     // while they are still in the CPU's caches, and a failure ends the
     // reading, not only the run.
+    const auto read_opts = block_read_options();
     std::vector<rocksdb::PinnableSlice> values(std::min(n, multi_get_chunk));
     bool failed = false;
     for (size_t start = 0, m = 0; start < n && !failed; start += m) {
@@ -549,7 +576,7 @@ rocksdb_tier::run_read rocksdb_tier::get_run(std::span<const block_key> keys, ui
         chunk_bytes += charges[start + m++];
       for (size_t i = 0; i < m; ++i)
         values[i].Reset();
-      p.db->MultiGet(rocksdb::ReadOptions{}, p.blocks_cf, m, slices.data() + start, values.data(),
+      p.db->MultiGet(read_opts, p.blocks_cf, m, slices.data() + start, values.data(),
                      statuses.data() + start);
       for (size_t i = start; i < start + m && !failed; ++i) {
         if (statuses[i].ok())
