@@ -25,16 +25,6 @@ kv_block_hash from_digest(const siphash_digest& d) { return {d.first, d.second};
 
 } // namespace
 
-std::string to_hex(const kv_block_hash& h) {
-  static constexpr char digits[] = "0123456789abcdef";
-  std::string out(32, '0');
-  for (int i = 0; i < 16; ++i) {
-    out[15 - i] = digits[(h.hi >> (4 * i)) & 0xf];
-    out[31 - i] = digits[(h.lo >> (4 * i)) & 0xf];
-  }
-  return out;
-}
-
 kv_hash_key kv_hash_key_from_bytes(std::span<const std::byte, kv_hash_key_bytes> b) {
   kv_hash_key k;
   std::memcpy(&k.k0, b.data(), 8);

@@ -33,19 +33,12 @@
 #include <vector>
 
 #include "engine/siphash.hpp"
+#include "protocol/block_hash.hpp"
 
 namespace tessera::engine {
 
-/// A block's chained hash (128 bits).
-struct kv_block_hash {
-  uint64_t hi = 0;
-  uint64_t lo = 0;
-  friend bool operator==(const kv_block_hash&, const kv_block_hash&) = default;
-  friend auto operator<=>(const kv_block_hash&, const kv_block_hash&) = default;
-};
-
-/// 32 lowercase hex digits: hi, then lo.
-[[nodiscard]] std::string to_hex(const kv_block_hash& h);
+using protocol::kv_block_hash;
+using protocol::to_hex;
 
 /// The key of the block-hash chain (a SipHash key: 128 secret bits).
 using kv_hash_key = siphash_key;
@@ -84,11 +77,3 @@ void kv_hash_blocks(const kv_hash_key& key, kv_block_hash root, std::span<const 
 [[nodiscard]] uint64_t hash_bytes(const void* data, size_t size, uint64_t seed = 0);
 
 } // namespace tessera::engine
-
-/// Block hashes are uniformly random already: either half serves a table.
-template <>
-struct std::hash<tessera::engine::kv_block_hash> {
-  size_t operator()(const tessera::engine::kv_block_hash& h) const noexcept {
-    return static_cast<size_t>(h.lo ^ (h.hi >> 1));
-  }
-};

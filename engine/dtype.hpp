@@ -1,7 +1,8 @@
 #pragma once
 /// @file
-/// Element types of weights and KV blocks, and scalar conversions between
-/// them. Vectorised conversions live in engine/cpu/kernels.hpp.
+/// Element types of weights and KV blocks (protocol/dtype.hpp), and scalar
+/// conversions between them. Vectorised conversions live in
+/// engine/cpu/kernels.hpp.
 
 #include <bit>
 #include <cstddef>
@@ -9,22 +10,14 @@
 #include <optional>
 #include <string_view>
 
+#include "protocol/dtype.hpp"
+
 namespace tessera::engine {
 
-/// Element type of a tensor. i8 is for KV blocks only (an int8 KV pool:
-/// each element is a quantized value whose scale lives beside it, see
-/// engine/kv_int8.hpp); no weight is i8 and parse_dtype never returns it.
-enum class dtype : uint8_t { f32, f16, bf16, i8 };
-
-/// Bytes per element of `t`.
-constexpr size_t dtype_size(dtype t) { return t == dtype::f32 ? 4 : t == dtype::i8 ? 1 : 2; }
-
-/// The safetensors / config.json spelling: "F32", "F16", "BF16" ("I8").
-std::string_view to_safetensors_name(dtype t);
-
-/// Parses "F32" / "F16" / "BF16" (safetensors) or "float32" / "float16" /
-/// "bfloat16" (config.json torch_dtype, also accepted as "f32", "bf16" ...).
-std::optional<dtype> parse_dtype(std::string_view name);
+using protocol::dtype;
+using protocol::dtype_size;
+using protocol::parse_dtype;
+using protocol::to_safetensors_name;
 
 /// bf16 -> f32, exact.
 inline float bf16_to_f32(uint16_t x) { return std::bit_cast<float>(uint32_t{x} << 16); }

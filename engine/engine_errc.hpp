@@ -1,60 +1,14 @@
 #pragma once
 /// @file
-/// The engine's error codes. Every error the engine library returns is a
-/// caf::error with one of these codes and a message naming what was wrong.
+/// The engine's error codes, defined in the protocol library (they cross
+/// the wire and reach clients): protocol/engine_errc.hpp.
 
-#include <cstdint>
-#include <string>
-
-#include <caf/error.hpp>
-#include <caf/make_message.hpp>
-#include <caf/message.hpp>
+#include "protocol/engine_errc.hpp"
 
 namespace tessera::engine {
 
-/// Error codes of the engine library (category "engine").
-enum class engine_errc : uint8_t {
-  /// A file could not be opened, read, mapped or written.
-  io_error = 1,
-  /// config.json / generation_config.json / tokenizer_config.json is
-  /// malformed, misses a field or has an out-of-range value.
-  bad_config,
-  /// A safetensors file is malformed: truncated, lying header, overlap.
-  bad_weights,
-  /// A tensor the architecture needs is missing or has the wrong shape.
-  missing_tensor,
-  /// A dtype or architecture this engine does not support.
-  unsupported,
-  /// tokenizer.json / tokenizer.model is malformed or unsupported.
-  bad_tokenizer,
-  /// A request is invalid (empty prompt, too long, bad sampling params).
-  bad_request,
-  /// The request id is unknown or already used.
-  unknown_request,
-  /// The KV cache has no room for the request, even when empty.
-  out_of_blocks,
-  /// An imported KV export does not match this engine's layout or model.
-  kv_mismatch,
-  /// A GPU runtime call failed on a present device (out of memory, a
-  /// failed launch, a lost device); the message names the call.
-  device_error,
-  /// Too many requests are waiting; retry later (HTTP 429).
-  overloaded,
-  /// The KV cache would hold the request, but too few blocks are free now
-  /// (others hold them); retry when requests finish.
-  no_free_blocks,
-  /// The model computed logits for a request that hold NaN or +inf or no
-  /// finite value: its KV cache or the weights are corrupt. That request
-  /// fails; the engine goes on serving the others.
-  bad_logits,
-};
-
-/// Returns the name of `x`, e.g. "bad_config".
-const char* to_string(engine_errc x);
-
-/// Makes a caf::error of category "engine" carrying `what`.
-caf::error make_engine_error(engine_errc code, std::string what);
+using protocol::engine_errc;
+using protocol::make_engine_error;
+using protocol::to_string;
 
 } // namespace tessera::engine
-
-CAF_ERROR_CODE_ENUM(tessera::engine::engine_errc, "engine")

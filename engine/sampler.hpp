@@ -13,25 +13,12 @@
 #include <caf/expected.hpp>
 
 #include "engine/sampling_params.hpp"
+#include "protocol/request.hpp"
 
 namespace tessera::engine {
 
-/// A token with its log-probability.
-struct token_logprob {
-  int32_t token = 0;
-  float logprob = 0.0f;
-};
-
-/// What the sampler chose.
-struct sampled_token {
-  int32_t token = 0;
-  /// log p(token) under the raw model distribution (log-softmax of the
-  /// unmodified logits). Filled when params.logprobs is set, else 0.
-  float logprob = 0.0f;
-  /// The params.logprobs most likely tokens under that distribution, most
-  /// likely first (ties: lower id first). Empty unless asked.
-  std::vector<token_logprob> top_logprobs;
-};
+using protocol::sampled_token;
+using protocol::token_logprob;
 
 /// Sampling scratch memory, reused across calls to avoid allocations.
 /// Not thread-safe: one per thread.

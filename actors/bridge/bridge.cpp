@@ -92,10 +92,6 @@ struct bridge_state {
 // out as a bridge_actor.
 using bridge_pointer = caf::stateful_actor<bridge_state>*;
 
-caf::error error_from_wire(const wire::wire_error& e) {
-  return caf::error(e.code, caf::atom_from_string(e.category), caf::make_message(e.message));
-}
-
 /// Encodes `env` and sends it to `peer` for actor `to`; a failed send is
 /// reported to the bridge as completed(op, error) when op != 0, else logged.
 void send_envelope(bridge_pointer self, peer_id peer, const std::string& to,
@@ -388,7 +384,7 @@ void settle(bridge_pointer self, peer_id peer, const wire::envelope& env) {
   if (env.kind == wire::envelope_kind::failure) {
     auto* e = value ? std::get_if<wire::wire_error>(&*value) : nullptr;
     return finish_call(self, env.call_id,
-                       e ? error_from_wire(*e)
+                       e ? wire::from_wire_error(*e)
                          : make_transport_error(transport_errc::invalid_message,
                                                 "bridge: a failure without an error"));
   }

@@ -9,22 +9,22 @@
 #include <ostream>
 #include <vector>
 
-#include "engine/block_hash.hpp"
+#include "protocol/block_hash.hpp"
 
-namespace tessera::engine {
+namespace tessera::protocol {
 
 inline void PrintTo(const kv_block_hash& h, std::ostream* os) { *os << to_hex(h); }
 
-} // namespace tessera::engine
+} // namespace tessera::protocol
 
 namespace tessera::test {
 
 /// The test hash numbered `n`.
-inline engine::kv_block_hash bh(uint64_t n) { return {n ^ 0xA5A5'0000'0000'0000ull, n}; }
+inline protocol::kv_block_hash bh(uint64_t n) { return {n ^ 0xA5A5'0000'0000'0000ull, n}; }
 
 /// Test hashes numbered `ns`, in order.
-inline std::vector<engine::kv_block_hash> bhs(std::initializer_list<uint64_t> ns) {
-  std::vector<engine::kv_block_hash> out;
+inline std::vector<protocol::kv_block_hash> bhs(std::initializer_list<uint64_t> ns) {
+  std::vector<protocol::kv_block_hash> out;
   for (auto n : ns)
     out.push_back(bh(n));
   return out;

@@ -303,7 +303,7 @@ TEST_P(UcxTwoProcessTest, ThousandBlocksArriveBitExact) {
   // places in the pool; 20 batches of 50.
   constexpr size_t n_blocks = 1000, per_batch = 50;
   wire::kv_transfer_batch want; // one per batch, sent as "expect"
-  want.layout = {16, 4, 8, 128, engine::dtype::bf16}; // 256 KiB blocks
+  want.layout = {16, 4, 8, 128, protocol::dtype::bf16}; // 256 KiB blocks
   ASSERT_EQ(want.layout.block_bytes(), max_block);
   uint64_t dst_cursor = 0;
   auto log = std::make_shared<completion_log>();

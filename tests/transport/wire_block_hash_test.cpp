@@ -27,7 +27,7 @@ using test::frame_of;
 
 TEST(WireBlockHashTest, BothHalvesOfEveryHashRoundTrip) {
   kv_event ev = test::stored_event();
-  ev.parent_hash = engine::kv_block_hash{~0ull, 1};
+  ev.parent_hash = protocol::kv_block_hash{~0ull, 1};
   ev.block_hashes = {{0, ~0ull}, {0x8000'0000'0000'0000ull, 0}, {0x0123'4567'89ab'cdefull, 0xfedc'ba98'7654'3210ull}};
   auto f = encode(ev);
   ASSERT_TRUE(f) << error_text(f.error());

@@ -8,7 +8,7 @@
 
 namespace tessera::transport::wire::test {
 
-inline void expect_same(const engine::sampling_params& a, const engine::sampling_params& b) {
+inline void expect_same(const protocol::sampling_params& a, const protocol::sampling_params& b) {
   EXPECT_EQ(a.temperature, b.temperature);
   EXPECT_EQ(a.top_k, b.top_k);
   EXPECT_EQ(a.top_p, b.top_p);

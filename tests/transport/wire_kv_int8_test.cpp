@@ -13,7 +13,7 @@ namespace {
 
 kv_fetch_reply int8_reply() {
   auto m = test::sample_fetch_reply();
-  m.layout = {16, 2, 1, 16, engine::dtype::i8};
+  m.layout = {16, 2, 1, 16, protocol::dtype::i8};
   for (auto& b : m.blocks) {
     b.token_count = 16;
     b.data.assign(m.layout.block_bytes(), std::byte{0});
@@ -32,7 +32,7 @@ TEST(WireKvInt8Test, AnInt8LayoutAndItsScalesCrossTheWireUnchanged) {
   ASSERT_TRUE(back) << error_text(back.error());
   const auto& r = std::get<kv_fetch_reply>(*back);
   EXPECT_EQ(r.layout, m.layout);
-  EXPECT_EQ(r.layout.kv_dtype, engine::dtype::i8);
+  EXPECT_EQ(r.layout.kv_dtype, protocol::dtype::i8);
   ASSERT_EQ(r.blocks.size(), m.blocks.size());
   for (size_t i = 0; i < r.blocks.size(); ++i)
     EXPECT_EQ(r.blocks[i].data, m.blocks[i].data) << "block " << i;

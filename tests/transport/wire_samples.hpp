@@ -37,7 +37,7 @@ inline request_handoff full_handoff() {
   r.keep_kv = true;
   kv_export_info kv;
   kv.model_fingerprint = 0xfeed'beef'cafe'f00dull;
-  kv.layout = {16, 2, 4, 64, engine::dtype::f16};
+  kv.layout = {16, 2, 4, 64, protocol::dtype::f16};
   kv.tokens = r.prompt;
   kv.tokens.push_back(5);
   kv.prompt_len = 40;
@@ -77,14 +77,14 @@ inline token_chunk chunk_with_logprobs() {
   m.id = 77;
   m.tokens = {10, 20, 30};
   for (int32_t t : m.tokens) {
-    engine::sampled_token s;
+    protocol::sampled_token s;
     s.token = t;
     s.logprob = -0.25f * static_cast<float>(t);
     s.top_logprobs = {{t, s.logprob}, {t + 1, s.logprob - 1.0f}};
     m.logprobs.push_back(s);
   }
   m.text = "héllo wörld";
-  m.finish = engine::finish_reason::stop;
+  m.finish = protocol::finish_reason::stop;
   m.stop_reason = "</s>";
   m.stop_token = 2;
   m.prompt_tokens = 120;
@@ -108,7 +108,7 @@ inline kv_transfer_batch sample_batch() {
   m.batch_id = 9;
   m.request_id = 77;
   m.model_fingerprint = 0xabcdefull;
-  m.layout = {16, 4, 8, 128, engine::dtype::bf16};
+  m.layout = {16, 4, 8, 128, protocol::dtype::bf16};
   const uint64_t bb = m.layout.block_bytes();
   for (uint32_t i = 0; i < 3; ++i)
     m.blocks.push_back({::tessera::test::bh(0x100ull + i), i == 2 ? 5 : 16, i * bb, bb, 3, (10 + i) * bb,
@@ -122,7 +122,7 @@ inline kv_event stored_event() {
   m.event_id = 1001;
   m.tier = kv_tier::g2_host;
   m.kind = kv_event_kind::stored;
-  m.parent_hash = engine::kv_block_hash{0xaaaa'bbbbull, 0xcccc'ddddull};
+  m.parent_hash = protocol::kv_block_hash{0xaaaa'bbbbull, 0xcccc'ddddull};
   m.block_hashes = ::tessera::test::bhs({1, 2, 3, 4});
   return m;
 }
@@ -218,7 +218,7 @@ inline kv_fetch_request sample_fetch() {
 /// Two blocks of a small layout, with distinct bytes.
 inline kv_fetch_reply sample_fetch_reply() {
   kv_fetch_reply m;
-  m.layout = {4, 1, 1, 2, engine::dtype::f32};
+  m.layout = {4, 1, 1, 2, protocol::dtype::f32};
   for (uint64_t b = 0; b < 2; ++b) {
     kv_fetched_block k;
     k.hash = ::tessera::test::bh(0x11ull + b);

@@ -1,4 +1,4 @@
-// A request's speculative setting (engine::speculative_params) crosses the
+// A request's speculative setting (protocol::speculative_params) crosses the
 // wire: round trips with and without it, and a peer's unknown method or
 // out-of-range K is refused naming the field.
 #include <gtest/gtest.h>
@@ -20,7 +20,7 @@ namespace {
 
 namespace s = tessera::transport::schema;
 using bytes = std::vector<std::byte>;
-using spec = engine::speculative_params;
+using spec = protocol::speculative_params;
 
 request_handoff decoded(const request_handoff& m) {
   auto f = encode(wire_message{m});

@@ -1,4 +1,4 @@
-// A request's structured-output setting (engine::structured_output_params)
+// A request's structured-output setting (protocol::structured_output_params)
 // crosses the wire: kind and schema text round trip; an unknown kind, an
 // oversized schema, a schema without json_schema, or one with ignore_eos
 // from a peer are refused naming the field.
@@ -18,7 +18,7 @@ namespace tessera::transport::wire {
 namespace {
 
 namespace s = tessera::transport::schema;
-using so = engine::structured_output_params;
+using so = protocol::structured_output_params;
 
 request_handoff decoded(const request_handoff& m) {
   auto f = encode(wire_message{m});

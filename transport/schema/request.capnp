@@ -81,6 +81,9 @@ struct RequestHandoff {
   # from a worker that failed. The receiver computes prompt + these and
   # generates on after them, as the interrupted run would have.
   resumeOutput @15 :List(Int32);
+  # The request continues on another engine after it ends here at
+  # maxTokens (engine::request::continues_elsewhere).
+  continuesElsewhere @16 :Bool;
 }
 
 # Stop a request wherever it is (the client went away, or it was migrated).

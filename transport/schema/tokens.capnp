@@ -3,6 +3,7 @@
 @0xa52d4999b60be190;
 
 using Cxx = import "/capnp/c++.capnp";
+using Common = import "common.capnp";
 $Cxx.namespace("tessera::transport::schema");
 
 # engine::finish_reason.
@@ -38,4 +39,8 @@ struct TokenChunk {
   outputTokens @8 :Int32;
   # The stop_token_ids entry that ended the request; -1 for none.
   stopToken @9 :Int32 = -1;
+  # Set when the engine failed the request (finishReason is then abort):
+  # why, as a caf::error's parts (engine::request_output::error). Unset
+  # (no category) otherwise.
+  error @10 :Common.Error;
 }

@@ -43,7 +43,7 @@ void put_ints(Builder list, const std::vector<int32_t>& v) {
     list.set(i, v[i]);
 }
 
-void put(s::KvLayout::Builder b, const engine::kv_layout& l) {
+void put(s::KvLayout::Builder b, const protocol::kv_layout& l) {
   b.setBlockTokens(l.block_tokens);
   b.setNumLayers(l.num_layers);
   b.setNumKvHeads(l.num_kv_heads);
@@ -51,7 +51,7 @@ void put(s::KvLayout::Builder b, const engine::kv_layout& l) {
   b.setKvDtype(static_cast<s::DType>(l.kv_dtype));
 }
 
-void put(s::SamplingParams::Builder b, const engine::sampling_params& p) {
+void put(s::SamplingParams::Builder b, const protocol::sampling_params& p) {
   b.setTemperature(p.temperature);
   b.setTopK(p.top_k);
   b.setTopP(p.top_p);
@@ -79,12 +79,12 @@ void put(s::SamplingParams::Builder b, const engine::sampling_params& p) {
   b.setStructuredSchema(text(p.structured_output.schema));
 }
 
-void put(s::BlockHash::Builder b, const engine::kv_block_hash& h) {
+void put(s::BlockHash::Builder b, const protocol::kv_block_hash& h) {
   b.setHi(h.hi);
   b.setLo(h.lo);
 }
 
-void put(capnp::List<s::BlockHash>::Builder list, const std::vector<engine::kv_block_hash>& hashes) {
+void put(capnp::List<s::BlockHash>::Builder list, const std::vector<protocol::kv_block_hash>& hashes) {
   for (unsigned i = 0; i < hashes.size(); ++i)
     put(list[i], hashes[i]);
 }
@@ -98,6 +98,7 @@ void put(capnp::MessageBuilder& mb, const request_handoff& m) {
   b.setPriority(r.priority);
   b.setCacheSalt(text(r.cache_salt));
   b.setKeepKv(r.keep_kv);
+  b.setContinuesElsewhere(r.continues_elsewhere);
   b.setReplyNode(text(m.reply_to.node));
   b.setReplyActor(text(m.reply_to.actor));
   b.setDecodeNode(text(m.decode_at.node));
@@ -142,6 +143,13 @@ void put(capnp::MessageBuilder& mb, const token_chunk& m) {
   b.setPromptTokens(m.prompt_tokens);
   b.setCachedPromptTokens(m.cached_prompt_tokens);
   b.setOutputTokens(m.output_tokens);
+  if (m.error) {
+    const auto why = to_wire_error(m.error);
+    auto e = b.initError();
+    e.setCategory(text(why.category));
+    e.setCode(why.code);
+    e.setMessage(text(why.message));
+  }
 }
 
 void put(capnp::MessageBuilder& mb, const kv_transfer_batch& m) {
@@ -346,34 +354,34 @@ void refuse_retired(const std::string& field, bool present) {
     refuse(field + " carries retired 64-bit block hashes (a peer of an older build)");
 }
 
-engine::kv_block_hash get_hash(const std::string& field, s::BlockHash::Reader r, uint64_t retired) {
+protocol::kv_block_hash get_hash(const std::string& field, s::BlockHash::Reader r, uint64_t retired) {
   refuse_retired(field, retired != 0);
   return {r.getHi(), r.getLo()};
 }
 
-std::vector<engine::kv_block_hash> get_hashes(const std::string& field, capnp::List<s::BlockHash>::Reader list,
+std::vector<protocol::kv_block_hash> get_hashes(const std::string& field, capnp::List<s::BlockHash>::Reader list,
                                               capnp::List<uint64_t>::Reader retired, size_t max) {
   refuse_retired(field, retired.size() != 0);
   bound(field, list.size(), max, "entries");
-  std::vector<engine::kv_block_hash> out;
+  std::vector<protocol::kv_block_hash> out;
   out.reserve(list.size());
   for (auto h : list)
     out.push_back({h.getHi(), h.getLo()});
   return out;
 }
 
-engine::kv_layout get(const std::string& field, s::KvLayout::Reader r) {
-  engine::kv_layout l;
+protocol::kv_layout get(const std::string& field, s::KvLayout::Reader r) {
+  protocol::kv_layout l;
   l.block_tokens = r.getBlockTokens();
   l.num_layers = r.getNumLayers();
   l.num_kv_heads = r.getNumKvHeads();
   l.head_dim = r.getHeadDim();
-  l.kv_dtype = static_cast<engine::dtype>(enum_in_range(field + ".kv_dtype", r.getKvDtype(), 3));
+  l.kv_dtype = static_cast<protocol::dtype>(enum_in_range(field + ".kv_dtype", r.getKvDtype(), 3));
   return l;
 }
 
-engine::sampling_params get(s::SamplingParams::Reader r) {
-  engine::sampling_params p;
+protocol::sampling_params get(s::SamplingParams::Reader r) {
+  protocol::sampling_params p;
   p.temperature = r.getTemperature();
   p.top_k = r.getTopK();
   p.top_p = r.getTopP();
@@ -399,21 +407,21 @@ engine::sampling_params get(s::SamplingParams::Reader r) {
     // sampling_params::validate checks num_tokens; the method must be one
     // the engine knows.
     const auto m = r.getSpeculativeMethod();
-    if (m > static_cast<uint8_t>(engine::speculative_params::method_kind::draft))
+    if (m > static_cast<uint8_t>(protocol::speculative_params::method_kind::draft))
       refuse("params.speculative method " + std::to_string(m) + " is not none (0), ngram (1) or draft (2)");
-    p.speculative = engine::speculative_params{static_cast<engine::speculative_params::method_kind>(m),
+    p.speculative = protocol::speculative_params{static_cast<protocol::speculative_params::method_kind>(m),
                                                r.getSpeculativeTokens()};
   }
   // The schema is bounded here (sampling_params::validate checks it again
   // with the kind); the engine compiles it, refusing what it cannot.
-  using so = engine::structured_output_params::kind_type;
+  using so = protocol::structured_output_params::kind_type;
   const auto kind = r.getStructuredKind();
   if (kind > static_cast<uint8_t>(so::json_schema))
     refuse("params.structured_output kind " + std::to_string(kind) +
            " is not none (0), json_object (1) or json_schema (2)");
   p.structured_output.kind = static_cast<so>(kind);
   p.structured_output.schema = get_text("params.structured_output.schema", r.getStructuredSchema(),
-                                        engine::structured_output_params::max_schema_bytes);
+                                        protocol::structured_output_params::max_schema_bytes);
   return p;
 }
 
@@ -425,6 +433,7 @@ request_handoff get(s::RequestHandoff::Reader r, const wire_limits& lim) {
   m.request.priority = r.getPriority();
   m.request.cache_salt = get_text("cache_salt", r.getCacheSalt(), lim.max_name_bytes);
   m.request.keep_kv = r.getKeepKv();
+  m.request.continues_elsewhere = r.getContinuesElsewhere();
   m.reply_to.node = get_text("reply_to.node", r.getReplyNode(), lim.max_name_bytes);
   m.reply_to.actor = get_text("reply_to.actor", r.getReplyActor(), lim.max_name_bytes);
   m.decode_at.node = get_text("decode_at.node", r.getDecodeNode(), lim.max_name_bytes);
@@ -457,24 +466,33 @@ token_chunk get(s::TokenChunk::Reader r, const wire_limits& lim) {
   m.logprobs.reserve(lps.size());
   for (unsigned i = 0; i < lps.size(); ++i) {
     auto lp = lps[i];
-    engine::sampled_token t;
+    protocol::sampled_token t;
     t.token = lp.getToken();
     t.logprob = lp.getLogprob();
     auto top = lp.getTop();
     bound("logprobs[" + std::to_string(i) + "].top_logprobs", top.size(),
-          engine::sampling_params::max_logprobs, "entries");
+          protocol::sampling_params::max_logprobs, "entries");
     for (auto e : top)
       t.top_logprobs.push_back({e.getToken(), e.getLogprob()});
     m.logprobs.push_back(std::move(t));
   }
   m.text = get_text("text", r.getText(), lim.max_text_bytes);
-  m.finish = static_cast<engine::finish_reason>(
+  m.finish = static_cast<protocol::finish_reason>(
     enum_in_range("finish_reason", r.getFinishReason(), 3));
   m.stop_reason = get_text("stop_reason", r.getStopReason(), lim.max_name_bytes);
   m.stop_token = r.getStopToken();
   m.prompt_tokens = r.getPromptTokens();
   m.cached_prompt_tokens = r.getCachedPromptTokens();
   m.output_tokens = r.getOutputTokens();
+  if (r.hasError()) {
+    auto e = r.getError();
+    wire_error why;
+    why.category = get_text("error.category", e.getCategory(), lim.max_name_bytes);
+    why.code = e.getCode();
+    why.message = get_text("error.message", e.getMessage(), lim.max_text_bytes);
+    if (!why.category.empty())
+      m.error = from_wire_error(why);
+  }
   return m;
 }
 

@@ -9,7 +9,7 @@
 namespace tessera::transport::wire {
 
 /// Size bounds; the defaults suit a server whose longest context is 1M
-/// tokens. Sampling-parameter bounds are engine::sampling_params::validate's
+/// tokens. Sampling-parameter bounds are protocol::sampling_params::validate's
 /// (16 stop strings of <= 256 bytes, 64 stop token ids, logprobs <= 20).
 struct wire_limits {
   /// Largest frame body in bytes. Default: 64 MiB.

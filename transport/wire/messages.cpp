@@ -1,5 +1,8 @@
 #include "transport/wire/messages.hpp"
 
+#include <caf/atom.hpp>
+#include <caf/make_message.hpp>
+
 #include "common/error.hpp"
 
 namespace tessera::transport::wire {
@@ -38,6 +41,10 @@ wire_error to_wire_error(const caf::error& err) {
   out.code = err.code();
   out.message = error_message(err);
   return out;
+}
+
+caf::error from_wire_error(const wire_error& e) {
+  return caf::error(e.code, caf::atom_from_string(e.category), caf::make_message(e.message));
 }
 
 } // namespace tessera::transport::wire

@@ -4,7 +4,10 @@
 /// `wire_message`, the variant of all of them. The Cap'n Proto schemas in
 /// transport/schema/*.capnp are the wire contract; these structs are what
 /// the rest of Tessera sees (no capnp types leak out of transport/wire).
-/// Engine types are reused where they fit.
+/// The vocabulary they are made of (requests, sampling parameters, token
+/// chunks, KV layouts, block hashes, roles) is the protocol library's
+/// (protocol/), which depends on nothing of the server: this header links
+/// no engine code.
 
 #include <cstdint>
 #include <optional>
@@ -15,10 +18,11 @@
 
 #include <caf/error.hpp>
 
-#include "engine/backend.hpp"
-#include "engine/block_hash.hpp"
-#include "engine/engine.hpp"
-#include "engine/sampling_params.hpp"
+#include "protocol/block_hash.hpp"
+#include "protocol/kv_layout.hpp"
+#include "protocol/request.hpp"
+#include "protocol/roles.hpp"
+#include "protocol/sampling_params.hpp"
 
 namespace tessera::transport::wire {
 
@@ -54,7 +58,7 @@ inline constexpr uint16_t max_message_type = 15;
 struct kv_export_info {
   /// backend::model_fingerprint of the exporter.
   uint64_t model_fingerprint = 0;
-  engine::kv_layout layout;
+  protocol::kv_layout layout;
   /// Prompt followed by the tokens generated so far. [1, max_tokens].
   std::vector<int32_t> tokens;
   /// [1, tokens.size()].
@@ -65,7 +69,7 @@ struct kv_export_info {
   uint64_t seed = 0;
   /// Chained hashes of the full computed blocks: exactly
   /// num_computed / layout.block_tokens of them.
-  std::vector<engine::kv_block_hash> block_hashes;
+  std::vector<protocol::kv_block_hash> block_hashes;
 };
 
 /// An actor on a node, as the bridge addresses it (actors/bridge).
@@ -80,7 +84,7 @@ struct actor_address {
 /// A request handed to another process. `request.prompt` must be non-empty
 /// unless `kv` is set (then the export's tokens are used).
 struct request_handoff {
-  engine::request request;
+  protocol::request request;
   /// Set when the receiver continues the request from exported KV.
   std::optional<kv_export_info> kv;
   /// Where token chunks go; empty: back to the sender only as the reply.
@@ -109,14 +113,14 @@ struct request_handoff {
   std::vector<int32_t> resume_output;
 };
 
-/// Tokens generated for one request in one step (engine::request_output):
+/// Tokens generated for one request in one step (protocol::request_output):
 /// tokens, optional per-token logprobs (empty or one per token), text delta,
 /// finish and stop reason, token counts.
-using token_chunk = engine::request_output;
+using protocol::token_chunk;
 
 /// Where one KV block comes from and goes to in a transfer.
 struct kv_block_descriptor {
-  engine::kv_block_hash hash;
+  protocol::kv_block_hash hash;
   /// Tokens stored in the block: [1, layout.block_tokens].
   int32_t token_count = 0;
   /// Byte range in the sender's registered region: size_bytes in
@@ -135,7 +139,7 @@ struct kv_transfer_batch {
   uint64_t batch_id = 0;
   uint64_t request_id = 0;
   uint64_t model_fingerprint = 0;
-  engine::kv_layout layout;
+  protocol::kv_layout layout;
   /// [1, wire_limits::max_blocks_per_batch] blocks.
   std::vector<kv_block_descriptor> blocks;
 };
@@ -162,14 +166,13 @@ struct kv_event {
   kv_event_kind kind = kv_event_kind::stored;
   /// Parent of the first stored block; nullopt when the chain starts at the
   /// root. Only stored events carry one.
-  std::optional<engine::kv_block_hash> parent_hash;
+  std::optional<protocol::kv_block_hash> parent_hash;
   /// Stored: the chain in order; removed: any order; cleared: empty.
   /// At most wire_limits::max_event_hashes.
-  std::vector<engine::kv_block_hash> block_hashes;
+  std::vector<protocol::kv_block_hash> block_hashes;
 };
 
-/// A role a node plays in the cluster.
-enum class node_role : uint8_t { frontend, router, prefill, decode, kvstore };
+using protocol::node_role;
 
 /// Kind of membership change.
 enum class membership_change : uint8_t { join, leave, update };
@@ -310,7 +313,7 @@ struct kv_fetch_request {
   uint64_t ns = 0;
   /// Consecutive blocks of one chain, in order:
   /// [1, wire_limits::max_blocks_per_batch].
-  std::vector<engine::kv_block_hash> block_hashes;
+  std::vector<protocol::kv_block_hash> block_hashes;
   /// Most payload bytes the reply may carry (the asker asks again for the
   /// rest): >= 1.
   uint64_t max_bytes = 0;
@@ -318,7 +321,7 @@ struct kv_fetch_request {
 
 /// One block of a kv_fetch_reply, with its bytes.
 struct kv_fetched_block {
-  engine::kv_block_hash hash;
+  protocol::kv_block_hash hash;
   /// [1, layout.block_tokens].
   int32_t token_count = 0;
   /// XXH3-64 of `data` (engine::hash_bytes, seed 0): the asker verifies it.
@@ -331,7 +334,7 @@ struct kv_fetched_block {
 /// asked chain it holds, in order, up to the first miss or max_bytes.
 struct kv_fetch_reply {
   /// Layout of every block; may be unset when `blocks` is empty.
-  engine::kv_layout layout;
+  protocol::kv_layout layout;
   /// [0, max_blocks_per_batch] blocks.
   std::vector<kv_fetched_block> blocks;
   /// True when the reply stopped at max_bytes (the next block may be
@@ -369,5 +372,9 @@ using wire_message = std::variant<request_handoff, token_chunk, kv_transfer_batc
 
 /// Flattens a caf::error for the wire (category name, code, message).
 [[nodiscard]] wire_error to_wire_error(const caf::error& err);
+
+/// The caf::error a wire_error flattened (category atom, code, message):
+/// the receiver's errors compare equal to the sender's codes.
+[[nodiscard]] caf::error from_wire_error(const wire_error& e);
 
 } // namespace tessera::transport::wire

@@ -22,7 +22,7 @@ problem too_long(const char* field, size_t got, size_t max, const char* unit) {
          to_string(max);
 }
 
-problem check_layout(const engine::kv_layout& l) {
+problem check_layout(const protocol::kv_layout& l) {
   auto in = [](int32_t v, int32_t lo, int32_t hi) { return lo <= v && v <= hi; };
   if (!in(l.block_tokens, 1, 4096))
     return "layout.block_tokens must be in [1, 4096], got " + to_string(l.block_tokens);
@@ -32,7 +32,7 @@ problem check_layout(const engine::kv_layout& l) {
     return "layout.num_kv_heads must be in [1, 4096], got " + to_string(l.num_kv_heads);
   if (!in(l.head_dim, 1, 16384))
     return "layout.head_dim must be in [1, 16384], got " + to_string(l.head_dim);
-  if (static_cast<unsigned>(l.kv_dtype) > static_cast<unsigned>(engine::dtype::i8))
+  if (static_cast<unsigned>(l.kv_dtype) > static_cast<unsigned>(protocol::dtype::i8))
     return "layout.kv_dtype out of range: " + to_string(static_cast<unsigned>(l.kv_dtype));
   return {};
 }
@@ -132,7 +132,7 @@ problem check(const token_chunk& m, const wire_limits& lim) {
     // -inf is a legitimate log-probability; NaN and positive values are not.
     if (!(lp.logprob <= 0.0f))
       return at + ".logprob must be <= 0, got " + to_string(lp.logprob);
-    const auto max_top = static_cast<size_t>(engine::sampling_params::max_logprobs);
+    const auto max_top = static_cast<size_t>(protocol::sampling_params::max_logprobs);
     if (lp.top_logprobs.size() > max_top)
       return too_long((at + ".top_logprobs").c_str(), lp.top_logprobs.size(), max_top, "entries");
     for (size_t j = 0; j < lp.top_logprobs.size(); ++j) {
@@ -143,11 +143,11 @@ problem check(const token_chunk& m, const wire_limits& lim) {
   }
   if (m.text.size() > lim.max_text_bytes)
     return too_long("text", m.text.size(), lim.max_text_bytes, "bytes");
-  if (static_cast<unsigned>(m.finish) > static_cast<unsigned>(engine::finish_reason::abort))
+  if (static_cast<unsigned>(m.finish) > static_cast<unsigned>(protocol::finish_reason::abort))
     return "finish_reason out of range: " + to_string(static_cast<unsigned>(m.finish));
   if (auto p = check_name("stop_reason", m.stop_reason, lim.max_name_bytes, false); !p.empty())
     return p;
-  if (m.stop_token < -1 || (m.stop_token >= 0 && m.finish != engine::finish_reason::stop))
+  if (m.stop_token < -1 || (m.stop_token >= 0 && m.finish != protocol::finish_reason::stop))
     return "stop_token must be -1, or a token id on a chunk that finished with stop; got " +
            to_string(m.stop_token);
   if (m.prompt_tokens < 0 || m.output_tokens < 0)
@@ -156,6 +156,16 @@ problem check(const token_chunk& m, const wire_limits& lim) {
   if (m.cached_prompt_tokens < 0 || m.cached_prompt_tokens > m.prompt_tokens)
     return "cached_prompt_tokens must be in [0, prompt_tokens (" + to_string(m.prompt_tokens) +
            ")], got " + to_string(m.cached_prompt_tokens);
+  if (m.error) {
+    if (m.finish != protocol::finish_reason::abort)
+      return "error is set on a chunk whose finish_reason is not abort";
+    const auto why = to_wire_error(m.error);
+    // The category travels as a CAF atom: at most 10 characters.
+    if (auto p = check_name("error.category", why.category, 10, true); !p.empty())
+      return p;
+    if (why.message.size() > lim.max_text_bytes)
+      return too_long("error.message", why.message.size(), lim.max_text_bytes, "bytes");
+  }
   return {};
 }
 

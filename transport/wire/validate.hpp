@@ -2,7 +2,7 @@
 /// @file
 /// Semantic checks of a wire message: every list and string within
 /// wire_limits, counts consistent, floats finite where they must be,
-/// sampling params per engine::sampling_params::validate(). The encoder
+/// sampling params per protocol::sampling_params::validate(). The encoder
 /// runs them before sending and the decoder after decoding, so a peer never
 /// sees (and never trusts) a message that fails them.
 

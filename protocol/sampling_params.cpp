@@ -1,12 +1,12 @@
-#include "engine/sampling_params.hpp"
+#include "protocol/sampling_params.hpp"
 
 #include <cmath>
 #include <cstdio>
 #include <string>
 
-#include "engine/engine_errc.hpp"
+#include "protocol/engine_errc.hpp"
 
-namespace tessera::engine {
+namespace tessera::protocol {
 
 namespace {
 
@@ -103,4 +103,4 @@ caf::error sampling_params::validate() const {
   return {};
 }
 
-} // namespace tessera::engine
+} // namespace tessera::protocol

@@ -1,8 +1,8 @@
-#include "engine/engine_errc.hpp"
+#include "protocol/engine_errc.hpp"
 
 #include <caf/message.hpp>
 
-namespace tessera::engine {
+namespace tessera::protocol {
 
 const char* to_string(engine_errc x) {
   switch (x) {
@@ -28,4 +28,4 @@ caf::error make_engine_error(engine_errc code, std::string what) {
   return caf::error{code, std::move(what)};
 }
 
-} // namespace tessera::engine
+} // namespace tessera::protocol
