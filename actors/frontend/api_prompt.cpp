@@ -16,8 +16,7 @@ api_result<std::vector<int32_t>> prepare_prompt(api_request& req, const engine::
       return bad_request("the model has no chat template, so it cannot serve chat completions; "
                          "use /v1/completions or start the server with --chat-template",
                          "messages");
-    auto prompt = render_chat(*tmpl, req.messages, special_tokens_of(tok),
-                              req.add_generation_prompt);
+    auto prompt = render_chat_request(*tmpl, req, special_tokens_of(tok));
     if (auto* e = std::get_if<api_error>(&prompt))
       return std::move(*e);
     ids = encode_chat_prompt(tok, std::get<chat_prompt>(prompt));

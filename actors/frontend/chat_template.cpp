@@ -526,6 +526,119 @@ api_result<chat_prompt> render_chat(const chat_template& tmpl,
   return internal_error("unknown chat template family");
 }
 
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+/// JSON text parsed with nesting refused beyond 64 levels; discarded on
+/// any error.
+ojson parse_shallow(std::string_view text) {
+  bool too_deep = false;
+  auto j = ojson::parse(
+    text,
+    [&](int depth, ojson::parse_event_t, ojson&) {
+      if (depth > 64)
+        too_deep = true;
+      return !too_deep;
+    },
+    false);
+  if (too_deep)
+    return ojson(ojson::value_t::discarded);
+  return j;
+}
+
+/// A message as a template reads it.
+ojson message_json(const chat_message& m) {
+  ojson j = ojson::object();
+  j["role"] = m.role;
+  j["content"] = m.content;
+  if (!m.tool_calls.empty()) {
+    auto calls = parse_shallow(m.tool_calls);
+    if (calls.is_array()) {
+      for (auto& c : calls) {
+        if (!c.is_object() || !c.contains("function") || !c["function"].is_object())
+          continue;
+        auto& fn = c["function"];
+        if (auto a = fn.find("arguments"); a != fn.end() && a->is_string()) {
+          auto args = parse_shallow(a->get_ref<const std::string&>());
+          if (args.is_object())
+            *a = std::move(args);
+        }
+      }
+      j["tool_calls"] = std::move(calls);
+    }
+  }
+  if (!m.tool_call_id.empty())
+    j["tool_call_id"] = m.tool_call_id;
+  return j;
+}
+
+/// The messages for a template without tool support: calls written as
+/// Hermes `<tool_call>` text, tool results as user turns, the tools in the
+/// system message.
+std::vector<chat_message> messages_with_preamble(const api_request& req) {
+  std::vector<chat_message> out;
+  for (const auto& m : req.messages) {
+    chat_message p{m.role, m.content};
+    if (m.role == "tool") {
+      p.role = "user";
+      p.content = "<tool_response>\n" + m.content + "\n</tool_response>";
+    }
+    auto calls = m.tool_calls.empty() ? ojson() : parse_shallow(m.tool_calls);
+    if (calls.is_array())
+      for (const auto& c : calls) {
+        if (!c.is_object() || !c.contains("function") || !c["function"].is_object())
+          continue;
+        const auto& fn = c["function"];
+        std::string name = fn.contains("name") && fn["name"].is_string() ? fn["name"].get<std::string>() : "";
+        std::string args = fn.contains("arguments") && fn["arguments"].is_string()
+                             ? fn["arguments"].get<std::string>()
+                             : "{}";
+        if (!p.content.empty())
+          p.content += "\n";
+        p.content += "<tool_call>\n{\"name\": " + ojson(name).dump(-1, ' ', false, ojson::error_handler_t::replace) +
+                     ", \"arguments\": " + args + "}\n</tool_call>";
+      }
+    out.push_back(std::move(p));
+  }
+  if (req.tools) {
+    auto preamble = tools_preamble(*req.tools);
+    if (!out.empty() && out.front().role == "system")
+      out.front().content += "\n\n" + preamble;
+    else
+      out.insert(out.begin(), chat_message{"system", std::move(preamble)});
+  }
+  return out;
+}
+
+} // namespace
+
+api_result<chat_prompt> render_chat_request(const chat_template& tmpl, const api_request& req,
+                                            const chat_special_tokens& tokens) {
+  const bool any_calls = std::any_of(req.messages.begin(), req.messages.end(),
+                                     [](const chat_message& m) { return !m.tool_calls.empty(); });
+  if (tmpl.jinja) {
+    auto msgs = ojson::array();
+    for (const auto& m : req.messages)
+      msgs.push_back(message_json(m));
+    ojson tools = req.tools ? parse_shallow(req.tools->tools_json) : ojson();
+    if (tools.is_discarded())
+      tools = nullptr;
+    auto with = render_chat_json(tmpl, msgs, tools, tokens, req.add_generation_prompt);
+    if (tools.is_null() || std::holds_alternative<api_error>(with))
+      return with;
+    auto without = render_chat_json(tmpl, msgs, nullptr, tokens, req.add_generation_prompt);
+    if (auto* w = std::get_if<chat_prompt>(&without);
+        w == nullptr || w->text != std::get<chat_prompt>(with).text)
+      return with;
+    // The template ignores tools: describe them in the system message.
+  } else if (!req.tools && !any_calls) {
+    return render_chat(tmpl, req.messages, tokens, req.add_generation_prompt);
+  }
+  auto plain = messages_with_preamble(req);
+  return render_chat(tmpl, plain, tokens, req.add_generation_prompt);
+}
+
 std::vector<int32_t> encode_chat_prompt(const engine::tokenizer& tok, const chat_prompt& prompt) {
   std::vector<int32_t> ids;
   if (prompt.add_bos && tok.settings().bos_id)

@@ -177,6 +177,19 @@ struct chat_prompt {
                                                        const chat_special_tokens& tokens,
                                                        bool add_generation_prompt = true);
 
+/// Renders a chat request: its messages (assistant tool_calls, with their
+/// arguments parsed into objects as vLLM hands them to templates, and
+/// tool_call_id) and, unless tool_choice is "none", its tools, as
+/// transformers' apply_chat_template(messages, tools=...) does. A template
+/// that does not render tools (its output is the same without them), and
+/// the built-in formats, get the tools described in the system message
+/// (tools_preamble), earlier calls as `<tool_call>` text in the assistant
+/// turn and tool results as user turns wrapped in `<tool_response>`.
+/// Errors: as render_chat_json.
+[[nodiscard]] api_result<chat_prompt> render_chat_request(const chat_template& tmpl,
+                                                          const api_request& req,
+                                                          const chat_special_tokens& tokens);
+
 /// Encodes a rendered prompt with `tok`, add_bos as the prompt says:
 /// special-token text becomes special ids only inside template runs; the
 /// text between those ids (template and data together) is encoded with

@@ -497,6 +497,43 @@ std::optional<std::string> message_content(field_reader& r, const json& c,
   return text;
 }
 
+/// An assistant message's tool_calls: [{id, type "function", function
+/// {name, arguments}}], kept as JSON text for the chat template.
+bool read_message_tool_calls(field_reader& r, const json& tc, const std::string& name,
+                             chat_message& out) {
+  if (!tc.is_array()) {
+    r.fail(name + " must be an array of {id, type, function} objects, got " + describe(tc), name);
+    return false;
+  }
+  for (size_t k = 0; k < tc.size(); ++k) {
+    const json& c = tc[k];
+    auto at = name + "[" + std::to_string(k) + "]";
+    if (!c.is_object()) {
+      r.fail(at + " must be an object {id, type, function}", at);
+      return false;
+    }
+    if (auto id = c.find("id"); id != c.end() && !id->is_null() && !r.string(*id, at + ".id", r.limits().max_id_bytes))
+      return false;
+    if (auto t = c.find("type"); t != c.end() && !t->is_null() && *t != "function") {
+      r.fail(at + ".type must be \"function\"", at + ".type");
+      return false;
+    }
+    auto fn = c.find("function");
+    if (fn == c.end() || !fn->is_object()) {
+      r.fail(at + ".function must be an object {name, arguments}", at + ".function");
+      return false;
+    }
+    auto fname = fn->find("name");
+    if (fname == fn->end() || !r.string(*fname, at + ".function.name", 64))
+      return false;
+    auto args = fn->find("arguments");
+    if (args == fn->end() || !r.string(*args, at + ".function.arguments", r.limits().max_prompt_bytes))
+      return false;
+  }
+  out.tool_calls = tc.dump(-1, ' ', false, json::error_handler_t::replace);
+  return true;
+}
+
 void read_messages(field_reader& r, api_request& req) {
   const json* m = r.get("messages");
   if (m == nullptr) {
@@ -542,13 +579,23 @@ void read_messages(field_reader& r, api_request& req) {
              name + ".role");
       return;
     }
-    if (auto tc = msg.find("tool_calls");
-        tc != msg.end() && !tc->is_null() && !(tc->is_array() && tc->empty())) {
-      r.fail(name + ".tool_calls is not supported", name + ".tool_calls");
-      return;
-    }
     chat_message out;
     out.role = std::move(*role);
+    if (auto tc = msg.find("tool_calls");
+        tc != msg.end() && !tc->is_null() && !(tc->is_array() && tc->empty())) {
+      if (out.role != "assistant") {
+        r.fail(name + ".tool_calls is only allowed in assistant messages", name + ".tool_calls");
+        return;
+      }
+      if (!read_message_tool_calls(r, *tc, name + ".tool_calls", out))
+        return;
+    }
+    if (auto id = msg.find("tool_call_id"); id != msg.end() && !id->is_null()) {
+      auto v = r.string(*id, name + ".tool_call_id", r.limits().max_id_bytes);
+      if (!v)
+        return;
+      out.tool_call_id = std::move(*v);
+    }
     auto content_it = msg.find("content");
     if (content_it == msg.end() || content_it->is_null()) {
       // An assistant turn may come without content (OpenAI allows it when
@@ -563,7 +610,7 @@ void read_messages(field_reader& r, api_request& req) {
         return;
       out.content = std::move(*content);
     }
-    total_bytes += out.content.size();
+    total_bytes += out.content.size() + out.tool_calls.size();
     if (total_bytes > r.limits().max_prompt_bytes) {
       r.fail("messages hold more than " + std::to_string(r.limits().max_prompt_bytes)
                + " bytes of content, the prompt limit",
@@ -667,9 +714,8 @@ void reject_unsupported(field_reader& r, const api_request& req) {
     if (auto best_of = r.integer("best_of", 1, int64_max); best_of && *best_of != req.n)
       r.fail("best_of is not supported (only best_of == n), got " + std::to_string(*best_of),
              "best_of");
-  } else {
-    if (const json* t = r.get("tools"); t && !(t->is_array() && t->empty()))
-      r.fail("tools are not supported", "tools");
+    if (r.get("tools") || r.get("tool_choice") || r.get("parallel_tool_calls"))
+      r.fail("tools, tool_choice and parallel_tool_calls are chat fields", "tools");
   }
   if (const json* b = r.get("logit_bias"); b && !(b->is_object() && b->empty()))
     r.fail("logit_bias is not supported", "logit_bias");
@@ -855,6 +901,26 @@ api_result<api_request> parse_request(api_kind kind, std::string_view body,
   if (auto it = j.find("response_format"); it != j.end() && !it->is_null())
     if (auto err = apply_response_format(body, req.params))
       return std::move(*err);
+
+  // tools (chat): parsed from the raw body to keep the schemas' key order;
+  // a required or named tool_choice constrains the output with the call's
+  // schema, which the engine compiles again from its text.
+  if (kind == api_kind::chat && (j.contains("tools") || j.contains("tool_choice") ||
+                                 j.contains("parallel_tool_calls"))) {
+    auto tools = parse_tools(body);
+    if (auto* e = std::get_if<api_error>(&tools))
+      return std::move(*e);
+    req.tools = std::get<std::shared_ptr<const tool_config>>(std::move(tools));
+    if (req.tools && (req.tools->choice == tool_choice_kind::required ||
+                      req.tools->choice == tool_choice_kind::named)) {
+      if (req.params.structured_output.kind != engine::structured_output_params::kind_type::none)
+        return bad_request("response_format cannot be combined with a required or named "
+                           "tool_choice (the call's schema constrains the output)",
+                           "response_format");
+      req.params.structured_output = {engine::structured_output_params::kind_type::json_schema,
+                                      call_schema(*req.tools)};
+    }
+  }
 
   // The engine's own check, as a last guard. Chat without max_tokens gets
   // its real max_tokens later (apply_context_limit); check with a stand-in.

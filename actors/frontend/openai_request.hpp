@@ -14,17 +14,21 @@
 ///    booleans or strings; floats may be written as integers;
 ///  - fields that would change the output in a way Tessera does not
 ///    implement are rejected rather than silently ignored: `echo: true`,
-///    a non-empty `suffix`, `best_of` > n, a non-empty `logit_bias`,
-///    `tools`, a `response_format` other than text.
+///    a non-empty `suffix`, `best_of` > n, a non-empty `logit_bias`.
+///  - `tools`, `tool_choice` and `parallel_tool_calls` (chat only) are read
+///    by parse_tools (tool_calls.hpp); a required or named tool_choice
+///    constrains the output with the call's JSON Schema.
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "actors/frontend/api_error.hpp"
+#include "actors/frontend/tool_calls.hpp"
 #include "engine/sampling_params.hpp"
 
 namespace tessera::actors::frontend {
@@ -45,6 +49,12 @@ struct chat_message {
   /// The text. An array of text parts arrives joined with "\n" (as vLLM
   /// joins them). Valid UTF-8.
   std::string content;
+  /// assistant: the `tool_calls` array as JSON text, checked to be
+  /// [{id, type "function", function {name, arguments (a string)}}];
+  /// empty when the turn made no calls.
+  std::string tool_calls;
+  /// tool: the `tool_call_id` this message answers, or empty.
+  std::string tool_call_id;
 };
 
 /// Bounds on what a request may ask for. Every size in a request is
@@ -137,6 +147,9 @@ struct api_request {
   /// blocks only of requests with the same salt (and tenant). 1 to
   /// limits.max_id_bytes bytes, no control characters; empty: none given.
   std::string cache_salt;
+  /// Chat: the tools offered and how they may be called (tool_calls.hpp);
+  /// null when none are offered (no tools, or tool_choice "none").
+  std::shared_ptr<const tool_config> tools;
 };
 
 /// Parses the body of a request to `kind`'s endpoint. Checks, in order:

@@ -165,6 +165,66 @@ json head(const response_meta& meta, std::string_view object) {
   return out;
 }
 
+/// One tool call, or a piece of one (index >= 0: streamed, fields left
+/// out when empty, as OpenAI streams them).
+json tool_call_json(const std::string& id, const std::string& name, const std::string& args,
+                    int index) {
+  json c = json::object();
+  if (index >= 0)
+    c["index"] = index;
+  if (index < 0 || !id.empty()) {
+    c["id"] = id;
+    c["type"] = "function";
+  }
+  json fn = json::object();
+  if (index < 0 || !name.empty())
+    fn["name"] = name;
+  fn["arguments"] = args;
+  c["function"] = std::move(fn);
+  return c;
+}
+
+/// The frames of a chat delta with tool calls: content (if any), then per
+/// call its id and name, then its arguments (a named choice's pieces: one
+/// frame each); the last frame carries the finish reason.
+std::string chat_tool_chunks(const response_meta& meta, const stream_delta& d,
+                             const response_options& opts) {
+  std::vector<json> deltas;
+  if (!d.text.empty() && !d.text_is_arguments)
+    deltas.push_back(json{{"content", d.text}});
+  for (const auto& t : d.tool_calls) {
+    if (d.text_is_arguments) {
+      deltas.push_back(json{{"tool_calls", json::array({tool_call_json(t.id, t.name, t.arguments, t.index)})}});
+      continue;
+    }
+    deltas.push_back(json{{"tool_calls", json::array({tool_call_json(t.id, t.name, "", t.index)})}});
+    deltas.push_back(json{{"tool_calls", json::array({tool_call_json("", "", t.arguments, t.index)})}});
+  }
+  const bool last = d.finish != engine::finish_reason::none;
+  if (deltas.empty() || last)
+    deltas.push_back(json::object());
+  const bool called = !d.tool_calls.empty() || d.text_is_arguments;
+  std::string frames;
+  for (size_t i = 0; i < deltas.size(); ++i) {
+    json out = head(meta, "chat.completion.chunk");
+    json ch = json::object();
+    ch["index"] = d.index;
+    ch["delta"] = std::move(deltas[i]);
+    ch["logprobs"] = opts.logprobs && i == 0 ? chat_logprobs(d.logprobs, opts) : json(nullptr);
+    const bool fin = last && i + 1 == deltas.size();
+    ch["finish_reason"] = !fin ? json(nullptr)
+                          : called && d.finish == engine::finish_reason::stop
+                            ? json("tool_calls")
+                            : finish_json(d.finish);
+    ch["stop_reason"] = fin ? stop_reason_json(d.finish, d.stop_reason, d.stop_token) : json(nullptr);
+    out["choices"] = json::array({std::move(ch)});
+    if (opts.include_usage)
+      out["usage"] = nullptr;
+    frames += sse_event(dump(out));
+  }
+  return frames;
+}
+
 uint64_t mix(uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -213,7 +273,47 @@ stream_delta choice_output::append(const engine::request_output& out) {
     stop_reason = out.stop_reason;
     stop_token = out.stop_token;
   }
+  if (tools)
+    stream_tools(d, out.finish != engine::finish_reason::none);
   return d;
+}
+
+void choice_output::stream_tools(stream_delta& d, bool last) {
+  if (tools->choice == tool_choice_kind::named) {
+    d.text_is_arguments = true;
+    if (!d.text.empty() || call_id.empty()) {
+      tool_call_delta t;
+      if (call_id.empty()) {
+        call_id = make_tool_call_id();
+        t.id = call_id;
+        t.name = tools->named;
+      }
+      t.arguments = d.text;
+      d.tool_calls.push_back(std::move(t));
+    }
+    released = text.size();
+    return;
+  }
+  if (!last) {
+    // auto: send what cannot be a call; required: all of it is the call.
+    size_t upto = tools->choice == tool_choice_kind::auto_ ? releasable_content(text, released)
+                                                           : released;
+    d.text = text.substr(released, upto - released);
+    released = upto;
+    return;
+  }
+  auto parsed = parse_tool_reply(*tools, text);
+  if (parsed.calls.empty()) {
+    d.text = text.substr(std::min(released, text.size()));
+  } else {
+    d.text = parsed.content.size() > released ? parsed.content.substr(released) : std::string{};
+    for (size_t i = 0; i < parsed.calls.size(); ++i) {
+      auto& c = parsed.calls[i];
+      d.tool_calls.push_back(
+        tool_call_delta{static_cast<int>(i), std::move(c.id), std::move(c.name), std::move(c.arguments)});
+    }
+  }
+  released = text.size();
 }
 
 usage_counts make_usage(int32_t prompt_tokens, std::span<const choice_output> choices) {
@@ -264,11 +364,25 @@ std::string chat_response(const response_meta& meta, std::span<const choice_outp
     json msg = json::object();
     msg["role"] = "assistant";
     msg["content"] = c.text;
+    bool called = false;
+    if (c.tools) {
+      auto parsed = parse_tool_reply(*c.tools, c.text);
+      if (!parsed.calls.empty()) {
+        called = true;
+        msg["content"] = parsed.content.empty() ? json(nullptr) : json(parsed.content);
+        json calls = json::array();
+        for (const auto& call : parsed.calls)
+          calls.push_back(tool_call_json(call.id, call.name, call.arguments, -1));
+        msg["tool_calls"] = std::move(calls);
+      }
+    }
     json ch = json::object();
     ch["index"] = c.index;
     ch["message"] = std::move(msg);
     ch["logprobs"] = opts.logprobs ? chat_logprobs(c.logprobs, opts) : json(nullptr);
-    ch["finish_reason"] = finish_json(c.finish);
+    ch["finish_reason"] = called && c.finish == engine::finish_reason::stop
+                            ? json("tool_calls")
+                            : finish_json(c.finish);
     ch["stop_reason"] = stop_reason_json(c.finish, c.stop_reason, c.stop_token);
     arr.push_back(std::move(ch));
   }
@@ -312,6 +426,8 @@ std::string chat_role_chunk(const response_meta& meta, int index,
 
 std::string chat_chunk(const response_meta& meta, const stream_delta& d,
                        const response_options& opts) {
+  if (d.text_is_arguments || !d.tool_calls.empty())
+    return chat_tool_chunks(meta, d, opts);
   json out = head(meta, "chat.completion.chunk");
   json delta = json::object();
   if (!d.text.empty() || d.finish == engine::finish_reason::none)

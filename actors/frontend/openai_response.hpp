@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -77,6 +78,18 @@ struct response_options {
 [[nodiscard]] response_options options_for(const api_request& req,
                                            const engine::tokenizer& tok);
 
+/// A piece of a streamed tool call (delta.tool_calls[k]): id, type and
+/// name come in the call's first piece, arguments in pieces that
+/// concatenate to the call's arguments.
+struct tool_call_delta {
+  /// The call's index in the choice.
+  int index = 0;
+  /// Set in the first piece only.
+  std::string id;
+  std::string name;
+  std::string arguments;
+};
+
 /// What a choice produced since the previous delta: one stream chunk.
 struct stream_delta {
   /// The choice's index.
@@ -94,6 +107,11 @@ struct stream_delta {
   std::string stop_reason;
   /// The stop token id that ended it; -1 for none.
   int32_t stop_token = -1;
+  /// Tool calls (chat with tools): chat_chunk sends them after `text`.
+  std::vector<tool_call_delta> tool_calls;
+  /// `text` is the arguments of tool_calls[0] (a named tool_choice), not
+  /// content.
+  bool text_is_arguments = false;
 };
 
 /// One choice's whole output, accumulated from engine::request_output.
@@ -115,9 +133,23 @@ struct choice_output {
   /// The stop token id that ended it; -1 for none.
   int32_t stop_token = -1;
 
+  /// Chat with tools: how the reply is read (tool_calls.hpp); null for
+  /// plain text.
+  std::shared_ptr<const tool_config> tools;
+  /// Streaming with tools: bytes of `text` already sent as content (auto)
+  /// or arguments (named), and the named call's id.
+  size_t released = 0;
+  std::string call_id;
+
   /// Adds one engine output of this choice's request and returns the part
-  /// that is new, ready for a stream chunk.
+  /// that is new, ready for a stream chunk. With tools: a named choice's
+  /// text streams as the call's arguments; auto holds text that may be a
+  /// call (releasable_content); at the end the held text is parsed and
+  /// its calls (or the text) come in the last delta.
   stream_delta append(const engine::request_output& out);
+
+private:
+  void stream_tools(stream_delta& d, bool last);
 };
 
 /// Token counts of a request.
@@ -151,7 +183,9 @@ struct usage_counts {
                                               const response_options& opts);
 
 /// A whole chat completion: object "chat.completion", choices[{index,
-/// message{role "assistant", content}, logprobs (null, or {content:
+/// message{role "assistant", content, tool_calls (with tools, when the
+/// reply parsed as calls: [{id, type "function", function {name,
+/// arguments}}], content then null if empty)}, logprobs (null, or {content:
 /// [{token, logprob, bytes, top_logprobs}]}), finish_reason,
 /// stop_reason}], usage.
 [[nodiscard]] std::string chat_response(const response_meta& meta,
@@ -170,7 +204,10 @@ struct usage_counts {
 
 /// SSE frame of one streamed chat chunk (object "chat.completion.chunk"):
 /// delta {content} (empty delta {} when the chunk only finishes), logprobs,
-/// finish_reason (null until the last).
+/// finish_reason (null until the last). With tool calls: a frame per call
+/// piece, delta {tool_calls: [{index, id, type, function {name,
+/// arguments}}]}, as OpenAI and vLLM stream them: id and name first, then
+/// arguments; the last frame's finish_reason is "tool_calls".
 [[nodiscard]] std::string chat_chunk(const response_meta& meta, const stream_delta& d,
                                      const response_options& opts);
 

@@ -368,8 +368,8 @@ TEST(OpenaiRequestTest, BadRolesAndPartsAreNamed) {
              {"is required"});
   json tool_calls = {{{"role", "user"}, {"content", "x"}},
                      {{"role", "assistant"}, {"tool_calls", {{{"id", "1"}}}}}};
-  expect_400(chat_error({{"messages", tool_calls}}), "messages[1].tool_calls",
-             {"not supported"});
+  expect_400(chat_error({{"messages", tool_calls}}), "messages[1].tool_calls[0].function",
+             {"must be an object"});
 }
 
 TEST(OpenaiRequestTest, BatchPromptsAndEmptyTokenArraysAreRejected) {
@@ -388,7 +388,9 @@ TEST(OpenaiRequestTest, UnsupportedFeaturesAreRejectedNotIgnored) {
   EXPECT_EQ(completion({{"best_of", 2}, {"n", 2}}).n, 2);
   expect_400(completion_error({{"logit_bias", {{"50256", -100}}}}), "logit_bias",
              {"not supported"});
-  expect_400(chat_error({{"tools", {{{"type", "function"}}}}}), "tools", {"not supported"});
+  // tools are served (tool_calls_test); a malformed one names its field.
+  expect_400(chat_error({{"tools", {{{"type", "function"}}}}}), "tools[0].function",
+             {"must be an object"});
   // response_format is served (constrained decoding); a schema keyword the
   // compiler does not take is a 400 naming it.
   EXPECT_EQ(chat({{"response_format", {{"type", "json_object"}}}}).params.structured_output.kind,
