@@ -354,6 +354,12 @@ void serve(bridge_pointer self, peer_id peer, const std::string& to, const wire:
     revoke_request(self, peer, c->request_id);
   if (auto* c = arg ? std::get_if<wire::request_cancel>(&*arg) : nullptr)
     revoke_request(self, peer, c->request_id);
+  // An SDK client is the node its connection proved, whatever it says
+  // (actors/frontend/sdk_gateway.hpp).
+  if (auto* c = arg ? std::get_if<wire::client_submit>(&*arg) : nullptr)
+    c->client = st.peer_node.at(peer);
+  if (auto* c = arg ? std::get_if<wire::client_cancel>(&*arg) : nullptr)
+    c->client = st.peer_node.at(peer);
   op->invoke(self, dest->second, std::move(arg), want_reply, st.cfg.call_timeout,
              [self, peer, env, block_bytes](wire_reply r) {
                auto* g = r && *r ? std::get_if<wire::kv_grant>(&**r) : nullptr;

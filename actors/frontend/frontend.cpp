@@ -46,6 +46,8 @@ void forget_job(frontend_pointer self, uint64_t key) {
   // tenant's slot is free again.
   if (auto it = st.jobs.find(key); it != st.jobs.end() && it->second.limited)
     st.limits.release(it->second.tenant->name);
+  if (auto it = st.jobs.find(key); it != st.jobs.end())
+    sdk_forget(st, it->second);
   st.jobs.erase(key);
   if (st.draining && st.jobs.empty()) {
     for (auto& rp : st.drained)
@@ -83,7 +85,9 @@ void fail_job(frontend_pointer self, uint64_t key, const api_error& e) {
     return;
   auto& j = it->second;
   self->state.metrics->error(e.code.empty() ? e.type : e.code);
-  if (j.streaming) {
+  if (j.sdk.id != 0) {
+    sdk_fail(self, j, e);
+  } else if (j.streaming) {
     j.res->write(error_event(e));
     j.res->write(std::string{done_event()});
     j.res->finish();
@@ -129,6 +133,8 @@ void complete_job(frontend_pointer self, job& j) {
   m.duration.observe(std::chrono::duration<double>(clock_type::now() - j.start).count());
   m.prompt_tokens.inc(j.prompt_tokens);
   m.cached.inc(cached);
+  if (j.sdk.id != 0)
+    return; // its last chunk carried the finish (on_tokens)
   if (j.req.stream) {
     if (!j.streaming)
       start_stream(j);
@@ -175,6 +181,8 @@ void on_tokens(frontend_pointer self, wire::token_chunk chunk) {
       self->send(st.cfg.router, prefilled_atom_v, c.engine_id);
     }
     auto delta = c.out.append(out);
+    if (j.sdk.id != 0)
+      sdk_forward(self, j, out);
     if (j.req.stream && (!delta.text.empty() || !delta.logprobs.empty() ||
                          delta.finish != engine::finish_reason::none))
       stream_write(j, chunk_for(j, delta));
@@ -373,32 +381,27 @@ void resume(frontend_pointer self, uint64_t key, size_t index) {
       [retry](caf::error& err) { retry(err); });
 }
 
-/// Starts a completion of `tenant` (null without API keys).
-void start_job(frontend_pointer self, api_kind kind, http_call call,
-               std::shared_ptr<const cluster::tenant_policy> tenant) {
+std::variant<uint64_t, job_refusal> open_job(frontend_pointer self, api_request req,
+                                             std::shared_ptr<const cluster::tenant_policy> tenant,
+                                             std::shared_ptr<http_response> res, sdk_origin sdk) {
   auto& st = self->state;
-  auto parsed = parse_request(kind, call.request.body, st.cfg.limits);
-  if (auto* e = std::get_if<api_error>(&parsed)) {
-    st.metrics->error(e->code.empty() ? "invalid_request" : e->code);
-    return send_error(call.response, *e);
-  }
-  auto req = std::get<api_request>(std::move(parsed));
+  const auto kind = req.kind;
   if (req.model != st.cfg.model_name) {
     st.metrics->error("model_not_found");
-    return send_error(call.response, unknown_model(req.model));
+    return job_refusal{unknown_model(req.model)};
   }
   if (kind == api_kind::chat && !st.cfg.chat) {
     st.metrics->error("no_chat_template");
-    return send_error(call.response, bad_request("this model has no usable chat template: " +
+    return job_refusal{bad_request("this model has no usable chat template: " +
                                                    st.cfg.chat_error + " (start the server with "
                                                    "--chat-template to set one)",
-                                                 "messages"));
+                                                 "messages")};
   }
   auto prompt = prepare_prompt(req, *st.cfg.tokenizer, st.cfg.chat ? &*st.cfg.chat : nullptr,
                                st.cfg.max_model_len);
   if (auto* e = std::get_if<api_error>(&prompt)) {
     st.metrics->error(e->code.empty() ? "invalid_request" : e->code);
-    return send_error(call.response, *e);
+    return job_refusal{*e};
   }
   // A tenant's limits are checked before any work is queued: a refused
   // request costs the cluster nothing.
@@ -411,10 +414,7 @@ void start_job(frontend_pointer self, api_kind kind, http_call call,
     if (!a.admitted) {
       auto e = tenant_refusal_error(tenant->name, lim, a, cost);
       st.metrics->error(e.code);
-      if (e.status != 429)
-        return send_error(call.response, e);
-      return call.response->send(429, json_type, error_body(e),
-                                 {{"Retry-After", std::to_string(retry_after_header_s(a))}});
+      return job_refusal{e, e.status == 429 ? retry_after_header_s(a) : 0};
     }
     limited = true;
   }
@@ -423,7 +423,8 @@ void start_job(frontend_pointer self, api_kind kind, http_call call,
   j.limited = limited;
   j.priority = request_priority(req.priority, tenant ? std::optional{tenant->priority} : std::nullopt);
   j.key = key;
-  j.res = call.response;
+  j.res = std::move(res);
+  j.sdk = std::move(sdk);
   j.start = clock_type::now();
   const auto now_s = std::chrono::duration_cast<std::chrono::seconds>(
                        std::chrono::system_clock::now().time_since_epoch())
@@ -446,17 +447,37 @@ void start_job(frontend_pointer self, api_kind kind, http_call call,
     job_choice c;
     c.engine_id = st.id_base + st.next_id++;
     c.out.index = i;
+    c.out.tools = j.req.tools;
     st.by_engine_id[c.engine_id] = {key, j.choices.size()};
     j.choices.push_back(std::move(c));
   }
   const auto n = j.choices.size();
   st.jobs.emplace(key, std::move(j));
   st.metrics->in_flight.add(1);
-  // A client that goes away cancels the request everywhere.
-  auto handle = caf::actor_cast<frontend_impl>(self);
-  call.response->on_close([handle, key] { caf::anon_send(handle, closed_atom_v, key); });
   for (size_t i = 0; i < n; ++i)
     admit(self, key, i, st.jobs.at(key).prompt);
+  return key;
+}
+
+/// Starts an HTTP completion of `tenant` (null without API keys).
+void start_job(frontend_pointer self, api_kind kind, http_call call,
+               std::shared_ptr<const cluster::tenant_policy> tenant) {
+  auto& st = self->state;
+  auto parsed = parse_request(kind, call.request.body, st.cfg.limits);
+  if (auto* e = std::get_if<api_error>(&parsed)) {
+    st.metrics->error(e->code.empty() ? "invalid_request" : e->code);
+    return send_error(call.response, *e);
+  }
+  auto opened = open_job(self, std::get<api_request>(std::move(parsed)), std::move(tenant), call.response, {});
+  if (auto* r = std::get_if<job_refusal>(&opened)) {
+    if (r->error.status != 429)
+      return send_error(call.response, r->error);
+    return call.response->send(429, json_type, error_body(r->error),
+                               {{"Retry-After", std::to_string(r->retry_after_s)}});
+  }
+  // A client that goes away cancels the request everywhere.
+  auto handle = caf::actor_cast<frontend_impl>(self);
+  call.response->on_close([handle, key = std::get<uint64_t>(opened)] { caf::anon_send(handle, closed_atom_v, key); });
 }
 
 void on_http(frontend_pointer self, http_call call) {
@@ -684,6 +705,9 @@ frontend_impl::behavior_type frontend_fn(frontend_pointer self, frontend_config 
       self->state.limits.forget_absent(names);
     },
     [self](http_atom, http_call& call) { on_http(self, std::move(call)); },
+    [self](submit_atom, wire::client_submit& m) { sdk_submit(self, std::move(m)); },
+    [self](cancel_atom, const wire::client_cancel& m) { sdk_cancel(self, m); },
+    [self](info_atom) { return sdk_info(self); },
     [self](token_atom, wire::token_chunk& c) { on_tokens(self, std::move(c)); },
     [self](failed_atom, const wire::request_cancel& c) {
       auto where = self->state.by_engine_id.find(c.request_id);
@@ -697,6 +721,7 @@ frontend_impl::behavior_type frontend_fn(frontend_pointer self, frontend_config 
       migrate(self, key, index, e);
     },
     [self](node_down_atom, const std::string& node) {
+      sdk_node_down(self, node);
       std::vector<std::pair<uint64_t, size_t>> lost;
       for (const auto& [key, j] : self->state.jobs)
         for (size_t i = 0; i < j.choices.size(); ++i) {

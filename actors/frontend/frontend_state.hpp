@@ -11,6 +11,7 @@
 #include <random>
 #include <string>
 #include <unordered_map>
+#include <variant>
 #include <vector>
 
 #include "actors/bridge/remote_actor.hpp"
@@ -19,6 +20,7 @@
 #include "actors/frontend/api_prompt.hpp"
 #include "actors/frontend/frontend_actor.hpp"
 #include "actors/frontend/openai_response.hpp"
+#include "actors/frontend/sdk_gateway.hpp"
 #include "actors/frontend/tenant_limits.hpp"
 #include "actors/frontend/token_order.hpp"
 #include "actors/worker/worker_actor.hpp"
@@ -64,7 +66,7 @@ using frontend_impl = token_sink_actor::extend<
   /// Time for the stream watchdog (watch_streams).
   caf::reacts_to<step_atom>,
   /// From now on, check API keys against this table (a reloaded key file).
-  caf::reacts_to<load_atom, api_keys_swap>>;
+  caf::reacts_to<load_atom, api_keys_swap>>::extend_with<sdk_gateway_actor>;
 
 /// One choice of a completion: one engine request.
 struct job_choice {
@@ -92,8 +94,17 @@ struct job_choice {
   clock_type::time_point last_token;
 };
 
-/// One HTTP completion request in flight.
+/// The SDK client a job answers (sdk_gateway.hpp); id 0: an HTTP job.
+struct sdk_origin {
+  std::string node;
+  uint64_t id = 0;
+  bool detokenize = true;
+};
+
+/// One completion request in flight (HTTP, or an SDK client's: then `sdk`
+/// is set and `res` is null).
 struct job {
+  sdk_origin sdk;
   uint64_t key = 0;
   api_request req;
   std::shared_ptr<http_response> res;
@@ -190,6 +201,8 @@ struct frontend_state {
   int64_t drain_timeout_ms = 0;
   /// Answered once no job is left (or at the drain's deadline).
   std::vector<caf::response_promise> drained;
+  /// SDK jobs by (client node, client request id).
+  std::map<std::pair<std::string, uint64_t>, uint64_t> sdk_jobs;
 };
 
 using frontend_pointer = frontend_impl::stateful_pointer<frontend_state>;
@@ -201,6 +214,35 @@ void send_error(const std::shared_ptr<http_response>& res, const api_error& e);
 
 /// The API error for a failure the router, a worker or the bridge reported.
 [[nodiscard]] api_error to_api_error(const caf::error& err);
+
+/// Why open_job did not start a completion: the error, and for a 429 the
+/// Retry-After seconds.
+struct job_refusal {
+  api_error error;
+  int64_t retry_after_s = 0;
+};
+
+/// Starts a completion from any door (an HTTP body, an SDK submit): the
+/// model, the chat template, the prompt, the tenant's limits, then routes
+/// and starts every choice (frontend.cpp). Returns the job's key.
+[[nodiscard]] std::variant<uint64_t, job_refusal> open_job(frontend_pointer self, api_request req,
+                                                           std::shared_ptr<const cluster::tenant_policy> tenant,
+                                                           std::shared_ptr<http_response> res, sdk_origin sdk);
+
+/// Stops every choice of job `key` still running and forgets it; ends it
+/// with `e` first (fail_job) (frontend.cpp).
+void drop_job(frontend_pointer self, uint64_t key, const std::string& why);
+void fail_job(frontend_pointer self, uint64_t key, const api_error& e);
+
+/// The SDK's side of a job (sdk_gateway.cpp): submit, cancel, info, a
+/// client node gone, a job forgotten, a chunk to forward, a failure.
+void sdk_submit(frontend_pointer self, wire::client_submit m);
+void sdk_cancel(frontend_pointer self, const wire::client_cancel& m);
+[[nodiscard]] caf::result<wire::cluster_info> sdk_info(frontend_pointer self);
+void sdk_node_down(frontend_pointer self, const std::string& node);
+void sdk_forget(frontend_state& st, const job& j);
+void sdk_forward(frontend_pointer self, const job& j, const wire::token_chunk& out);
+void sdk_fail(frontend_pointer self, const job& j, const api_error& e);
 
 /// Moves choice `index` of job `key` to another worker (frontend.cpp).
 void migrate(frontend_pointer self, uint64_t key, size_t index, const api_error& why);
