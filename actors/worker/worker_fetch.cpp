@@ -14,6 +14,15 @@ namespace tessera::actors::worker_shell {
 
 namespace {
 
+/// The most payload bytes one ask brings (less when worker_config::
+/// fetch_max_bytes is smaller). A prefix comes as a run of such chunks, each
+/// imported into the pool as it lands, so a fetch cut short (its deadline,
+/// a busy or failing store) keeps every chunk before the cut and computes
+/// only the rest; a chunk is also what the next ask waits for, which is
+/// why it is not smaller (a chunk's round trip is small beside reading and
+/// sending 4 MiB).
+constexpr uint64_t fetch_chunk_bytes = uint64_t{4} << 20;
+
 /// Ends the fetch of request `id`: the request enters the engine with what
 /// the stores brought, and generate gets its answer.
 void finish_fetch(worker_pointer self, uint64_t id) {
@@ -59,7 +68,7 @@ void fetch_next(worker_pointer self, uint64_t id) {
   wire::kv_fetch_request q{st.eng->hash_seed(),
                            {hashes.begin() + static_cast<std::ptrdiff_t>(ask->first),
                             hashes.begin() + static_cast<std::ptrdiff_t>(ask->end)},
-                           st.cfg.fetch_max_bytes};
+                           std::min(st.cfg.fetch_max_bytes, fetch_chunk_bytes)};
   const auto at = ask->store;
   const bool peer = ask->peer;
   const size_t first = ask->first;

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -26,6 +27,15 @@ public:
   void release() {
     std::lock_guard lk{m_};
     held_ = false;
+    limit_ = std::numeric_limits<size_t>::max();
+    cv_.notify_all();
+  }
+  /// Lets the next `n` calls pass, then holds the gate (a store that
+  /// answers `n` times, then hangs).
+  void hold_after(size_t n) {
+    std::lock_guard lk{m_};
+    held_ = false;
+    limit_ = entered_ + n;
     cv_.notify_all();
   }
   /// Runs `call` once the gate is open, counted waiting meanwhile and done
@@ -36,8 +46,9 @@ public:
       std::unique_lock lk{m_};
       ++waiting_;
       cv_.notify_all();
-      cv_.wait(lk, [&] { return !held_; });
+      cv_.wait(lk, [&] { return !held_ && entered_ < limit_; });
       --waiting_;
+      ++entered_;
     }
     auto out = std::forward<F>(call)();
     std::lock_guard lk{m_};
@@ -68,6 +79,8 @@ private:
   std::mutex m_;
   std::condition_variable cv_;
   bool held_ = false;
+  size_t limit_ = std::numeric_limits<size_t>::max(); // calls that may pass in all
+  size_t entered_ = 0;
   size_t waiting_ = 0;
   size_t done_ = 0;
 };

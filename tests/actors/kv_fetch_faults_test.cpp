@@ -86,7 +86,8 @@ protected:
   }
 
   worker_actor add_worker(const std::string& name, fetch_cost_options fetch_cost = {},
-                          uint64_t offer_max_bytes = uint64_t{64} << 20) {
+                          uint64_t offer_max_bytes = uint64_t{64} << 20,
+                          uint64_t fetch_max_bytes = uint64_t{16} << 20) {
     std::shared_ptr<engine::engine> eng = make_engine();
     auto region = br->register_region(eng->get_backend().kv_pool_memory()).value();
     worker_config c{"n", name, br->actor(), region};
@@ -96,6 +97,7 @@ protected:
     c.store_writer = writer;
     c.fetch_cost = fetch_cost;
     c.offer_max_bytes = offer_max_bytes;
+    c.fetch_max_bytes = fetch_max_bytes;
     c.store_at = {"n", "kvstore"};
     auto w = spawn_worker(sys, std::move(eng), c);
     caf::anon_send(br->actor(), publish_atom_v, name, caf::actor_cast<caf::actor>(w));
@@ -142,19 +144,22 @@ protected:
     return true;
   }
 
-  /// Turn 1 on worker "w1": 70 prompt tokens + 4 generated, so 4 full
-  /// blocks are offered; the store keeps the last 2 in host memory and
-  /// spills the first 2 to disk, flushed to files (reads go to the file
-  /// system). Returns the next turn's prompt: turn 1's 70 tokens + 30 new.
-  std::vector<int32_t> store_turn_one() {
+  /// Turn 1 on worker "w1": `prompt_tokens` (default 70) prompt tokens +
+  /// 4 generated, so (prompt_tokens + 3) / 16 full blocks (4) are offered;
+  /// the store keeps the last 2 in host memory and spills the others to
+  /// disk, flushed to files (reads go to the file system). Returns the
+  /// next turn's prompt: turn 1's tokens + 30 new.
+  std::vector<int32_t> store_turn_one(size_t prompt_tokens = 70) {
     auto w1 = add_worker("w1");
-    auto first = tessera::test::random_prompt(70, 1);
+    auto first = tessera::test::random_prompt(prompt_tokens, 1);
+    const size_t offered = (prompt_tokens + 3) / 16;
     (void)run(w1, tessera::test::make_request(1, first, 4));
-    EXPECT_TRUE(wait_metric("tessera_kvstore_offered_blocks_total{worker=\"w1\"}", 4)) << metrics->render();
+    EXPECT_TRUE(wait_metric("tessera_kvstore_offered_blocks_total{worker=\"w1\"}", static_cast<double>(offered)))
+      << metrics->render();
     EXPECT_TRUE(store->inner().wait_spilled(10s));
     EXPECT_FALSE(store->inner().disk()->flush());
     const auto s = store->stats();
-    EXPECT_EQ(s.disk.blocks, 2u);
+    EXPECT_EQ(s.disk.blocks, offered - 2);
     EXPECT_EQ(s.host.blocks, 2u);
     auto next = first;
     auto more = tessera::test::random_prompt(30, 2);
@@ -253,6 +258,8 @@ TEST_F(KvFetchFaultsTest, AReadPastTheStoresReadTimeoutIsAnsweredEmptyAndFreesIt
 TEST_F(KvFetchFaultsTest, BlocksArrivingAfterTheRequestWasComputedBreakNothing) {
   start_store_actor();
   const auto next = store_turn_one();
+  // Turn 1's worker may have asked the (then empty) store too.
+  const size_t reads_before = store->prefix_gate.done();
   store->prefix_gate.hold();
   fetch_cost_options fc;
   fc.min_deadline = fc.max_deadline = 300ms;
@@ -262,7 +269,8 @@ TEST_F(KvFetchFaultsTest, BlocksArrivingAfterTheRequestWasComputedBreakNothing) 
   EXPECT_EQ(metric(fetches("w2", "late")), 1) << metrics->render();
   ASSERT_TRUE(store->prefix_gate.wait_waiting(1, 5s));
   store->prefix_gate.release();
-  ASSERT_TRUE(store->prefix_gate.wait_done(1, 5s));
+  ASSERT_TRUE(store->prefix_gate.wait_done(reads_before + 1, 5s))
+    << "waiting " << store->prefix_gate.waiting() << ", done " << store->prefix_gate.done();
   std::this_thread::sleep_for(100ms); // the late answer reaches the worker
   // The same prompt again (its blocks are in w2's pool now, computed), then
   // a longer turn on top of it, then an unrelated prompt.
@@ -275,6 +283,60 @@ TEST_F(KvFetchFaultsTest, BlocksArrivingAfterTheRequestWasComputedBreakNothing) 
   EXPECT_EQ(run(w2, r4).tokens, alone(r4).tokens);
   const auto r5 = tessera::test::make_request(5, tessera::test::random_prompt(50, 5), 6);
   EXPECT_EQ(run(w2, r5).tokens, alone(r5).tokens);
+}
+
+// A prefix comes in chunks (here 2 blocks per reply), each imported into
+// the pool as it lands. The store answers two chunks, then hangs: the
+// fetch runs past its deadline, keeps the 4 blocks that came and computes
+// only the rest, and the output is the uncached one, token for token.
+TEST_F(KvFetchFaultsTest, AFetchCutAfterTwoChunksKeepsThemAndComputesTheRest) {
+  start_store_actor();
+  const auto next = store_turn_one(170); // the store holds 10 of turn 2's 12 blocks
+  const size_t reads_before = store->prefix_gate.done();
+  fetch_cost_options fc;
+  fc.min_deadline = fc.max_deadline = 400ms;
+  auto w2 = add_worker("w2", fc, 0, 2 * block_bytes);
+  store->prefix_gate.hold_after(2);
+  const auto r2 = tessera::test::make_request(2, next, 6);
+  EXPECT_EQ(run(w2, r2).tokens, alone(r2).tokens);
+  EXPECT_EQ(metric(fetches("w2", "partial")), 1) << metrics->render();
+  EXPECT_EQ(metric("tessera_kvstore_fetched_blocks_total{worker=\"w2\"}"), 4) << metrics->render();
+  ASSERT_TRUE(store->prefix_gate.wait_waiting(1, 5s)) << "the third chunk's read waits at the gate";
+  store->prefix_gate.release();
+  ASSERT_TRUE(store->prefix_gate.wait_done(reads_before + 3, 5s))
+    << "waiting " << store->prefix_gate.waiting() << ", done " << store->prefix_gate.done();
+  std::this_thread::sleep_for(100ms); // the late third chunk reaches the worker, which ignores it
+  // The blocks the pool kept and those it computed serve the next turn.
+  auto longer = next;
+  auto more = tessera::test::random_prompt(20, 3);
+  longer.insert(longer.end(), more.begin(), more.end());
+  const auto r3 = tessera::test::make_request(3, longer, 6);
+  EXPECT_EQ(run(w2, r3).tokens, alone(r3).tokens);
+}
+
+// The store's disk starts failing after two chunks: the third comes back
+// empty, the fetch ends at once (no deadline waited out) with the 4 blocks
+// it has, and the rest is computed.
+TEST_F(KvFetchFaultsTest, AStoreFailingAfterTwoChunksKeepsThemAndComputesTheRest) {
+  start_store_actor();
+  const auto next = store_turn_one(170);
+  fetch_cost_options fc;
+  fc.min_deadline = fc.max_deadline = 20s;
+  auto w2 = add_worker("w2", fc, 0, 2 * block_bytes);
+  store->prefix_gate.hold_after(2);
+  std::thread breaker{[&] {
+    if (store->prefix_gate.wait_waiting(1, 10s))
+      fs->fail_reads = true; // blocks 4-5 are on disk only (host memory holds two of the first four)
+    store->prefix_gate.release();
+  }};
+  const auto started = std::chrono::steady_clock::now();
+  const auto r2 = tessera::test::make_request(2, next, 6);
+  EXPECT_EQ(run(w2, r2).tokens, alone(r2).tokens);
+  breaker.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 10s) << "the fetch waited for its deadline";
+  EXPECT_EQ(metric(fetches("w2", "partial")), 1) << metrics->render();
+  EXPECT_EQ(metric("tessera_kvstore_fetched_blocks_total{worker=\"w2\"}"), 4) << metrics->render();
+  EXPECT_GE(fs->injected.load(), 1u);
 }
 
 } // namespace
