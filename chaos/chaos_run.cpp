@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/http_client.hpp"
+#include "chaos/disk_faults.hpp"
 #include "chaos/health_probe.hpp"
 #include "cluster/cluster_secret.hpp"
 #include "chaos/load_plan.hpp"
@@ -60,8 +61,15 @@ std::string post_fault_plan(const cluster::node_spec& n, const std::string& plan
   return {};
 }
 
+/// Where node `id` keeps its kv store's disk tier (the node's working
+/// directory is the harness's).
+std::filesystem::path disk_dir_of(const cluster::cluster_config& cfg, const std::string& id) {
+  return std::filesystem::absolute(cfg.kvstore_disk_dir) / id;
+}
+
 /// Applies one event; "" when it worked, else why not.
-std::string apply_event(const scenario_event& e, node_processes& nodes, const cluster::cluster_config& cfg) {
+std::string apply_event(const scenario_event& e, node_processes& nodes, const cluster::cluster_config& cfg,
+                        disk_faults* disks) {
   caf::error err;
   switch (e.action) {
     case event_action::kill:
@@ -81,6 +89,10 @@ std::string apply_event(const scenario_event& e, node_processes& nodes, const cl
       break;
     case event_action::faults:
       return post_fault_plan(*cfg.node(e.node), e.plan, cfg);
+    case event_action::disk_full:
+      return disks ? disks->fill(disk_dir_of(cfg, e.node)) : "no tmpfs mounted for the node's disk";
+    case event_action::disk_heal:
+      return disks ? disks->heal(disk_dir_of(cfg, e.node)) : "no tmpfs mounted for the node's disk";
   }
   return err ? error_message(err) : std::string{};
 }
@@ -88,9 +100,9 @@ std::string apply_event(const scenario_event& e, node_processes& nodes, const cl
 /// Applies the scenario's events at their times on a thread of its own.
 class event_runner {
 public:
-  event_runner(const scenario& s, node_processes& nodes, const cluster::cluster_config& cfg, clock_type::time_point t0,
-               const std::function<void(const std::string&)>& say)
-    : events_(s.events), nodes_(nodes), cfg_(cfg), t0_(t0), say_(say), thread_([this] { run(); }) {}
+  event_runner(const scenario& s, node_processes& nodes, const cluster::cluster_config& cfg, disk_faults* disks,
+               clock_type::time_point t0, const std::function<void(const std::string&)>& say)
+    : events_(s.events), nodes_(nodes), cfg_(cfg), disks_(disks), t0_(t0), say_(say), thread_([this] { run(); }) {}
   event_runner(const event_runner&) = delete;
   event_runner& operator=(const event_runner&) = delete;
   ~event_runner() { (void) finish(); }
@@ -118,7 +130,7 @@ private:
       event_record r;
       r.event = e;
       r.applied_s = since(t0_);
-      r.error = apply_event(e, nodes_, cfg_);
+      r.error = apply_event(e, nodes_, cfg_, disks_);
       if (say_) {
         char t[32];
         std::snprintf(t, sizeof t, "%.2f", r.applied_s);
@@ -132,6 +144,7 @@ private:
   const std::vector<scenario_event>& events_;
   node_processes& nodes_;
   const cluster::cluster_config& cfg_;
+  disk_faults* disks_;
   clock_type::time_point t0_;
   const std::function<void(const std::string&)>& say_;
   std::mutex mutex_;
@@ -225,6 +238,14 @@ std::vector<std::string> check_run(const chaos_options& o) {
       problems.push_back("node " + e.node + " has no metrics endpoint (metrics = \"host:port\" in its [[node]]) " +
                          "to take POST /admin/faults");
   }
+  for (const auto& id : o.run.disk_fault_nodes()) {
+    const auto* n = o.config.node(id);
+    if (n == nullptr)
+      continue; // named above
+    if (o.config.kvstore_disk_dir.empty() || o.config.kvstore_host_mb == 0 || !n->has_workers())
+      problems.push_back("node " + id + " has no kv store disk tier for disk-full/disk-heal (it needs workers, "
+                         "kvstore_host_mb > 0 and kvstore_disk_dir in the cluster config)");
+  }
   bool front = false;
   for (const auto& n : o.config.nodes)
     front = front || n.has("frontend");
@@ -263,13 +284,31 @@ caf::expected<chaos_report> run_chaos(const chaos_options& o) {
   for (const auto& n : o.config.nodes)
     ids.push_back(n.id);
   std::filesystem::create_directories(o.log_dir);
+  // Before the nodes start (and gone after they stopped): the tmpfs of
+  // each node whose disk fails in this scenario.
+  std::unique_ptr<disk_faults> disks;
+  if (const auto disk_nodes = o.run.disk_fault_nodes(); !disk_nodes.empty()) {
+    std::vector<std::filesystem::path> dirs;
+    for (const auto& id : disk_nodes)
+      dirs.push_back(disk_dir_of(o.config, id));
+    auto d = disk_faults::mount(dirs, uint64_t{32} << 20);
+    if (!d) {
+      texts.wait();
+      return d.error();
+    }
+    disks = std::move(*d);
+    say("mounted a 32 MiB tmpfs on the kv store disk of " + std::to_string(dirs.size()) + " node(s)");
+  }
   node_processes nodes{{o.program, o.config_file, o.node_args, o.log_dir}, ids};
   say("starting " + std::to_string(ids.size()) + " nodes (logs in " + o.log_dir.string() + ")");
   if (auto err = nodes.start_all(o.start_timeout)) {
     texts.wait();
     return err;
   }
-  const auto& front = o.config.router_node();
+  const auto* front_node = o.config.frontend_node();
+  if (front_node == nullptr)
+    return caf::make_error(caf::sec::invalid_argument, "the cluster config has no node with the role frontend");
+  const auto& front = *front_node;
   const bench::http_endpoint ep{front.http_host, front.http_port, ""};
   const auto path = pick_health_path(ep);
   int workers = 0;
@@ -302,7 +341,7 @@ caf::expected<chaos_report> run_chaos(const chaos_options& o) {
   health_probe probe{ep, path, t0};
   std::vector<event_record> applied;
   {
-    event_runner events{o.run, nodes, o.config, t0, o.say};
+    event_runner events{o.run, nodes, o.config, disks.get(), t0, o.say};
     load_observer obs{reqs, o.config.served_model_name.empty() ? o.model_dir.filename().string()
                                                                : o.config.served_model_name,
                       t0, o.say};

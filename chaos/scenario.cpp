@@ -21,7 +21,8 @@ using view = toml::node_view<const toml::node>;
 const std::vector<std::string> top_keys{"name", "description", "duration_s", "grace_s", "seed", "load", "event"};
 const std::vector<std::string> load_keys{"rate", "prompt_tokens", "max_tokens", "seeded_fraction", "temperature"};
 const std::vector<std::string> event_keys{"at_s", "action", "node", "plan"};
-const std::vector<std::string> action_names{"kill", "term", "stop", "cont", "restart", "faults"};
+const std::vector<std::string> action_names{"kill",   "term",      "stop",     "cont",
+                                            "restart", "faults", "disk-full", "disk-heal"};
 
 using reader = cluster::toml_reader;
 using cluster::toml_reader;
@@ -66,10 +67,10 @@ void read_event(reader& r, const toml::node& entry, size_t i, scenario_event& e)
   r.str(v["action"], at + ".action", action);
   const auto known = std::find(action_names.begin(), action_names.end(), action);
   if (!v["action"])
-    r.problem(at + ".action is missing (one of kill, term, stop, cont, restart, faults)");
+    r.problem(at + ".action is missing (one of kill, term, stop, cont, restart, faults, disk-full, disk-heal)");
   else if (known == action_names.end())
     r.problem(at + ".action: unknown action " + quote_input(action) + did_you_mean(action, action_names) +
-              " (use kill, term, stop, cont, restart, faults)");
+              " (use kill, term, stop, cont, restart, faults, disk-full, disk-heal)");
   else
     e.action = static_cast<event_action>(known - action_names.begin());
   r.str(v["node"], at + ".node", e.node);
@@ -89,6 +90,15 @@ void read_event(reader& r, const toml::node& entry, size_t i, scenario_event& e)
 
 std::string_view to_string(event_action a) {
   return action_names[static_cast<size_t>(a)];
+}
+
+std::vector<std::string> scenario::disk_fault_nodes() const {
+  std::vector<std::string> out;
+  for (const auto& e : events)
+    if ((e.action == event_action::disk_full || e.action == event_action::disk_heal) &&
+        std::find(out.begin(), out.end(), e.node) == out.end())
+      out.push_back(e.node);
+  return out;
 }
 
 bool scenario::uses_faults() const {

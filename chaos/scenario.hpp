@@ -19,7 +19,9 @@
 ///   [[event]]
 ///   at_s = 5                    # seconds after the load started
 ///   action = "kill"             # kill (SIGKILL), term (SIGTERM), stop (SIGSTOP),
-///                               # cont (SIGCONT), restart, faults
+///                               # cont (SIGCONT), restart, faults, disk-full
+///                               # (the node's kv store disk answers ENOSPC
+///                               # from now on: disk_faults.hpp), disk-heal
 ///   node = "decode-a"           # a node id of the cluster config
 ///   plan = "seed=1; drop,p=0.01" # faults only: the node's fault plan
 ///                               # (transport/faults/fault_plan.hpp); "" heals
@@ -35,7 +37,7 @@
 namespace tessera::chaos {
 
 /// What an event does to its node.
-enum class event_action : uint8_t { kill, term, stop, cont, restart, faults };
+enum class event_action : uint8_t { kill, term, stop, cont, restart, faults, disk_full, disk_heal };
 
 /// "kill", "term", ...
 [[nodiscard]] std::string_view to_string(event_action a);
@@ -83,6 +85,8 @@ struct scenario {
 
   /// Whether any event is a `faults` event (the nodes need fault injection).
   [[nodiscard]] bool uses_faults() const;
+  /// The nodes named by disk-full or disk-heal events (each once, in order).
+  [[nodiscard]] std::vector<std::string> disk_fault_nodes() const;
 };
 
 /// Reads scenario TOML `text` (`name` for messages; also the default

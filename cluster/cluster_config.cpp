@@ -242,6 +242,21 @@ const node_spec& cluster_config::router_node() const {
   return nodes.front(); // unreachable for a checked config
 }
 
+std::vector<const node_spec*> cluster_config::router_nodes() const {
+  std::vector<const node_spec*> out;
+  for (const auto& n : nodes)
+    if (n.has("router"))
+      out.push_back(&n);
+  return out;
+}
+
+const node_spec* cluster_config::frontend_node() const {
+  for (const auto& n : nodes)
+    if (n.has("frontend"))
+      return &n;
+  return nullptr;
+}
+
 config_reading read_cluster_config(std::string_view text, const std::string& name) {
   config_reading out;
   reader r{name};
@@ -327,11 +342,10 @@ config_reading read_cluster_config(std::string_view text, const std::string& nam
     if (r.count() == 0) {
       const auto routers = std::count_if(c.nodes.begin(), c.nodes.end(),
                                          [](const node_spec& n) { return n.has("router"); });
-      if (routers != 1)
-        r.problem("exactly one node must have the role router, found " + std::to_string(routers));
-      for (const auto& n : c.nodes)
-        if (n.has("frontend") && !n.has("router"))
-          r.problem("node '" + n.id + "': the frontend runs on the router's node");
+      // Several routers: every worker joins each, and each frontend routes
+      // through any live one (actors/node/router_client.hpp).
+      if (routers < 1)
+        r.problem("at least one node must have the role router, found none");
     }
   }
   out.problems = r.take_problems();

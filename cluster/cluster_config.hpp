@@ -212,8 +212,13 @@ struct cluster_config {
 
   /// The node `id`, or null.
   [[nodiscard]] const node_spec* node(const std::string& id) const;
-  /// The node that runs the router (and the frontend).
+  /// The first node that runs a router.
   [[nodiscard]] const node_spec& router_node() const;
+  /// Every node that runs a router, in file order (at least one in a
+  /// checked config): every worker joins each of them.
+  [[nodiscard]] std::vector<const node_spec*> router_nodes() const;
+  /// The first node that runs a frontend; null: none.
+  [[nodiscard]] const node_spec* frontend_node() const;
 };
 
 /// A config as read, and every problem found in it. `config` is usable
@@ -230,7 +235,7 @@ struct config_reading {
 /// line); an unknown key, with the nearest known one ("did you mean
 /// 'kv_cache_mb'?"); a key of the wrong type or out of range (max_model_len
 /// at most the wire's max_tokens); an unknown role, router policy, engine
-/// or transport; no or two router nodes; a frontend off the router's node;
+/// or transport; no router node;
 /// a node id empty, over the wire's 1024 bytes (wire_limits::max_name_bytes)
 /// or with a '/'; an address that is not host:port (IPv6 only as
 /// [addr]:port, and not for node addresses: the transport is IPv4); ids

@@ -309,6 +309,46 @@ caf::error etcd_client::put(const std::string& key, const std::string& value, in
   return j ? caf::error{} : j.error();
 }
 
+caf::expected<std::optional<etcd_kv>> etcd_client::put_if_absent(const std::string& key, const std::string& value,
+                                                                 int64_t lease) {
+  const auto k = detail::base64_encode(key);
+  json put{{"key", k}, {"value", detail::base64_encode(value)}};
+  if (lease != 0)
+    put["lease"] = std::to_string(lease);
+  // etcd's gateway leaves out fields at their default: "result" EQUAL,
+  // "succeeded" false.
+  json body{{"compare", json::array({json{{"key", k}, {"target", "CREATE"}, {"result", "EQUAL"},
+                                          {"create_revision", "0"}}})},
+            {"success", json::array({json{{"request_put", put}}})},
+            {"failure", json::array({json{{"request_range", json{{"key", k}}}}})}};
+  auto reply = call("/v3/kv/txn", body.dump());
+  if (!reply)
+    return reply.error();
+  auto j = object_of(endpoint(), *reply);
+  if (!j)
+    return j.error();
+  if (auto ok = j->find("succeeded"); ok != j->end()) {
+    if (!ok->is_boolean())
+      return bad_reply(endpoint(), "'succeeded' is not a boolean");
+    if (ok->get<bool>())
+      return std::optional<etcd_kv>{};
+  }
+  auto responses = j->find("responses");
+  if (responses == j->end() || !responses->is_array() || responses->size() != 1 || !(*responses)[0].is_object())
+    return bad_reply(endpoint(), "a failed transaction without its one range response");
+  auto range = (*responses)[0].find("response_range");
+  if (range == (*responses)[0].end() || !range->is_object())
+    return bad_reply(endpoint(), "a failed transaction without 'response_range'");
+  auto kvs = range->find("kvs");
+  if (kvs == range->end() || !kvs->is_array() || kvs->size() != 1)
+    // Gone between the compare and the range: cannot be (one transaction).
+    return bad_reply(endpoint(), "a failed put-if-absent whose key is not there");
+  auto kv = read_kv((*kvs)[0]);
+  if (!kv)
+    return bad_reply(endpoint(), error_message(kv.error()));
+  return std::optional<etcd_kv>{std::move(*kv)};
+}
+
 caf::expected<etcd_range> etcd_client::range_prefix(const std::string& prefix, int64_t limit) {
   json body{{"key", detail::base64_encode(prefix)}, {"range_end", detail::base64_encode(etcd_prefix_end(prefix))}};
   if (limit > 0)

@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -102,6 +103,11 @@ public:
   [[nodiscard]] caf::error revoke_lease(int64_t lease);
   /// Puts `key` = `value`, attached to `lease` (0: none).
   [[nodiscard]] caf::error put(const std::string& key, const std::string& value, int64_t lease = 0);
+  /// Puts `key` = `value` on `lease` only if `key` does not exist (one
+  /// transaction: compare its create revision with 0). nullopt: put; else
+  /// the entry that is there (nothing was written).
+  [[nodiscard]] caf::expected<std::optional<etcd_kv>> put_if_absent(const std::string& key, const std::string& value,
+                                                                    int64_t lease);
   /// Every key starting with `prefix`, at most `limit` of them (0: no limit).
   [[nodiscard]] caf::expected<etcd_range> range_prefix(const std::string& prefix, int64_t limit = 0);
   /// Deletes `key`; how many keys went (0 or 1).

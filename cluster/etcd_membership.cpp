@@ -9,6 +9,7 @@
 #include <set>
 #include <thread>
 
+#include <caf/sec.hpp>
 #include <spdlog/spdlog.h>
 
 #include "cluster/nearest_name.hpp"
@@ -80,12 +81,35 @@ public:
     return stopping;
   }
 
-  /// A fresh lease and our key on it.
+  /// A fresh lease and our key on it, unless another node holds our id:
+  /// the key is put only where there is none (one transaction). An entry
+  /// at our own address is this node's previous process (it died before
+  /// its lease lapsed; we listen on that address now, so it is gone): we
+  /// take it over. Errors: etcd's, or the id is taken by a node elsewhere.
   caf::error register_self(etcd_client& c) {
     auto l = c.grant_lease(opts.ttl_s);
     if (!l)
       return l.error();
-    if (auto err = c.put(key, entry, *l)) {
+    auto held = c.put_if_absent(key, entry, *l);
+    caf::error err = held ? caf::error{} : held.error();
+    if (held && *held) {
+      auto other = read_node_entry((*held)->value, "etcd key " + quote_input(key));
+      if (other && other->address == opts.self.address) {
+        spdlog::info("membership: '{}' takes over its entry from its previous process (same address {})",
+                     opts.self.id, opts.self.address);
+        err = c.put(key, entry, *l);
+      } else {
+        err = caf::make_error(
+          caf::sec::invalid_argument,
+          "node id " + quote_input(opts.self.id) + " is already registered in etcd (" + key + ") by " +
+            (other ? "a node at " + quote_input(other->address) : std::string{"an entry this node cannot read"}) +
+            (((*held)->lease != 0) ? " whose lease is live" : " with no lease") +
+            ": two nodes cannot share an id. Stop that node, or start this one with another id (a node that "
+            "died frees its id within membership_ttl_s = " +
+            std::to_string(opts.ttl_s) + " s)");
+      }
+    }
+    if (err) {
       (void)c.revoke_lease(*l);
       return err;
     }

@@ -9,7 +9,9 @@
 #
 # The config's model must exist (configs/chaos/cluster.toml: tessera model
 # init --shape tiny --out /tmp/tessera-chaos-tiny). Exit 1 if any scenario
-# had a wrong or lost request.
+# had a wrong or lost request. With the default config it also runs the
+# scenarios of each folder in configs/chaos/ (routers/, disk/) against
+# that folder's cluster.toml.
 set -eu
 here="$(cd "$(dirname "$0")/.." && pwd)"
 bin="$here/build/release/cli/tessera"
@@ -35,6 +37,24 @@ for scenario in "$here"/configs/chaos/*.toml; do
     --logs "${TMPDIR:-/tmp}/tessera-chaos-logs/$name" "$@" || code=$?
   [ "$code" -ne 0 ] && status=1
 done
+# The scenarios in configs/chaos/<folder>/ (routers: two routers; disk:
+# kv stores with a disk tier, whose disk-full events need root) run
+# against that folder's cluster.toml; with --config elsewhere only when
+# SUBDIRS=1.
+if [ "$config" = "$here/configs/chaos/cluster.toml" ] || [ "${SUBDIRS:-0}" = 1 ]; then
+  for sub in "$here"/configs/chaos/*/; do
+    [ -f "$sub/cluster.toml" ] || continue
+    for scenario in "$sub"*.toml; do
+      name="$(basename "$scenario" .toml)"
+      case "$name" in cluster*) continue ;; esac
+      echo "== $name ($(basename "$sub")/cluster.toml)" >&2
+      code=0
+      "$bin" chaos --config "$sub/cluster.toml" --scenario "$scenario" \
+        --json "$out/$name.json" --svg "$out/$name.svg" --logs "${TMPDIR:-/tmp}/tessera-chaos-logs/$name" "$@" || code=$?
+      [ "$code" -ne 0 ] && status=1
+    done
+  done
+fi
 python3 - "$out" <<'PY'
 import json, pathlib, sys
 out = pathlib.Path(sys.argv[1])

@@ -57,8 +57,11 @@ using kvstore_pointer = kvstore_impl::stateful_pointer<kvstore_state>;
 
 void tell_router(kvstore_pointer self, caf::message msg) {
   const auto& to = self->state.cfg.router;
-  if (!to.empty())
-    caf::anon_send(self->state.cfg.bridge, forward_atom_v, to.node, to.actor, std::move(msg));
+  if (to.empty())
+    return;
+  for (const auto& more : self->state.cfg.more_routers)
+    caf::anon_send(self->state.cfg.bridge, forward_atom_v, more.node, more.actor, msg);
+  caf::anon_send(self->state.cfg.bridge, forward_atom_v, to.node, to.actor, std::move(msg));
 }
 
 wire::kv_tier wire_tier(kvstore::kv_tier t) {

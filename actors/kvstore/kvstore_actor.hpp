@@ -60,6 +60,9 @@ struct kvstore_config {
   std::shared_ptr<kvstore::block_store> store;
   /// Where joins, heartbeats and KV events go; empty: nowhere.
   transport::wire::actor_address router;
+  /// Further routers (a cluster with several): each gets the same. Default:
+  /// none.
+  std::vector<transport::wire::actor_address> more_routers;
   /// The store's id in the router's index: unique in the cluster, new
   /// for every start.
   uint64_t store_id = 0;

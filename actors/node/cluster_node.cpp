@@ -10,6 +10,8 @@
 #include "actors/node/engine_choice.hpp"
 #include "actors/node/node_parts.hpp"
 #include "actors/node/peer_links.hpp"
+#include "actors/node/router_client.hpp"
+#include "actors/node/router_gateway.hpp"
 #include "actors/node/worker_supervisor.hpp"
 #include "cluster/cluster_secret.hpp"
 #include "cluster/kv_hash_key.hpp"
@@ -29,9 +31,17 @@ struct cluster_node::impl : detail::node_actors {
   /// Its connections to the other nodes (static list or etcd).
   std::unique_ptr<detail::peer_links> links;
   std::unique_ptr<frontend::http_server> metrics_http;
+  /// With a router: its gateway for frontends on other nodes. With a
+  /// frontend and several routers (or none here): the frontend's router.
+  router_api_actor router_gateway;
+  router_local_actor router_client;
 
   ~impl() {
     links.reset(); // leaves etcd first: peers drop this node at once
+    if (router_gateway)
+      caf::anon_send_exit(router_gateway, caf::exit_reason::user_shutdown);
+    if (router_client)
+      caf::anon_send_exit(router_client, caf::exit_reason::user_shutdown);
   }
 };
 
@@ -145,8 +155,13 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
     return bound.error();
   say("node '" + node_id + "' listening on " + *bound + " (ucx " + cfg.ucx_tls + ")");
 
-  const auto& router_node = cfg.router_node();
-  const wire::actor_address router_at{router_node.id, "router"};
+  // Every worker and store joins every router (each keeps the whole prefix
+  // index); the first is worker_spec::router, the rest more_routers.
+  const wire::actor_address router_at{cfg.router_node().id, "router"};
+  std::vector<wire::actor_address> more_routers;
+  for (const auto* n : cfg.router_nodes())
+    if (n->id != router_at.node)
+      more_routers.push_back({n->id, "router"});
   if (me->has("router")) {
     router_config rc;
     rc.policy = cfg.router_policy;
@@ -170,6 +185,10 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
     caf::anon_send(p->br->actor(), publish_atom_v, std::string{"router"},
                    caf::actor_cast<caf::actor>(p->router));
     caf::anon_send(p->br->actor(), watch_atom_v, caf::actor_cast<caf::actor>(p->router));
+    // Frontends on other nodes route through it (router_gateway.hpp).
+    p->router_gateway = spawn_router_gateway(sys, p->router);
+    caf::anon_send(p->br->actor(), publish_atom_v, std::string{router_api_name},
+                   caf::actor_cast<caf::actor>(p->router_gateway));
   }
   std::vector<wire::node_role> roles;
   if (me->has("prefill") || me->has("worker"))
@@ -205,6 +224,7 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
       spec.max_model_len = cfg.max_model_len;
       spec.worker_id = id_base + static_cast<uint64_t>(i);
       spec.router = router_at;
+      spec.more_routers = more_routers;
       spec.metrics = metrics;
       spec.store = p->store;
       spec.store_writer = p->store_writer;
@@ -218,7 +238,8 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
       any_engine = w->engine;
     }
     if (p->store)
-      p->store_actor = detail::start_kvstore_actor(sys, *p->br, p->store, node_id, router_at, *any_engine, metrics);
+      p->store_actor =
+        detail::start_kvstore_actor(sys, *p->br, p->store, node_id, router_at, *any_engine, metrics, more_routers);
   }
   if (me->has("frontend")) {
     detail::frontend_spec fs;
@@ -235,7 +256,25 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
     fs.api_keys = std::move(*api_keys);
     fs.protect_metrics = cfg.protect_metrics;
     p->api_keys_file = cfg.api_keys_file;
-    auto front = detail::start_frontend(sys, *p->br, p->router, *model, fs);
+    // The frontend's router: this node's, else (or also, with several) the
+    // routers of other nodes through a router client that fails over.
+    router_local_actor front_router = p->router;
+    if (!p->router || !more_routers.empty()) {
+      router_client_config rcc;
+      rcc.bridge = p->br->actor();
+      if (p->router)
+        rcc.routers.push_back({node_id, p->router});
+      for (const auto* n : cfg.router_nodes())
+        if (n->id != node_id)
+          rcc.routers.push_back({n->id, {}});
+      auto client = spawn_router_client(sys, std::move(rcc));
+      if (!client)
+        return client.error();
+      p->router_client = *client;
+      caf::anon_send(p->br->actor(), watch_atom_v, caf::actor_cast<caf::actor>(p->router_client));
+      front_router = p->router_client;
+    }
+    auto front = detail::start_frontend(sys, *p->br, front_router, *model, fs);
     if (!front)
       return front.error();
     p->front = std::move(*front);

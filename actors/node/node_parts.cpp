@@ -7,6 +7,8 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/common/token_sink.hpp"
+#include "actors/frontend/sdk_gateway.hpp"
+#include "actors/node/router_gateway.hpp"
 #include "actors/node/worker_supervisor.hpp"
 #include "cluster/host_port.hpp"
 #include "cluster/kv_hash_key.hpp"
@@ -92,7 +94,8 @@ caf::expected<engine::kv_hash_key> node_kv_hash_key(const std::string& cluster_s
 
 std::shared_ptr<const bridge_protocol> node_protocol() {
   auto p = std::make_shared<bridge_protocol>();
-  p->add<worker_actor>().add<token_sink_actor>().add<router_actor>().add<kvstore_actor>();
+  p->add<worker_actor>().add<token_sink_actor>().add<router_actor>().add<kvstore_actor>().add<router_api_actor>();
+  p->add<sdk_gateway_actor>(); // SDK clients (sdk/)
   return p;
 }
 
@@ -123,6 +126,7 @@ caf::expected<started_worker> start_worker(caf::actor_system& sys, bridge& br,
   wc.bridge = br.actor();
   wc.pool_region = *region;
   wc.router = spec.router;
+  wc.more_routers = spec.more_routers;
   wc.worker_id = spec.worker_id;
   wc.roles = spec.roles;
   wc.metrics = spec.metrics;
@@ -159,12 +163,14 @@ caf::expected<std::shared_ptr<kvstore::block_store>> open_kv_store(const kv_stor
 
 kvstore_actor start_kvstore_actor(caf::actor_system& sys, bridge& br, std::shared_ptr<kvstore::block_store> store,
                                   const std::string& node, const transport::wire::actor_address& router,
-                                  const engine::engine& eng, std::shared_ptr<cluster::metrics_registry> metrics) {
+                                  const engine::engine& eng, std::shared_ptr<cluster::metrics_registry> metrics,
+                                  std::vector<transport::wire::actor_address> more_routers) {
   kvstore_config kc;
   kc.node = node;
   kc.bridge = br.actor();
   kc.store = std::move(store);
   kc.router = router;
+  kc.more_routers = std::move(more_routers);
   kc.store_id = random_id_base() | 0xffffffull; // never a worker's id (those count up from a base)
   kc.hash_seed = eng.hash_seed();
   kc.model_fingerprint = eng.get_backend().model_fingerprint();

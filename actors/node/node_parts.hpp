@@ -93,6 +93,8 @@ struct worker_spec {
   engine::speculative_params speculative;
   uint64_t worker_id = 0;
   transport::wire::actor_address router;
+  /// worker_config::more_routers (a cluster with several routers).
+  std::vector<transport::wire::actor_address> more_routers;
   std::shared_ptr<cluster::metrics_registry> metrics;
   bool fault_injection = false;
   /// The node's kv store and its writer (worker_config::store,
@@ -143,13 +145,14 @@ struct kv_store_spec {
 
 /// Spawns the store's actor (announces it to `router`, exports its metrics)
 /// and publishes it as "kvstore". `eng` names the namespace: any engine of
-/// the node.
+/// the node. `more_routers`: kvstore_config::more_routers.
 [[nodiscard]] kvstore_actor start_kvstore_actor(caf::actor_system& sys, bridge& br,
                                                 std::shared_ptr<kvstore::block_store> store,
                                                 const std::string& node,
                                                 const transport::wire::actor_address& router,
                                                 const engine::engine& eng,
-                                                std::shared_ptr<cluster::metrics_registry> metrics);
+                                                std::shared_ptr<cluster::metrics_registry> metrics,
+                                                std::vector<transport::wire::actor_address> more_routers = {});
 
 /// The frontend's settings that differ per node.
 struct frontend_spec {

@@ -96,6 +96,10 @@ struct router_state {
   /// new request and show as unhealthy until undrained.
   std::set<std::string> drained;
   autoscale_state scale;
+  /// Workers and stores whose KV events showed a gap before this router
+  /// knew where they are (a restarted router hears events before joins):
+  /// asked to resend their view when they join.
+  std::set<uint64_t> resync_on_join;
 };
 
 size_t role_index(worker_role r) {
@@ -138,8 +142,20 @@ bool is_store(const wire::worker_join& j) {
 
 /// A node's kv store joins (or repeats its join): workers of that node are
 /// credited with what it holds (router_options::host_tier_credit).
+/// Asks the worker or store `j` to resend its whole KV view if its events
+/// showed a gap before it joined here.
+void resync_if_pending(router_pointer self, const wire::worker_join& j) {
+  auto& st = self->state;
+  if (st.resync_on_join.erase(j.worker_id) == 0 || !st.cfg.bridge)
+    return;
+  spdlog::info("router: asked {} on node '{}' to resend its KV view (events were lost before it joined)",
+               j.at.actor, j.at.node);
+  caf::anon_send(st.cfg.bridge, forward_atom_v, j.at.node, j.at.actor, caf::make_message(kv_events_atom_v));
+}
+
 void on_store_join(router_pointer self, const wire::worker_join& j) {
   auto& st = self->state;
+  resync_if_pending(self, j);
   auto& s = st.stores[j.at.node];
   if (s.id != j.worker_id) {
     if (s.id != 0)
@@ -155,6 +171,7 @@ void on_join(router_pointer self, const wire::worker_join& j) {
   auto& st = self->state;
   if (is_store(j))
     return on_store_join(self, j);
+  resync_if_pending(self, j);
   if (auto old = st.workers.find(j.worker_id); old != st.workers.end()) {
     // Workers repeat their join with every heartbeat (so a router that
     // started late or restarted learns them); a restarted worker comes
@@ -495,7 +512,8 @@ router_impl::behavior_type router_fn(router_pointer self, std::shared_ptr<router
                      key_of(*at));
         caf::anon_send(st.cfg.bridge, forward_atom_v, at->node, at->actor, caf::make_message(kv_events_atom_v));
       } else {
-        spdlog::warn("router: lost {} KV events of {}; its cache view may be stale", r.missed, ev.worker_id);
+        st.resync_on_join.insert(ev.worker_id); // asked when it joins
+        spdlog::warn("router: lost {} KV events of {}; asking for its view once it joins", r.missed, ev.worker_id);
       }
     },
     [self](heartbeat_atom, const wire::heartbeat& h) { on_heartbeat(self, h); },

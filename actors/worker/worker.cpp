@@ -37,6 +37,17 @@ void tell(worker_pointer self, const wire::actor_address& to, caf::message msg) 
   caf::anon_send(self->state.cfg.bridge, forward_atom_v, to.node, to.actor, std::move(msg));
 }
 
+namespace {
+
+/// Sends `msg` to every router (worker_config::router and more_routers).
+void tell_routers(worker_pointer self, const caf::message& msg) {
+  tell(self, self->state.cfg.router, msg);
+  for (const auto& r : self->state.cfg.more_routers)
+    tell(self, r, msg);
+}
+
+} // namespace
+
 void fail(worker_pointer self, const wire::actor_address& to, uint64_t id, const std::string& why) {
   spdlog::warn("worker {}: request {} failed: {}", self->state.cfg.name, id, why);
   tell(self, to, caf::make_message(failed_atom_v, wire::request_cancel{id, why}));
@@ -62,7 +73,7 @@ void publish_kv_events(worker_pointer self) {
   if (st.cfg.router.empty())
     return;
   for (auto& ev : kv_event_batches(st.eng->drain_kv_events(), st.cfg.worker_id, st.next_event))
-    tell(self, st.cfg.router, caf::make_message(kv_events_atom_v, std::move(ev)));
+    tell_routers(self, caf::make_message(kv_events_atom_v, std::move(ev)));
 }
 
 /// Resends the whole prefix cache to the router after it lost events: the
@@ -75,7 +86,7 @@ void resend_kv_view(worker_pointer self) {
   publish_kv_events(self);
   const auto all = st.eng->cached_block_hashes();
   for (auto& ev : kv_view_events(all, st.cfg.worker_id, st.next_event))
-    tell(self, st.cfg.router, caf::make_message(kv_events_atom_v, std::move(ev)));
+    tell_routers(self, caf::make_message(kv_events_atom_v, std::move(ev)));
   spdlog::info("worker {}: resent its KV view to the router ({} blocks)", st.cfg.name, all.size());
 }
 
@@ -232,8 +243,8 @@ void report_to_router(worker_pointer self) {
   j.block_tokens = be.layout().block_tokens;
   j.num_blocks = be.num_blocks();
   j.hash_seed = st.eng->hash_seed();
-  tell(self, st.cfg.router, caf::make_message(join_atom_v, std::move(j)));
-  tell(self, st.cfg.router, caf::make_message(heartbeat_atom_v, load_of(self)));
+  tell_routers(self, caf::make_message(join_atom_v, std::move(j)));
+  tell_routers(self, caf::make_message(heartbeat_atom_v, load_of(self)));
   self->delayed_send(self, st.cfg.heartbeat_interval, heartbeat_atom_v);
 }
 

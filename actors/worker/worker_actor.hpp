@@ -131,6 +131,10 @@ struct worker_config {
   /// Where this worker's KV events (prefix-cache hashes stored / removed)
   /// and load reports go; empty: nowhere (nothing is recorded).
   transport::wire::actor_address router;
+  /// Further routers (a cluster with several, actors/node/router_client.hpp):
+  /// each gets the same joins, load reports and KV events as `router`, so
+  /// each has the whole prefix index. Default: none.
+  std::vector<transport::wire::actor_address> more_routers;
   /// The worker's id in KV events and load reports: unique in the cluster
   /// and new for every start of a worker (a restarted worker is a new one
   /// to the router).

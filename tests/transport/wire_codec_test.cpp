@@ -126,6 +126,50 @@ TEST(WireCodecTest, RoundTripsRequestStatusAndItsReplyWithinTheirBounds) {
   EXPECT_FALSE(encode(wire_message{many_back}));
 }
 
+TEST(WireCodecTest, RoundTripsRouteCallReplyAndWorkerViewsAndRefusesBadOnes) {
+  route_call call{42, {1, 2, 3}, "salt", "session-7", 64};
+  auto c = std::get<route_call>(round_trip(call));
+  EXPECT_EQ(c.request_id, 42u);
+  EXPECT_EQ(c.prompt, call.prompt);
+  EXPECT_EQ(c.cache_salt, "salt");
+  EXPECT_EQ(c.session_id, "session-7");
+  EXPECT_EQ(c.max_tokens, 64);
+  route_reply reply{{"p", "prefill-0"}, {"d", "decode-0"}, true, 3, "kv", {"s", "kvstore"}, 2};
+  auto r = std::get<route_reply>(round_trip(reply));
+  EXPECT_EQ(r.prefill.node, "p");
+  EXPECT_EQ(r.decode.actor, "decode-0");
+  EXPECT_TRUE(r.disaggregated);
+  EXPECT_EQ(r.cached_blocks, 3);
+  EXPECT_EQ(r.kv_source.node, "s");
+  EXPECT_EQ(r.kv_source_blocks, 2);
+  worker_views views{{{7, {"d", "decode-0"}, 1, false, "heartbeats stopped", 1500, -1},
+                      {8, {"p", "prefill-0"}, 0, true, "", 20, 4}}};
+  auto v = std::get<worker_views>(round_trip(views));
+  ASSERT_EQ(v.workers.size(), 2u);
+  EXPECT_EQ(v.workers[0].worker_id, 7u);
+  EXPECT_EQ(v.workers[0].reason, "heartbeats stopped");
+  EXPECT_FALSE(v.workers[0].healthy);
+  EXPECT_EQ(v.workers[1].canary_ms, 4);
+  EXPECT_TRUE(std::get<worker_views>(round_trip(worker_views{})).workers.empty());
+  // Refused: an empty prompt, a negative max_tokens, a reply without a
+  // decode worker or with a kv source and no blocks, a role out of range.
+  EXPECT_FALSE(encode(wire_message{route_call{1, {}, "", "", 4}}));
+  EXPECT_FALSE(encode(wire_message{route_call{1, {5}, "", "", -1}}));
+  EXPECT_FALSE(encode(wire_message{route_call{1, {-5}, "", "", 1}}));
+  auto no_decode = reply;
+  no_decode.decode = {};
+  EXPECT_FALSE(encode(wire_message{no_decode}));
+  auto no_blocks = reply;
+  no_blocks.kv_source_blocks = 0;
+  EXPECT_FALSE(encode(wire_message{no_blocks}));
+  auto bad_role = views;
+  bad_role.workers[0].role = 3;
+  EXPECT_FALSE(encode(wire_message{bad_role}));
+  worker_views many;
+  many.workers.resize(wire_limits{}.max_worker_views + 1, views.workers[1]);
+  EXPECT_FALSE(encode(wire_message{many}));
+}
+
 TEST(WireCodecTest, RoundTripsKvFetchRequestAndReply) {
   expect_same(test::sample_fetch(), std::get<kv_fetch_request>(round_trip(test::sample_fetch())));
   expect_same(test::sample_fetch_reply(), std::get<kv_fetch_reply>(round_trip(test::sample_fetch_reply())));

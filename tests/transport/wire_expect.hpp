@@ -180,6 +180,54 @@ inline void expect_same(const envelope& a, const envelope& b) {
   EXPECT_EQ(a.payload, b.payload);
 }
 
+inline void expect_same(const client_submit& a, const client_submit& b) {
+  EXPECT_EQ(a.request_id, b.request_id);
+  EXPECT_EQ(a.client, b.client);
+  EXPECT_EQ(a.model, b.model);
+  EXPECT_EQ(a.kind, b.kind);
+  EXPECT_EQ(a.prompt_ids, b.prompt_ids);
+  EXPECT_EQ(a.prompt_text, b.prompt_text);
+  ASSERT_EQ(a.messages.size(), b.messages.size());
+  for (size_t i = 0; i < a.messages.size(); ++i) {
+    EXPECT_EQ(a.messages[i].role, b.messages[i].role);
+    EXPECT_EQ(a.messages[i].content, b.messages[i].content);
+  }
+  expect_same(a.params, b.params);
+  EXPECT_EQ(a.priority, b.priority);
+  EXPECT_EQ(a.api_key, b.api_key);
+  EXPECT_EQ(a.detokenize, b.detokenize);
+}
+
+inline void expect_same(const client_accepted& a, const client_accepted& b) {
+  EXPECT_EQ(a.request_id, b.request_id);
+  EXPECT_EQ(a.prompt_token_ids, b.prompt_token_ids);
+  EXPECT_EQ(a.model, b.model);
+}
+
+inline void expect_same(const client_cancel& a, const client_cancel& b) {
+  EXPECT_EQ(a.request_id, b.request_id);
+  EXPECT_EQ(a.client, b.client);
+}
+
+inline void expect_same(const cluster_info& a, const cluster_info& b) {
+  EXPECT_EQ(a.models, b.models);
+  EXPECT_EQ(a.ready, b.ready);
+  EXPECT_EQ(a.healthy_workers, b.healthy_workers);
+  EXPECT_EQ(a.workers, b.workers);
+  EXPECT_EQ(a.max_model_len, b.max_model_len);
+  EXPECT_EQ(a.draining, b.draining);
+}
+
+inline void expect_same(const client_failed& a, const client_failed& b) {
+  EXPECT_EQ(a.request_id, b.request_id);
+  EXPECT_EQ(a.code, b.code);
+  EXPECT_EQ(a.http_status, b.http_status);
+  EXPECT_EQ(a.type, b.type);
+  EXPECT_EQ(a.error_code, b.error_code);
+  EXPECT_EQ(a.param, b.param);
+  EXPECT_EQ(a.message, b.message);
+}
+
 inline void expect_same(const wire_message& a, const wire_message& b) {
   ASSERT_EQ(a.index(), b.index());
   std::visit([&](const auto& x) { expect_same(x, std::get<std::decay_t<decltype(x)>>(b)); }, a);

@@ -101,3 +101,44 @@ struct RequestStatus {
 struct RequestStatusReply {
   unknownIds @0 :List(UInt64);
 }
+
+# A frontend asking a router on another node where a request goes.
+struct RouteCall {
+  requestId @0 :UInt64;
+  prompt @1 :List(Int32);
+  cacheSalt @2 :Text;
+  sessionId @3 :Text;
+  maxTokens @4 :Int32;
+}
+
+# The router's answer: where the request is prefilled and decoded.
+struct RouteReply {
+  prefillNode @0 :Text;
+  prefillActor @1 :Text;
+  decodeNode @2 :Text;
+  decodeActor @3 :Text;
+  disaggregated @4 :Bool;
+  cachedBlocks @5 :Int32;
+  reason @6 :Text;
+  kvSourceNode @7 :Text;
+  kvSourceActor @8 :Text;
+  kvSourceBlocks @9 :Int32;
+}
+
+# One worker as a router sees it.
+struct WorkerView {
+  workerId @0 :UInt64;
+  node @1 :Text;
+  actor @2 :Text;
+  # 0 prefill, 1 decode, 2 both.
+  role @3 :UInt8;
+  healthy @4 :Bool;
+  reason @5 :Text;
+  lastSeenMs @6 :Int64;
+  canaryMs @7 :Int64;
+}
+
+# A router's workers.
+struct WorkerViews {
+  workers @0 :List(WorkerView);
+}

@@ -17,6 +17,7 @@
 #include "transport/schema/kv.capnp.h"
 #include "transport/schema/request.capnp.h"
 #include "transport/schema/tokens.capnp.h"
+#include "transport/wire/capnp_client.hpp"
 #include "transport/transport_errc.hpp"
 
 namespace tessera::transport::wire {
@@ -257,6 +258,45 @@ void put(capnp::MessageBuilder& mb, const request_status& m) {
 void put(capnp::MessageBuilder& mb, const request_status_reply& m) {
   put_ids(mb.initRoot<s::RequestStatusReply>().initUnknownIds(static_cast<unsigned>(m.unknown_ids.size())),
           m.unknown_ids);
+}
+
+void put(capnp::MessageBuilder& mb, const route_call& m) {
+  auto b = mb.initRoot<s::RouteCall>();
+  b.setRequestId(m.request_id);
+  put_ints(b.initPrompt(static_cast<unsigned>(m.prompt.size())), m.prompt);
+  b.setCacheSalt(text(m.cache_salt));
+  b.setSessionId(text(m.session_id));
+  b.setMaxTokens(m.max_tokens);
+}
+
+void put(capnp::MessageBuilder& mb, const route_reply& m) {
+  auto b = mb.initRoot<s::RouteReply>();
+  b.setPrefillNode(text(m.prefill.node));
+  b.setPrefillActor(text(m.prefill.actor));
+  b.setDecodeNode(text(m.decode.node));
+  b.setDecodeActor(text(m.decode.actor));
+  b.setDisaggregated(m.disaggregated);
+  b.setCachedBlocks(m.cached_blocks);
+  b.setReason(text(m.reason));
+  b.setKvSourceNode(text(m.kv_source.node));
+  b.setKvSourceActor(text(m.kv_source.actor));
+  b.setKvSourceBlocks(m.kv_source_blocks);
+}
+
+void put(capnp::MessageBuilder& mb, const worker_views& m) {
+  auto list = mb.initRoot<s::WorkerViews>().initWorkers(static_cast<unsigned>(m.workers.size()));
+  for (unsigned i = 0; i < m.workers.size(); ++i) {
+    const auto& w = m.workers[i];
+    auto b = list[i];
+    b.setWorkerId(w.worker_id);
+    b.setNode(text(w.at.node));
+    b.setActor(text(w.at.actor));
+    b.setRole(w.role);
+    b.setHealthy(w.healthy);
+    b.setReason(text(w.reason));
+    b.setLastSeenMs(w.last_seen_ms);
+    b.setCanaryMs(w.canary_ms);
+  }
 }
 
 void put(capnp::MessageBuilder& mb, const worker_join& m) {
@@ -611,6 +651,51 @@ request_status_reply get(s::RequestStatusReply::Reader r, const wire_limits& lim
   return {get_list<uint64_t>("unknown_ids", r.getUnknownIds(), lim.max_status_ids, "entries")};
 }
 
+route_call get(s::RouteCall::Reader r, const wire_limits& lim) {
+  route_call m;
+  m.request_id = r.getRequestId();
+  m.prompt = get_list<int32_t>("prompt", r.getPrompt(), lim.max_tokens, "tokens");
+  m.cache_salt = get_text("cache_salt", r.getCacheSalt(), lim.max_name_bytes);
+  m.session_id = get_text("session_id", r.getSessionId(), lim.max_text_bytes);
+  m.max_tokens = r.getMaxTokens();
+  return m;
+}
+
+route_reply get(s::RouteReply::Reader r, const wire_limits& lim) {
+  route_reply m;
+  m.prefill = {get_text("prefill.node", r.getPrefillNode(), lim.max_name_bytes),
+               get_text("prefill.actor", r.getPrefillActor(), lim.max_name_bytes)};
+  m.decode = {get_text("decode.node", r.getDecodeNode(), lim.max_name_bytes),
+              get_text("decode.actor", r.getDecodeActor(), lim.max_name_bytes)};
+  m.disaggregated = r.getDisaggregated();
+  m.cached_blocks = r.getCachedBlocks();
+  m.reason = get_text("reason", r.getReason(), lim.max_name_bytes);
+  m.kv_source = {get_text("kv_source.node", r.getKvSourceNode(), lim.max_name_bytes),
+                 get_text("kv_source.actor", r.getKvSourceActor(), lim.max_name_bytes)};
+  m.kv_source_blocks = r.getKvSourceBlocks();
+  return m;
+}
+
+worker_views get(s::WorkerViews::Reader r, const wire_limits& lim) {
+  auto list = r.getWorkers();
+  bound("workers", list.size(), lim.max_worker_views, "entries");
+  worker_views m;
+  m.workers.reserve(list.size());
+  for (auto b : list) {
+    worker_view w;
+    w.worker_id = b.getWorkerId();
+    w.at = {get_text("workers[].node", b.getNode(), lim.max_name_bytes),
+            get_text("workers[].actor", b.getActor(), lim.max_name_bytes)};
+    w.role = b.getRole();
+    w.healthy = b.getHealthy();
+    w.reason = get_text("workers[].reason", b.getReason(), lim.max_name_bytes);
+    w.last_seen_ms = b.getLastSeenMs();
+    w.canary_ms = b.getCanaryMs();
+    m.workers.push_back(std::move(w));
+  }
+  return m;
+}
+
 worker_join get(s::WorkerJoin::Reader r, const wire_limits& lim) {
   worker_join m;
   m.worker_id = r.getWorkerId();
@@ -668,6 +753,14 @@ wire_message read_root(message_type type, capnp::MessageReader& reader, const wi
     case message_type::kv_fetch_reply: return get(reader.getRoot<s::KvFetchReply>(), lim);
     case message_type::request_status: return get(reader.getRoot<s::RequestStatus>(), lim);
     case message_type::request_status_reply: return get(reader.getRoot<s::RequestStatusReply>(), lim);
+    case message_type::route_call: return get(reader.getRoot<s::RouteCall>(), lim);
+    case message_type::route_reply: return get(reader.getRoot<s::RouteReply>(), lim);
+    case message_type::worker_views: return get(reader.getRoot<s::WorkerViews>(), lim);
+    case message_type::client_submit:
+    case message_type::client_accepted:
+    case message_type::client_cancel:
+    case message_type::cluster_info:
+    case message_type::client_failed: break; // decode_body reads them with read_client
   }
   throw decode_failure{transport_errc::unknown_type,
                        "unknown message type " + std::to_string(static_cast<unsigned>(type))};
@@ -678,6 +771,18 @@ std::string describe(const kj::Exception& e) {
 }
 
 } // namespace
+
+void detail::put_sampling_params(s::SamplingParams::Builder b, const protocol::sampling_params& p) {
+  put(b, p);
+}
+
+caf::expected<protocol::sampling_params> detail::get_sampling_params(s::SamplingParams::Reader r) {
+  try {
+    return get(r);
+  } catch (const decode_failure& f) {
+    return make_transport_error(f.code, f.what);
+  }
+}
 
 caf::error encode_body(const wire_message& m, std::vector<std::byte>& out,
                        const wire_limits& limits) {
@@ -737,6 +842,8 @@ caf::expected<wire_message> decode_body(message_type type, std::span<const std::
         transport_errc::bad_frame,
         kind + ": " + std::to_string((words + n_words - reader.getEnd()) * sizeof(capnp::word)) +
           " trailing bytes after the capnp message");
+    if (is_client_message(type))
+      return read_client(type, reader, limits);
     return read_root(type, reader, limits);
   } catch (const decode_failure& f) {
     return make_transport_error(f.code, kind + ": " + f.what);

@@ -30,6 +30,8 @@ struct wire_limits {
   size_t max_event_hashes = 65536;
   /// Most request ids in one request_status or its reply. Default: 4096.
   size_t max_status_ids = 4096;
+  /// Most workers in one worker_views. Default: 4096.
+  size_t max_worker_views = 4096;
   /// Capnp nesting limit (our schemas nest at most 4 deep). Default: 16.
   int nesting_limit = 16;
 };

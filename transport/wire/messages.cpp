@@ -24,6 +24,14 @@ std::string_view to_string(message_type t) {
     case message_type::kv_fetch_reply: return "kv_fetch_reply";
     case message_type::request_status: return "request_status";
     case message_type::request_status_reply: return "request_status_reply";
+    case message_type::route_call: return "route_call";
+    case message_type::route_reply: return "route_reply";
+    case message_type::worker_views: return "worker_views";
+    case message_type::client_submit: return "client_submit";
+    case message_type::client_accepted: return "client_accepted";
+    case message_type::client_cancel: return "client_cancel";
+    case message_type::cluster_info: return "cluster_info";
+    case message_type::client_failed: return "client_failed";
   }
   return "unknown";
 }

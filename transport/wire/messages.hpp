@@ -19,6 +19,7 @@
 #include <caf/error.hpp>
 
 #include "protocol/block_hash.hpp"
+#include "protocol/client.hpp"
 #include "protocol/kv_layout.hpp"
 #include "protocol/request.hpp"
 #include "protocol/roles.hpp"
@@ -44,10 +45,18 @@ enum class message_type : uint16_t {
   kv_fetch_reply = 13,
   request_status = 14,
   request_status_reply = 15,
+  route_call = 16,
+  route_reply = 17,
+  worker_views = 18,
+  client_submit = 19,
+  client_accepted = 20,
+  client_cancel = 21,
+  cluster_info = 22,
+  client_failed = 23,
 };
 
 /// Largest valid message_type value.
-inline constexpr uint16_t max_message_type = 15;
+inline constexpr uint16_t max_message_type = 23;
 
 /// "request_handoff", ...; "unknown" for a value outside the enum.
 [[nodiscard]] std::string_view to_string(message_type t);
@@ -360,12 +369,74 @@ struct request_status_reply {
   std::vector<uint64_t> unknown_ids;
 };
 
+/// A frontend asking a router on another node where a request goes
+/// (a cluster with several routers: actors/node/router_client.hpp).
+struct route_call {
+  uint64_t request_id = 0;
+  /// [1, wire_limits::max_tokens] tokens.
+  std::vector<int32_t> prompt;
+  /// At most max_name_bytes.
+  std::string cache_salt;
+  /// Conversation id for stickiness; empty: none. At most max_text_bytes.
+  std::string session_id;
+  /// Most tokens it may generate: >= 0.
+  int32_t max_tokens = 0;
+};
+
+/// A router's answer to a route_call (actors::route_answer on the wire).
+struct route_reply {
+  /// Where the prompt is computed; equals decode when not disaggregated.
+  /// Both set.
+  actor_address prefill;
+  actor_address decode;
+  bool disaggregated = false;
+  /// >= 0.
+  int32_t cached_blocks = 0;
+  /// For logs; at most max_name_bytes.
+  std::string reason;
+  /// A kv store holding the prompt's first kv_source_blocks blocks; empty
+  /// and 0: none. kv_source_blocks >= 0.
+  actor_address kv_source;
+  int32_t kv_source_blocks = 0;
+};
+
+/// One worker as a router sees it (for a frontend's /health, /ready and
+/// stream watchdog on another node).
+struct worker_view {
+  uint64_t worker_id = 0;
+  /// Where it is (its join's address): both set.
+  actor_address at;
+  /// 0 prefill, 1 decode, 2 both (actors::worker_role).
+  uint8_t role = 2;
+  bool healthy = false;
+  /// Why it is unhealthy; empty when healthy. At most max_name_bytes.
+  std::string reason;
+  /// Milliseconds since its last heartbeat or join: >= 0.
+  int64_t last_seen_ms = 0;
+  /// The last passed canary's round trip; -1 before one passed.
+  int64_t canary_ms = -1;
+};
+
+/// A router's workers: [0, wire_limits::max_worker_views] of them.
+struct worker_views {
+  std::vector<worker_view> workers;
+};
+
+/// The native client SDK's messages (protocol/client.hpp).
+using protocol::client_submit;
+using protocol::client_accepted;
+using protocol::client_cancel;
+using protocol::cluster_info;
+using protocol::client_failed;
+
 /// Any message that crosses a process. The alternatives are in
 /// message_type order.
 using wire_message = std::variant<request_handoff, token_chunk, kv_transfer_batch, kv_event,
                                   membership, heartbeat, wire_error, kv_grant, envelope,
                                   request_cancel, worker_join, kv_fetch_request, kv_fetch_reply,
-                                  request_status, request_status_reply>;
+                                  request_status, request_status_reply, route_call, route_reply,
+                                  worker_views, client_submit, client_accepted, client_cancel,
+                                  cluster_info, client_failed>;
 
 /// The message_type of the alternative `m` holds.
 [[nodiscard]] message_type type_of(const wire_message& m);

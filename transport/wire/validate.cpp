@@ -319,6 +319,58 @@ problem check(const request_status_reply& m, const wire_limits& lim) {
   return {};
 }
 
+problem check(const route_call& m, const wire_limits& lim) {
+  if (m.prompt.empty())
+    return "prompt must not be empty";
+  if (auto p = check_token_ids("prompt", m.prompt, lim.max_tokens); !p.empty())
+    return p;
+  if (auto p = check_name("cache_salt", m.cache_salt, lim.max_name_bytes, false); !p.empty())
+    return p;
+  if (auto p = check_name("session_id", m.session_id, lim.max_text_bytes, false); !p.empty())
+    return p;
+  if (m.max_tokens < 0)
+    return "max_tokens must be >= 0, got " + to_string(m.max_tokens);
+  return {};
+}
+
+problem check(const route_reply& m, const wire_limits& lim) {
+  if (m.prefill.empty() || m.decode.empty())
+    return "prefill and decode must be set";
+  for (const auto& [field, a] : {std::pair{"prefill", &m.prefill}, std::pair{"decode", &m.decode},
+                                 std::pair{"kv_source", &m.kv_source}})
+    if (auto p = check_address(field, *a, lim); !p.empty())
+      return p;
+  if (m.cached_blocks < 0)
+    return "cached_blocks must be >= 0, got " + to_string(m.cached_blocks);
+  if (m.kv_source_blocks < 0)
+    return "kv_source_blocks must be >= 0, got " + to_string(m.kv_source_blocks);
+  if (m.kv_source.empty() != (m.kv_source_blocks == 0))
+    return "kv_source and kv_source_blocks must be set together";
+  return check_name("reason", m.reason, lim.max_name_bytes, false);
+}
+
+problem check(const worker_views& m, const wire_limits& lim) {
+  if (m.workers.size() > lim.max_worker_views)
+    return too_long("workers", m.workers.size(), lim.max_worker_views, "entries");
+  for (size_t i = 0; i < m.workers.size(); ++i) {
+    const auto& w = m.workers[i];
+    const auto at = "workers[" + to_string(i) + "]";
+    if (w.at.empty())
+      return at + ": node and actor must be set";
+    if (auto p = check_address(at, w.at, lim); !p.empty())
+      return p;
+    if (w.role > 2)
+      return at + ".role must be 0 (prefill), 1 (decode) or 2 (both), got " + to_string(w.role);
+    if (w.last_seen_ms < 0)
+      return at + ".last_seen_ms must be >= 0";
+    if (w.canary_ms < -1)
+      return at + ".canary_ms must be >= -1";
+    if (auto p = check_name((at + ".reason").c_str(), w.reason, lim.max_name_bytes, false); !p.empty())
+      return p;
+  }
+  return {};
+}
+
 problem check(const kv_fetch_request& m, const wire_limits& lim) {
   if (m.block_hashes.empty())
     return "block_hashes must not be empty";
@@ -382,6 +434,111 @@ problem check(const envelope& m, const wire_limits& lim) {
   if (m.kind == envelope_kind::failure && h->type != static_cast<uint16_t>(message_type::error))
     return "a failure's payload must be an error frame";
   return {};
+}
+
+// -- the native client SDK's messages (protocol/client.hpp) -----------------
+
+problem check_text_field(const std::string& field, const std::string& s, size_t max, bool required) {
+  if (required && s.empty())
+    return field + " must not be empty";
+  if (s.size() > max)
+    return too_long(field.c_str(), s.size(), max, "bytes");
+  return {};
+}
+
+problem check(const client_submit& m, const wire_limits& lim) {
+  if (m.request_id == 0)
+    return "request_id must not be 0";
+  if (auto p = check_name("client", m.client, lim.max_name_bytes, false); !p.empty())
+    return p;
+  if (auto p = check_name("model", m.model, lim.max_name_bytes, false); !p.empty())
+    return p;
+  if (auto p = check_name("api_key", m.api_key, lim.max_name_bytes, false); !p.empty())
+    return p;
+  using protocol::prompt_kind;
+  if (static_cast<unsigned>(m.kind) > static_cast<unsigned>(prompt_kind::chat))
+    return "kind out of range: " + to_string(static_cast<unsigned>(m.kind));
+  // Exactly the prompt `kind` names, never two: a frame that carries ids
+  // and text must not be read one way here and another way there.
+  const bool ids = !m.prompt_ids.empty(), text = !m.prompt_text.empty(), chat = !m.messages.empty();
+  const char* want = m.kind == prompt_kind::token_ids ? "prompt_ids"
+                     : m.kind == prompt_kind::text    ? "prompt_text"
+                                                      : "messages";
+  const bool have = m.kind == prompt_kind::token_ids ? ids : m.kind == prompt_kind::text ? text : chat;
+  if (!have)
+    return std::string(want) + " must not be empty (kind says the prompt is there)";
+  if (int(ids) + int(text) + int(chat) != 1)
+    return std::string("only ") + want + " may be set (kind names it), but " +
+           (ids && m.kind != prompt_kind::token_ids ? "prompt_ids"
+            : text && m.kind != prompt_kind::text   ? "prompt_text"
+                                                    : "messages") +
+           " is set too";
+  if (auto p = check_token_ids("prompt_ids", m.prompt_ids, lim.max_tokens); !p.empty())
+    return p;
+  if (m.prompt_text.size() > protocol::max_client_prompt_bytes)
+    return too_long("prompt_text", m.prompt_text.size(), protocol::max_client_prompt_bytes, "bytes");
+  if (m.messages.size() > protocol::max_client_messages)
+    return too_long("messages", m.messages.size(), protocol::max_client_messages, "entries");
+  size_t total = 0;
+  for (size_t i = 0; i < m.messages.size(); ++i) {
+    const auto at = "messages[" + to_string(i) + "]";
+    if (auto p = check_text_field(at + ".role", m.messages[i].role, protocol::max_client_role_bytes, true);
+        !p.empty())
+      return p;
+    total += m.messages[i].content.size();
+  }
+  if (total > protocol::max_client_prompt_bytes)
+    return too_long("messages' contents", total, protocol::max_client_prompt_bytes, "bytes");
+  if (auto err = m.params.validate())
+    return "params: " + error_message(err);
+  if (m.priority < -protocol::max_client_priority || m.priority > protocol::max_client_priority)
+    return "priority must be in [-" + to_string(protocol::max_client_priority) + ", " +
+           to_string(protocol::max_client_priority) + "], got " + to_string(m.priority);
+  return {};
+}
+
+problem check(const client_accepted& m, const wire_limits& lim) {
+  if (m.request_id == 0)
+    return "request_id must not be 0";
+  if (auto p = check_token_ids("prompt_token_ids", m.prompt_token_ids, lim.max_tokens); !p.empty())
+    return p;
+  return check_name("model", m.model, lim.max_name_bytes, false);
+}
+
+problem check(const client_cancel& m, const wire_limits& lim) {
+  if (m.request_id == 0)
+    return "request_id must not be 0";
+  return check_name("client", m.client, lim.max_name_bytes, false);
+}
+
+problem check(const cluster_info& m, const wire_limits& lim) {
+  if (m.models.size() > protocol::max_client_models)
+    return too_long("models", m.models.size(), protocol::max_client_models, "entries");
+  for (size_t i = 0; i < m.models.size(); ++i)
+    if (auto p = check_text_field("models[" + to_string(i) + "]", m.models[i], lim.max_name_bytes, true);
+        !p.empty())
+      return p;
+  if (m.workers < 0 || m.healthy_workers < 0 || m.healthy_workers > m.workers)
+    return "healthy_workers must be in [0, workers], got " + to_string(m.healthy_workers) + " of " +
+           to_string(m.workers);
+  if (m.max_model_len < 0)
+    return "max_model_len must be >= 0, got " + to_string(m.max_model_len);
+  return {};
+}
+
+problem check(const client_failed& m, const wire_limits& lim) {
+  const auto code = static_cast<unsigned>(m.code);
+  if (code == 0 || code > protocol::max_client_errc)
+    return "code out of range: " + to_string(code);
+  if (m.http_status < 400 || m.http_status > 599)
+    return "http_status must be an error status in [400, 599], got " + to_string(m.http_status);
+  if (auto p = check_name("type", m.type, lim.max_name_bytes, true); !p.empty())
+    return p;
+  if (auto p = check_name("error_code", m.error_code, lim.max_name_bytes, false); !p.empty())
+    return p;
+  if (auto p = check_name("param", m.param, lim.max_name_bytes, false); !p.empty())
+    return p;
+  return check_name("message", m.message, lim.max_text_bytes, true);
 }
 
 } // namespace

@@ -1,0 +1,99 @@
+// `tessera chaos` on a six-node cluster with two routers (front: frontend
+// only; router-a, router-b; prefill; two decode nodes) of the nano test
+// model, as configs/chaos/routers/cluster.toml: kill -9 of one router
+// under load, and of one then (after it restarted) the other, must answer
+// every request, none wrong and none lost. And a config that names a
+// frontend with no router anywhere is refused.
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/support/run_tessera.hpp"
+#include "tests/support/sockets.hpp"
+#include "tests/support/temp_dir.hpp"
+#include "tests/support/test_model.hpp"
+
+namespace {
+
+using nlohmann::json;
+using tessera::test::free_port;
+
+/// configs/chaos/routers/cluster.toml on free ports, serving nano.
+std::filesystem::path write_cluster(const std::filesystem::path& dir) {
+  const auto secret = dir / "cluster.secret";
+  std::ofstream(secret) << "test-cluster-secret-0123456789abcdef\n";
+  std::filesystem::permissions(secret, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write,
+                               std::filesystem::perm_options::replace);
+  const auto file = dir / "cluster.toml";
+  std::ofstream out{file};
+  out << "model = \"" << tessera::test::test_model_dir("nano").string() << "\"\n"
+      << "served_model_name = \"nano\"\nmax_local_prefill_tokens = 32\nucx_tls = \"tcp\"\n"
+      << "cluster_secret_file = \"cluster.secret\"\nadmin_key_file = \"admin.key\"\nthreads_per_worker = 1\n"
+      << "kv_cache_mb = 8\nkvstore_host_mb = 16\n";
+  const char* ids[] = {"front", "router-a", "router-b", "prefill", "decode-a", "decode-b"};
+  const char* roles[] = {"\"frontend\"", "\"router\"", "\"router\"", "\"prefill\"", "\"decode\"", "\"decode\""};
+  for (int i = 0; i < 6; ++i) {
+    out << "[[node]]\nid = \"" << ids[i] << "\"\naddress = \"127.0.0.1:" << free_port() << "\"\nroles = [" << roles[i]
+        << "]\nmetrics = \"127.0.0.1:" << free_port() << "\"\n";
+    if (i == 0)
+      out << "http = \"127.0.0.1:" << free_port() << "\"\n";
+  }
+  return file;
+}
+
+/// Runs configs/chaos/routers/`scenario` at `time_scale`: no request may be
+/// wrong or lost, every event must apply, and the answers are real text
+/// the harness compared with its reference.
+void expect_clean(const std::string& scenario, double time_scale) {
+  tessera::test::temp_dir dir{"tessera-chaos-routers"};
+  const auto config = write_cluster(dir.path());
+  const auto report = dir.path() / "report.json";
+  const std::string file = std::string{TESSERA_SOURCE_DIR} + "/configs/chaos/routers/" + scenario + ".toml";
+  auto r = tessera::test::run_tessera("chaos --config " + config.string() + " --scenario " + file +
+                                      " --time-scale " + std::to_string(time_scale) + " --grace 5 --json " +
+                                      report.string() + " --svg " + (dir.path() / "t.svg").string() + " --logs " +
+                                      (dir.path() / "logs").string());
+  std::ifstream in{report};
+  ASSERT_TRUE(in) << r.out;
+  auto j = json::parse(in, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.out;
+  const auto& t = j["totals"];
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_GT(t["sent"].get<int>(), 5) << r.out;
+  EXPECT_EQ(t["wrong"], 0) << r.out;
+  EXPECT_EQ(t["lost"], 0) << r.out;
+  EXPECT_EQ(t["failed"], 0) << r.out; // the other router places them
+  EXPECT_EQ(t["completed"], t["sent"]) << r.out;
+  ASSERT_FALSE(j["events"].empty()) << r.out;
+  for (const auto& e : j["events"])
+    EXPECT_EQ(e["error"], "") << e.dump() << "\n" << r.out;
+  size_t bytes = 0;
+  for (const auto& q : j["requests"])
+    bytes += q["text_bytes"].get<size_t>();
+  EXPECT_GT(bytes, 0u) << r.out;
+}
+
+TEST(ChaosRoutersTest, KillOfOneOfTwoRoutersLosesNothing) {
+  expect_clean("kill-router", 0.3);
+}
+
+TEST(ChaosRoutersTest, ARestartedRouterServesAloneOnceTheOtherIsKilled) {
+  expect_clean("restart-router", 0.5);
+}
+
+TEST(ChaosRoutersTest, AClusterWithoutARouterIsRefused) {
+  tessera::test::temp_dir dir{"tessera-chaos-routers"};
+  std::ofstream(dir.path() / "c.toml") << "model = \"/nonexistent\"\n[[node]]\nid = \"front\"\naddress = "
+                                          "\"127.0.0.1:1\"\nroles = [\"frontend\"]\nhttp = \"127.0.0.1:2\"\n";
+  std::ofstream(dir.path() / "s.toml") << "duration_s = 2\n";
+  auto r = tessera::test::run_tessera("chaos --config " + (dir.path() / "c.toml").string() + " --scenario " +
+                                      (dir.path() / "s.toml").string());
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("at least one node must have the role router"), std::string::npos) << r.out;
+}
+
+} // namespace
