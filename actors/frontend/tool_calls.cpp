@@ -423,19 +423,17 @@ size_t releasable_content(std::string_view text, size_t released) {
 }
 
 std::string tools_preamble(const tool_config& tools) {
-  std::string out =
-    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
-    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
+  // Short, so small contexts have room: the Hermes format, which
+  // parse_tool_reply reads back.
+  std::string out = "You can call these functions:\n<tools>";
   auto arr = parse_bounded(tools.tools_json, 1 << 20);
   if (arr && arr->is_array())
-    for (const auto& t : *arr)
-    {
+    for (const auto& t : *arr) {
       out += '\n';
       out += dump(t);
     }
-  out += "\n</tools>\n\nFor each function call, return a json object with function name and "
-         "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "
-         "<function-name>, \"arguments\": <args-json-object>}\n</tool_call>";
+  out += "\n</tools>\nTo call one, reply with <tool_call>{\"name\": <function-name>, "
+         "\"arguments\": <args-json-object>}</tool_call>.";
   return out;
 }
 

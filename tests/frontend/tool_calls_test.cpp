@@ -437,7 +437,7 @@ TEST(ToolCallsTest, TemplatesGetToolsOrAPreamble) {
   // calls and results as text.
   auto plain = jinja("{% for m in messages %}<{{ m.role }}>{{ m.content }}</{{ m.role }}>{% endfor %}");
   auto text = render(plain, with_tools);
-  EXPECT_TRUE(text.starts_with("<system># Tools")) << text;
+  EXPECT_TRUE(text.starts_with("<system>You can call these functions:\n<tools>\n{")) << text;
   EXPECT_NE(text.find("\"name\":\"get_weather\""), std::string::npos) << text;
   EXPECT_NE(text.find("<assistant><tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call></assistant>"),
             std::string::npos)
