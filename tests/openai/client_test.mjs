@@ -2,7 +2,7 @@
 // client (pinned in package.json): models, completions and chat completions,
 // streamed and not, n > 1, errors as the SDK's error classes, greedy
 // determinism, structured output (response_format json_object and
-// json_schema). Every request is one a user of the SDK would write; the SDK
+// json_schema), function calling (tools, tool_choice). Every request is one a user of the SDK would write; the SDK
 // parses the responses, so a missing field, a wrong type or a broken SSE
 // frame shows up here as it would in an application.
 //
@@ -279,6 +279,98 @@ await check("completions json_schema: an unsupported keyword is a BadRequestErro
   assert.ok(err instanceof OpenAI.BadRequestError, `got ${err?.constructor?.name}: ${err?.message}`);
   assert.equal(err.error?.param, "response_format.json_schema.schema");
   assert.match(err.error?.message, /minimum/);
+});
+
+// Function calling. A required or named tool_choice constrains the output
+// to the call's schema, so these hold whatever the weights say.
+const WEATHER_TOOL = {
+  type: "function",
+  function: {
+    name: "get_weather",
+    description: "Current weather in a city",
+    parameters: {
+      type: "object",
+      properties: { city: { type: "string", maxLength: 12 }, unit: { enum: ["celsius", "fahrenheit"] } },
+      required: ["city", "unit"],
+      additionalProperties: false,
+    },
+  },
+};
+const TOOL_MESSAGES = [{ role: "user", content: "What is the weather in Oslo?" }];
+
+function checkWeatherCall(call) {
+  assert.equal(call.type, "function");
+  assert.match(call.id, /^call_/);
+  assert.equal(call.function.name, "get_weather");
+  const args = JSON.parse(call.function.arguments);
+  assert.deepEqual(Object.keys(args), ["city", "unit"], call.function.arguments);
+  assert.equal(typeof args.city, "string");
+  assert.ok(args.city.length <= 12, call.function.arguments);
+  assert.ok(["celsius", "fahrenheit"].includes(args.unit), call.function.arguments);
+}
+
+await check("chat tools, tool_choice required: message.tool_calls with valid arguments", async () => {
+  const r = await client.chat.completions.create(chatRequest({
+    messages: TOOL_MESSAGES, max_tokens: 96, temperature: 0.8, seed: 3,
+    tools: [WEATHER_TOOL], tool_choice: "required",
+  }));
+  const c = r.choices[0];
+  assert.equal(c.finish_reason, "tool_calls");
+  assert.equal(c.message.content, null);
+  assert.ok(c.message.tool_calls.length >= 1, JSON.stringify(c.message));
+  for (const call of c.message.tool_calls) checkWeatherCall(call);
+});
+
+await check("chat tools, named tool_choice streamed: delta.tool_calls join into the call", async () => {
+  const req = chatRequest({
+    messages: TOOL_MESSAGES, max_tokens: 96,
+    tools: [WEATHER_TOOL], tool_choice: { type: "function", function: { name: "get_weather" } },
+  });
+  const whole = await client.chat.completions.create(req);
+  assert.equal(whole.choices[0].message.tool_calls.length, 1);
+  checkWeatherCall(whole.choices[0].message.tool_calls[0]);
+  const chunks = await collect(await client.chat.completions.create({ ...req, stream: true }),
+    "chat.completion.chunk");
+  let id = null, name = null, args = "", finish = null;
+  for (const chunk of chunks)
+    for (const ch of chunk.choices) {
+      for (const t of ch.delta?.tool_calls ?? []) {
+        assert.equal(t.index, 0);
+        if (t.id) { assert.equal(id, null, "one id"); id = t.id; name = t.function.name; }
+        assert.notEqual(id, null, "the id and name come first");
+        args += t.function?.arguments ?? "";
+      }
+      if (ch.finish_reason) finish = ch.finish_reason;
+    }
+  assert.equal(finish, "tool_calls");
+  assert.equal(name, "get_weather");
+  assert.equal(args, whole.choices[0].message.tool_calls[0].function.arguments);
+  // The SDK's own stream helper assembles the same call.
+  if (typeof client.chat.completions.stream === "function") {
+    const final = await client.chat.completions.stream(req).finalChatCompletion();
+    assert.equal(final.choices[0].message.tool_calls[0].function.arguments, args);
+  }
+});
+
+await check("chat with an earlier tool call and its result, tool_choice auto: a well-formed answer", async () => {
+  const r = await client.chat.completions.create(chatRequest({
+    max_tokens: 16, tools: [WEATHER_TOOL],
+    messages: [...TOOL_MESSAGES,
+      { role: "assistant", content: null, tool_calls: [{ id: "call_1", type: "function",
+        function: { name: "get_weather", arguments: '{"city":"Oslo","unit":"celsius"}' } }] },
+      { role: "tool", tool_call_id: "call_1", content: "-3" }],
+  }));
+  const c = r.choices[0];
+  assert.ok(["stop", "length", "tool_calls"].includes(c.finish_reason), c.finish_reason);
+  for (const call of c.message.tool_calls ?? []) checkWeatherCall(call);
+});
+
+await check("chat tools: a bad function name is a BadRequestError naming the field", async () => {
+  const err = await rejection(() => client.chat.completions.create(chatRequest({
+    tools: [{ type: "function", function: { name: "bad name\"" } }],
+  })));
+  assert.ok(err instanceof OpenAI.BadRequestError, `got ${err?.constructor?.name}: ${err?.message}`);
+  assert.equal(err.error?.param, "tools[0].function.name");
 });
 
 if (failures > 0) {
