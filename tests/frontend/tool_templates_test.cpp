@@ -72,6 +72,118 @@ const std::string qwen25_template = R"TPL({%- if tools %}
 {%- endif %}
 )TPL";
 
+// meta-llama/Llama-3.1-8B-Instruct
+const std::string llama31_template = R"TPL({{- bos_token }}
+{%- if custom_tools is defined %}
+    {%- set tools = custom_tools %}
+{%- endif %}
+{%- if not tools_in_user_message is defined %}
+    {%- set tools_in_user_message = true %}
+{%- endif %}
+{%- if not date_string is defined %}
+    {%- set date_string = "26 Jul 2024" %}
+{%- endif %}
+{%- if not tools is defined %}
+    {%- set tools = none %}
+{%- endif %}
+
+{#- This block extracts the system message, so we can slot it into the right place. #}
+{%- if messages[0]['role'] == 'system' %}
+    {%- set system_message = messages[0]['content']|trim %}
+    {%- set messages = messages[1:] %}
+{%- else %}
+    {%- set system_message = "" %}
+{%- endif %}
+
+{#- System message + builtin tools #}
+{{- "<|start_header_id|>system<|end_header_id|>\n\n" }}
+{%- if builtin_tools is defined or tools is not none %}
+    {{- "Environment: ipython\n" }}
+{%- endif %}
+{%- if builtin_tools is defined %}
+    {{- "Tools: " + builtin_tools | reject('equalto', 'code_interpreter') | join(", ") + "\n\n"}}
+{%- endif %}
+{{- "Cutting Knowledge Date: December 2023\n" }}
+{{- "Today Date: " + date_string + "\n\n" }}
+{%- if tools is not none and not tools_in_user_message %}
+    {{- "You have access to the following functions. To call a function, please respond with JSON for a function call." }}
+    {{- 'Respond in the format {"name": function name, "parameters": dictionary of argument name and its value}.' }}
+    {{- "Do not use variables.\n\n" }}
+    {%- for t in tools %}
+        {{- t | tojson(indent=4) }}
+        {{- "\n\n" }}
+    {%- endfor %}
+{%- endif %}
+{{- system_message }}
+{{- "<|eot_id|>" }}
+
+{#- Custom tools are passed in a user message with some extra guidance #}
+{%- if tools_in_user_message and not tools is none %}
+    {#- Extract the first user message so we can plug it in here #}
+    {%- if messages | length != 0 %}
+        {%- set first_user_message = messages[0]['content']|trim %}
+        {%- set messages = messages[1:] %}
+    {%- else %}
+        {{- raise_exception("Cannot put tools in the first user message when there's no first user message!") }}
+{%- endif %}
+    {{- '<|start_header_id|>user<|end_header_id|>\n\n' -}}
+    {{- "Given the following functions, please respond with a JSON for a function call " }}
+    {{- "with its proper arguments that best answers the given prompt.\n\n" }}
+    {{- 'Respond in the format {"name": function name, "parameters": dictionary of argument name and its value}.' }}
+    {{- "Do not use variables.\n\n" }}
+    {%- for t in tools %}
+        {{- t | tojson(indent=4) }}
+        {{- "\n\n" }}
+    {%- endfor %}
+    {{- first_user_message + "<|eot_id|>"}}
+{%- endif %}
+
+{%- for message in messages %}
+    {%- if not (message.role == 'ipython' or message.role == 'tool' or 'tool_calls' in message) %}
+        {{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' }}
+    {%- elif 'tool_calls' in message %}
+        {%- if not message.tool_calls|length == 1 %}
+            {{- raise_exception("This model only supports single tool-calls at once!") }}
+        {%- endif %}
+        {%- set tool_call = message.tool_calls[0].function %}
+        {%- if builtin_tools is defined and tool_call.name in builtin_tools %}
+            {{- '<|start_header_id|>assistant<|end_header_id|>\n\n' -}}
+            {{- "<|python_tag|>" + tool_call.name + ".call(" }}
+            {%- for arg_name, arg_val in tool_call.arguments | items %}
+                {{- arg_name + '="' + arg_val + '"' }}
+                {%- if not loop.last %}
+                    {{- ", " }}
+                {%- endif %}
+                {%- endfor %}
+            {{- ")" }}
+        {%- else  %}
+            {{- '<|start_header_id|>assistant<|end_header_id|>\n\n' -}}
+            {{- '{"name": "' + tool_call.name + '", ' }}
+            {{- '"parameters": ' }}
+            {{- tool_call.arguments | tojson }}
+            {{- "}" }}
+        {%- endif %}
+        {%- if builtin_tools is defined %}
+            {#- This means we're in ipython mode #}
+            {{- "<|eom_id|>" }}
+        {%- else %}
+            {{- "<|eot_id|>" }}
+        {%- endif %}
+    {%- elif message.role == "tool" or message.role == "ipython" %}
+        {{- "<|start_header_id|>ipython<|end_header_id|>\n\n" }}
+        {%- if message.content is mapping or message.content is iterable %}
+            {{- message.content | tojson }}
+        {%- else %}
+            {{- message.content }}
+        {%- endif %}
+        {{- "<|eot_id|>" }}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|start_header_id|>assistant<|end_header_id|>\n\n' }}
+{%- endif %}
+)TPL";
+
 TEST(ToolTemplatesTest, Qwen25RendersToolsCallsAndResults) {
   auto t = compile_chat_template(qwen25_template, "qwen2.5");
   ASSERT_TRUE(std::holds_alternative<chat_template>(t)) << std::get<api_error>(t).message;
@@ -106,6 +218,35 @@ TEST(ToolTemplatesTest, Qwen25RendersToolsCallsAndResults) {
   EXPECT_EQ(back.calls[0].name, "get_weather");
   EXPECT_EQ(back.calls[0].arguments, R"({"city":"Oslo"})");
   EXPECT_TRUE(back.content.empty());
+}
+
+TEST(ToolTemplatesTest, Llama31RendersToolsCallsAndResults) {
+  auto t = compile_chat_template(llama31_template, "llama3.1");
+  ASSERT_TRUE(std::holds_alternative<chat_template>(t)) << std::get<api_error>(t).message;
+  auto r = parse_request(api_kind::chat, R"({"model":"m","tools":[{"type":"function","function":
+    {"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}],
+    "messages":[{"role":"user","content":"w?"},
+    {"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":
+      {"name":"get_weather","arguments":"{\"city\":\"Oslo\"}"}}]},
+    {"role":"tool","tool_call_id":"c1","content":"cold"}]})");
+  ASSERT_TRUE(std::holds_alternative<api_request>(r)) << std::get<api_error>(r).message;
+  const auto& req = std::get<api_request>(r);
+  auto p = render_chat_request(std::get<chat_template>(t), req,
+                               chat_special_tokens{"<|begin_of_text|>", "<|eot_id|>", false});
+  ASSERT_TRUE(std::holds_alternative<chat_prompt>(p)) << std::get<api_error>(p).message;
+  const auto& text = std::get<chat_prompt>(p).text;
+  // Meta's format: the tools in the first user turn (indented JSON), the
+  // call as {"name", "parameters"}, the result in an ipython turn.
+  EXPECT_NE(text.find("Given the following functions"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"name\": \"get_weather\""), std::string::npos) << text;
+  const std::string call = R"({"name": "get_weather", "parameters": {"city": "Oslo"}})";
+  EXPECT_NE(text.find("<|start_header_id|>assistant<|end_header_id|>\n\n" + call + "<|eot_id|>"),
+            std::string::npos)
+    << text;
+  EXPECT_NE(text.find("<|start_header_id|>ipython<|end_header_id|>\n\n"), std::string::npos) << text;
+  auto back = parse_tool_reply(*req.tools, call);
+  ASSERT_EQ(back.calls.size(), 1u);
+  EXPECT_EQ(back.calls[0].arguments, R"({"city":"Oslo"})");
 }
 
 } // namespace
