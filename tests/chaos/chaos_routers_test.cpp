@@ -2,8 +2,9 @@
 // only; router-a, router-b; prefill; two decode nodes) of the nano test
 // model, as configs/chaos/routers/cluster.toml: kill -9 of one router
 // under load, and of one then (after it restarted) the other, must answer
-// every request, none wrong and none lost. And a config that names a
-// frontend with no router anywhere is refused.
+// every request, none wrong and none lost; the same with membership
+// through a real etcd (skipped where /usr/bin/etcd is missing). And a
+// config that names a frontend with no router anywhere is refused.
 
 #include <gtest/gtest.h>
 
@@ -12,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/error.hpp"
+#include "tests/support/etcd_server.hpp"
 #include "tests/support/run_tessera.hpp"
 #include "tests/support/sockets.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -22,8 +25,9 @@ namespace {
 using nlohmann::json;
 using tessera::test::free_port;
 
-/// configs/chaos/routers/cluster.toml on free ports, serving nano.
-std::filesystem::path write_cluster(const std::filesystem::path& dir) {
+/// configs/chaos/routers/cluster.toml on free ports, serving nano; with
+/// `etcd_url`, membership through that etcd.
+std::filesystem::path write_cluster(const std::filesystem::path& dir, const std::string& etcd_url = {}) {
   const auto secret = dir / "cluster.secret";
   std::ofstream(secret) << "test-cluster-secret-0123456789abcdef\n";
   std::filesystem::permissions(secret, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write,
@@ -34,6 +38,8 @@ std::filesystem::path write_cluster(const std::filesystem::path& dir) {
       << "served_model_name = \"nano\"\nmax_local_prefill_tokens = 32\nucx_tls = \"tcp\"\n"
       << "cluster_secret_file = \"cluster.secret\"\nadmin_key_file = \"admin.key\"\nthreads_per_worker = 1\n"
       << "kv_cache_mb = 8\nkvstore_host_mb = 16\n";
+  if (!etcd_url.empty())
+    out << "membership = \"etcd\"\netcd_endpoints = [\"" << etcd_url << "\"]\nmembership_ttl_s = 2\n";
   const char* ids[] = {"front", "router-a", "router-b", "prefill", "decode-a", "decode-b"};
   const char* roles[] = {"\"frontend\"", "\"router\"", "\"router\"", "\"prefill\"", "\"decode\"", "\"decode\""};
   for (int i = 0; i < 6; ++i) {
@@ -48,9 +54,9 @@ std::filesystem::path write_cluster(const std::filesystem::path& dir) {
 /// Runs configs/chaos/routers/`scenario` at `time_scale`: no request may be
 /// wrong or lost, every event must apply, and the answers are real text
 /// the harness compared with its reference.
-void expect_clean(const std::string& scenario, double time_scale) {
+void expect_clean(const std::string& scenario, double time_scale, const std::string& etcd_url = {}) {
   tessera::test::temp_dir dir{"tessera-chaos-routers"};
-  const auto config = write_cluster(dir.path());
+  const auto config = write_cluster(dir.path(), etcd_url);
   const auto report = dir.path() / "report.json";
   const std::string file = std::string{TESSERA_SOURCE_DIR} + "/configs/chaos/routers/" + scenario + ".toml";
   auto r = tessera::test::run_tessera("chaos --config " + config.string() + " --scenario " + file +
@@ -83,6 +89,15 @@ TEST(ChaosRoutersTest, KillOfOneOfTwoRoutersLosesNothing) {
 
 TEST(ChaosRoutersTest, ARestartedRouterServesAloneOnceTheOtherIsKilled) {
   expect_clean("restart-router", 0.5);
+}
+
+TEST(ChaosRoutersTest, WithEtcdMembershipARestartedRouterServesAloneOnceTheOtherIsKilled) {
+  if (!tessera::test::have_etcd())
+    GTEST_SKIP() << "no " << tessera::test::etcd_binary << " (apt-get install etcd-server; scripts/install-deps.sh)";
+  tessera::test::temp_dir dir{"tessera-chaos-routers-etcd"};
+  auto etcd = tessera::test::etcd_server::start(dir.path() / "etcd");
+  ASSERT_TRUE(etcd) << tessera::error_text(etcd.error());
+  expect_clean("restart-router", 0.5, (*etcd)->url());
 }
 
 TEST(ChaosRoutersTest, AClusterWithoutARouterIsRefused) {
