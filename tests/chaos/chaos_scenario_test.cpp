@@ -4,8 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "chaos/scenario.hpp"
+#include "cluster/cluster_config.hpp"
 #include "common/error.hpp"
 
 namespace {
@@ -155,6 +158,40 @@ TEST(ChaosScenarioTest, EveryShippedScenarioReadsAndNamesNodesOfTheShippedCluste
     EXPECT_TRUE(check_scenario_nodes(*s, {"front", "prefill", "decode-a", "decode-b"}).empty()) << f.path();
   }
   EXPECT_GE(n, 6u);
+}
+
+TEST(ChaosScenarioTest, EachScenarioFolderHasAClusterItsScenariosNameNodesOf) {
+  const std::filesystem::path dir = std::filesystem::path{TESSERA_SOURCE_DIR} / "configs" / "chaos";
+  size_t folders = 0;
+  for (const auto& sub : std::filesystem::directory_iterator(dir)) {
+    if (!sub.is_directory())
+      continue;
+    ++folders;
+    std::ifstream in{sub.path() / "cluster.toml"};
+    ASSERT_TRUE(in) << sub.path() << " has no cluster.toml (scripts/chaos-all.sh runs its scenarios against it)";
+    std::stringstream text;
+    text << in.rdbuf();
+    auto c = tessera::cluster::read_cluster_config(text.str(), (sub.path() / "cluster.toml").string());
+    ASSERT_TRUE(c.problems.empty()) << c.problems.front();
+    std::vector<std::string> ids;
+    for (const auto& n : c.config.nodes)
+      ids.push_back(n.id);
+    size_t n = 0;
+    for (const auto& f : std::filesystem::directory_iterator(sub.path())) {
+      if (f.path().extension() != ".toml" || f.path().filename().string().starts_with("cluster"))
+        continue;
+      ++n;
+      auto s = load_scenario(f.path());
+      ASSERT_TRUE(s) << tessera::error_text(s.error());
+      EXPECT_FALSE(s->description.empty()) << f.path();
+      EXPECT_FALSE(s->events.empty()) << f.path();
+      EXPECT_TRUE(check_scenario_nodes(*s, ids).empty()) << f.path();
+      if (!s->disk_fault_nodes().empty())
+        EXPECT_FALSE(c.config.kvstore_disk_dir.empty()) << f.path() << ": disk events need a disk tier";
+    }
+    EXPECT_GE(n, 1u) << sub.path();
+  }
+  EXPECT_GE(folders, 2u); // routers/, disk/
 }
 
 } // namespace
