@@ -13,10 +13,12 @@
 #include <thread>
 
 #include <nlohmann/json.hpp>
+#include <tessera/sdk.hpp>
 
 #include "bench/engine_load.hpp"
 #include "bench/http_client.hpp"
 #include "bench/load_stats.hpp"
+#include "bench/serve_sdk_level.hpp"
 #include "bench/server_process.hpp"
 #include "bench/completion_stream.hpp"
 #include "bench/svg_chart.hpp"
@@ -242,6 +244,8 @@ struct level_result {
   double engine_other_cores = -1;
   std::optional<level_summary> engine;
   double engine_load_avg_1m = -1;
+  /// The same level over the native SDK (--sdk).
+  std::optional<level_summary> sdk;
 };
 
 std::string triple(const latency_percentiles& p) {
@@ -411,6 +415,23 @@ int run_serve_bench(const serve_bench_options& o) {
       (void)eng->run(warmup_level(), say);
   }
 
+  std::shared_ptr<sdk::client> sdk_client;
+  const sdk_target sdk_at{o.sdk_address, o.sdk_secret_file, o.api_key};
+  if (!o.sdk_address.empty()) {
+    if (o.spawn_server) {
+      say("--sdk needs a tessera node cluster (--url and --sdk), not --spawn-server");
+      return 2;
+    }
+    std::string why;
+    sdk_client = connect_sdk(sdk_at, why);
+    if (!sdk_client) {
+      say("sdk: " + why);
+      return 1;
+    }
+    if (o.warmup_requests > 0)
+      (void)run_sdk_level(*sdk_client, sdk_at, warmup_level());
+  }
+
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   say(std::to_string(cores) + " cores, load average " + fixed2(load_average_1m()));
   if (!o.spawn_server && !connect())
@@ -469,6 +490,18 @@ int run_serve_bench(const serve_bench_options& o) {
       say(line);
     }
 
+    if (sdk_client) {
+      // Requests of the same shape over the native SDK, with prompts of
+      // their own (the HTTP run's would hit the prefix cache).
+      auto sdk_level = r.level;
+      sdk_level.first_index += uint64_t{1} << 32;
+      r.sdk = summarize_level(c, run_sdk_level(*sdk_client, sdk_at, sdk_level));
+      std::snprintf(line, sizeof line, "sdk, concurrency %d: %.1f output tok/s, %zu errors%s%s", c,
+                    r.sdk->output_tok_s, r.sdk->errors, r.sdk->errors ? "; first: " : "", r.sdk->first_error.c_str());
+      say(line);
+      failed = failed || r.sdk->errors > 0;
+    }
+
     if (eng) {
       // The same requests (prompt indices) on the engine alone.
       r.engine_load_avg_1m = load_average_1m();
@@ -496,6 +529,19 @@ int run_serve_bench(const serve_bench_options& o) {
               "when the last ends; tok/s = output tokens / wall time%s)\n",
               o.prompt_tokens, o.output_tokens,
               o.engine_baseline ? "; ratio = server / engine alone, same requests" : "");
+  if (sdk_client) {
+    std::printf("\n%5s %20s %20s %12s %12s %9s %9s %8s %8s\n", "conc", "HTTP TTFT p50/90/99", "SDK TTFT p50/90/99",
+                "HTTP ITL p50", "SDK ITL p50", "HTTP tok/s", "SDK tok/s", "tok/s x", "errors");
+    for (const auto& r : results)
+      if (r.sdk)
+        std::printf("%5d %20s %20s %12.1f %12.1f %9.1f %9.1f %8.2f %8zu\n", r.level.concurrency,
+                    triple(r.server.ttft).c_str(), triple(r.sdk->ttft).c_str(), r.server.itl.p50_ms, r.sdk->itl.p50_ms,
+                    r.server.output_tok_s, r.sdk->output_tok_s,
+                    r.server.output_tok_s > 0 ? r.sdk->output_tok_s / r.server.output_tok_s : 0.0,
+                    r.server.errors + r.sdk->errors);
+    std::printf("(SDK: requests of the same shape over the native client SDK, one client shared by the level's threads; "
+                "tok/s x = SDK / HTTP)\n");
+  }
 
   if (!o.svg_path.empty()) {
     chart ch;
@@ -548,6 +594,10 @@ int run_serve_bench(const serve_bench_options& o) {
         l["server_cpu_s"] = r.server_cpu_s;
       if (r.server_context_switches >= 0 && r.server.wall_s > 0)
         l["server_context_switches_per_s"] = r.server_context_switches / r.server.wall_s;
+      if (r.sdk) {
+        l["sdk"] = summary_json(*r.sdk);
+        l["sdk_vs_http"] = r.server.output_tok_s > 0 ? r.sdk->output_tok_s / r.server.output_tok_s : 0.0;
+      }
       if (r.engine) {
         l["engine"] = summary_json(*r.engine);
         l["engine"]["load_avg_1m"] = r.engine_load_avg_1m;

@@ -81,6 +81,17 @@ struct serve_bench_options {
   /// --sim-* (the CLI's --engine / --sim-* set this; give the spawned
   /// server the same in --server-args). Default: cpu.
   engine::backend_choice engine_backend;
+
+  /// --sdk HOST:PORT: also run every level over the native client SDK
+  /// (serve_sdk_level.hpp) at this frontend node's cluster address, right
+  /// after its HTTP run, with requests of the same shape (prompts of their
+  /// own, so the prefix cache favours neither); the table and JSON show
+  /// both. Needs a `tessera node` cluster (--url its frontend's HTTP), not
+  /// --spawn-server (whose `tessera serve` has no cluster wire).
+  std::string sdk_address;
+  /// Its cluster secret file, and the tenant's API key if it has keys.
+  std::string sdk_secret_file;
+  std::string api_key;
 };
 
 /// Runs the benchmark. Returns a process exit code: 0; 1 when a request

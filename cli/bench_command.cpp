@@ -240,6 +240,11 @@ void add_serve(CLI::App* bench, std::vector<std::pair<CLI::App*, std::function<i
   // --engine / --sim-*: the baseline engine's backend (give the server the
   // same through --server-args).
   add_engine_options(srv, o.engine_backend);
+  srv->add_option("--sdk", o.sdk_address,
+                  "Also run every level over the native client SDK at this frontend node's cluster address "
+                  "(host:port of a tessera node cluster; --url is its HTTP)");
+  srv->add_option("--cluster-secret-file", o.sdk_secret_file, "With --sdk: the cluster secret file");
+  srv->add_option("--api-key", o.api_key, "With --sdk: the tenant's API key (SDK requests only)");
   srv->add_flag("--quick", a->quick, "A smoke run: concurrency 1,4, 16 prompt + 8 output tokens, "
                                      "4 requests per level, no warm-up (options given win)");
   subs.emplace_back(srv, [a, conc, prompt, output, requests, warmup] {

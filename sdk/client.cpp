@@ -106,6 +106,10 @@ public:
     transport::ucx_options uo;
     uo.tls = opts.ucx_tls;
     uo.peer_error_handling = opts.ucx_tls.find("sm") == std::string::npos;
+    // A client shares its machine (often with the cluster itself): its
+    // progress thread sleeps as soon as it is idle instead of spinning
+    // after every chunk, which with many streams kept a core busy.
+    uo.progress_spin = std::chrono::microseconds{0};
     auto made = transport::ucx_transport::make(to, uo);
     if (!made)
       throw from_caf(made.error(), "cannot start the transport");
