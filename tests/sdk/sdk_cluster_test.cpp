@@ -249,7 +249,9 @@ TEST_F(SdkClusterTest, WrongSecretIsRefused) {
     (void)c->health();
     FAIL() << "a client with the wrong secret was served";
   } catch (const sdk::error& e) {
-    EXPECT_TRUE(e.code() == sdk::client_errc::unauthorized || e.code() == sdk::client_errc::unavailable) << e.what();
+    EXPECT_EQ(e.code(), sdk::client_errc::unauthorized) << e.what();
+    EXPECT_EQ(e.http_status(), 401);
+    EXPECT_NE(std::string{e.what()}.find("cluster secret"), std::string::npos) << e.what();
   }
   // A secret file readable by others is refused before anything is sent.
   const auto loose = dir_->path() / "loose.secret";
