@@ -103,7 +103,7 @@ struct node {
     engines.push_back(make_engine(blocks));
     auto* eng = engines.back().get();
     auto region = br->register_region(eng->get_backend().kv_pool_memory()).value();
-    worker_config cfg{id, name, br->actor(), region, max_waiting, 10s, router, workers.size() + 1};
+    worker_config cfg{id, name, br->actor(), region, max_waiting, 10s, router, {}, workers.size() + 1};
     // The worker owns its engine; keep a view for checks.
     auto owned = std::move(engines.back());
     engines.pop_back();
