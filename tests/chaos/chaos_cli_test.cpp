@@ -11,37 +11,23 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/chaos/chaos_cluster.hpp"
 #include "tests/support/run_tessera.hpp"
-#include "tests/support/sockets.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/test_model.hpp"
 
 namespace {
 
 using nlohmann::json;
-using tessera::test::free_port;
 
 /// A cluster config like configs/chaos/cluster.toml on free ports, serving
 /// the nano test model.
 std::filesystem::path write_cluster(const std::filesystem::path& dir) {
-  const auto secret = dir / "cluster.secret";
-  std::ofstream(secret) << "test-cluster-secret-0123456789abcdef\n";
-  std::filesystem::permissions(secret, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write,
-                               std::filesystem::perm_options::replace);
-  const auto file = dir / "cluster.toml";
-  std::ofstream out{file};
-  out << "model = \"" << tessera::test::test_model_dir("nano").string() << "\"\n"
-      << "served_model_name = \"nano\"\nmax_local_prefill_tokens = 32\nucx_tls = \"tcp\"\n"
-      << "cluster_secret_file = \"cluster.secret\"\nadmin_key_file = \"admin.key\"\nthreads_per_worker = 1\nkv_cache_mb = 8\nkvstore_host_mb = 16\n";
-  const char* ids[] = {"front", "prefill", "decode-a", "decode-b"};
-  const char* roles[] = {"\"frontend\", \"router\"", "\"prefill\"", "\"decode\"", "\"decode\""};
-  for (int i = 0; i < 4; ++i) {
-    out << "[[node]]\nid = \"" << ids[i] << "\"\naddress = \"127.0.0.1:" << free_port() << "\"\nroles = [" << roles[i]
-        << "]\nmetrics = \"127.0.0.1:" << free_port() << "\"\n";
-    if (i == 0)
-      out << "http = \"127.0.0.1:" << free_port() << "\"\n";
-  }
-  return file;
+  return tessera::test::write_chaos_cluster(dir, "kvstore_host_mb = 16\n",
+                                            {{"front", "\"frontend\", \"router\""},
+                                             {"prefill", "\"prefill\""},
+                                             {"decode-a", "\"decode\""},
+                                             {"decode-b", "\"decode\""}});
 }
 
 /// Runs `scenario` short and returns its JSON report (null if none).
@@ -55,10 +41,9 @@ json run_scenario(const std::string& scenario, int& exit_code, std::string& out)
                                       (dir.path() / "t.svg").string() + " --logs " + (dir.path() / "logs").string());
   exit_code = r.exit_code;
   out = r.out;
-  std::ifstream in{report};
-  if (!in)
+  auto j = tessera::test::read_chaos_report(report);
+  if (j.is_null())
     return nullptr;
-  auto j = json::parse(in, nullptr, false);
   if (std::filesystem::file_size(dir.path() / "t.svg") == 0)
     return nullptr;
   return j;
@@ -143,8 +128,7 @@ TEST(ChaosCliTest, AnswersThatDifferFromTheReferenceAreWrongAndFailTheRun) {
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_NE(r.out.find("FAIL: requests were wrong or lost"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("wrong: differs from byte"), std::string::npos) << r.out;
-  std::ifstream in{report};
-  auto j = json::parse(in, nullptr, false);
+  auto j = tessera::test::read_chaos_report(report);
   ASSERT_TRUE(j.is_object()) << r.out;
   EXPECT_GT(j["totals"]["wrong"].get<int>(), 0) << r.out;
   EXPECT_EQ(j["totals"]["wrong"], j["totals"]["sent"]) << r.out;

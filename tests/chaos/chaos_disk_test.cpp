@@ -16,40 +16,25 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/chaos/chaos_cluster.hpp"
 #include "tests/support/run_tessera.hpp"
-#include "tests/support/sockets.hpp"
 #include "tests/support/temp_dir.hpp"
-#include "tests/support/test_model.hpp"
 
 namespace {
 
 using nlohmann::json;
-using tessera::test::free_port;
 
 /// A nano cluster like configs/chaos/disk/cluster.toml on free ports;
 /// `disk_dir` empty: no disk tier.
 std::filesystem::path write_cluster(const std::filesystem::path& dir, const std::string& disk_dir) {
-  const auto secret = dir / "cluster.secret";
-  std::ofstream(secret) << "test-cluster-secret-0123456789abcdef\n";
-  std::filesystem::permissions(secret, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write,
-                               std::filesystem::perm_options::replace);
-  const auto file = dir / "cluster.toml";
-  std::ofstream out{file};
-  out << "model = \"" << tessera::test::test_model_dir("nano").string() << "\"\n"
-      << "served_model_name = \"nano\"\nmax_local_prefill_tokens = 32\nucx_tls = \"tcp\"\n"
-      << "cluster_secret_file = \"cluster.secret\"\nadmin_key_file = \"admin.key\"\nthreads_per_worker = 1\n"
-      << "kv_cache_mb = 8\nkvstore_host_mb = 1\n";
+  std::string extra = "kvstore_host_mb = 1\n";
   if (!disk_dir.empty())
-    out << "kvstore_disk_dir = \"" << disk_dir << "\"\nkvstore_disk_mb = 24\n";
-  const char* ids[] = {"front", "prefill", "decode-a", "decode-b"};
-  const char* roles[] = {"\"frontend\", \"router\"", "\"prefill\"", "\"decode\"", "\"decode\""};
-  for (int i = 0; i < 4; ++i) {
-    out << "[[node]]\nid = \"" << ids[i] << "\"\naddress = \"127.0.0.1:" << free_port() << "\"\nroles = [" << roles[i]
-        << "]\nmetrics = \"127.0.0.1:" << free_port() << "\"\n";
-    if (i == 0)
-      out << "http = \"127.0.0.1:" << free_port() << "\"\n";
-  }
-  return file;
+    extra += "kvstore_disk_dir = \"" + disk_dir + "\"\nkvstore_disk_mb = 24\n";
+  return tessera::test::write_chaos_cluster(dir, extra,
+                                            {{"front", "\"frontend\", \"router\""},
+                                             {"prefill", "\"prefill\""},
+                                             {"decode-a", "\"decode\""},
+                                             {"decode-b", "\"decode\""}});
 }
 
 /// More load than the shipped scenario's short version: enough blocks per
@@ -94,9 +79,7 @@ TEST(ChaosDiskTest, FullStoreDisksCostNoRequestAndTheStoresLogTheFailedWrites) {
                                       logs.string());
   if (r.out.find("cannot mount a tmpfs") != std::string::npos)
     GTEST_SKIP() << "mount() is not permitted here (needs CAP_SYS_ADMIN): " << r.out;
-  std::ifstream in{report};
-  ASSERT_TRUE(in) << r.out;
-  auto j = json::parse(in, nullptr, false);
+  auto j = tessera::test::read_chaos_report(report);
   ASSERT_TRUE(j.is_object()) << r.out;
   const auto& t = j["totals"];
   EXPECT_EQ(r.exit_code, 0) << r.out;

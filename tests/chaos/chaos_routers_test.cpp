@@ -14,41 +14,28 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.hpp"
+#include "tests/chaos/chaos_cluster.hpp"
 #include "tests/support/etcd_server.hpp"
 #include "tests/support/run_tessera.hpp"
-#include "tests/support/sockets.hpp"
 #include "tests/support/temp_dir.hpp"
-#include "tests/support/test_model.hpp"
 
 namespace {
 
 using nlohmann::json;
-using tessera::test::free_port;
 
 /// configs/chaos/routers/cluster.toml on free ports, serving nano; with
 /// `etcd_url`, membership through that etcd.
 std::filesystem::path write_cluster(const std::filesystem::path& dir, const std::string& etcd_url = {}) {
-  const auto secret = dir / "cluster.secret";
-  std::ofstream(secret) << "test-cluster-secret-0123456789abcdef\n";
-  std::filesystem::permissions(secret, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write,
-                               std::filesystem::perm_options::replace);
-  const auto file = dir / "cluster.toml";
-  std::ofstream out{file};
-  out << "model = \"" << tessera::test::test_model_dir("nano").string() << "\"\n"
-      << "served_model_name = \"nano\"\nmax_local_prefill_tokens = 32\nucx_tls = \"tcp\"\n"
-      << "cluster_secret_file = \"cluster.secret\"\nadmin_key_file = \"admin.key\"\nthreads_per_worker = 1\n"
-      << "kv_cache_mb = 8\nkvstore_host_mb = 16\n";
+  std::string extra = "kvstore_host_mb = 16\n";
   if (!etcd_url.empty())
-    out << "membership = \"etcd\"\netcd_endpoints = [\"" << etcd_url << "\"]\nmembership_ttl_s = 2\n";
-  const char* ids[] = {"front", "router-a", "router-b", "prefill", "decode-a", "decode-b"};
-  const char* roles[] = {"\"frontend\"", "\"router\"", "\"router\"", "\"prefill\"", "\"decode\"", "\"decode\""};
-  for (int i = 0; i < 6; ++i) {
-    out << "[[node]]\nid = \"" << ids[i] << "\"\naddress = \"127.0.0.1:" << free_port() << "\"\nroles = [" << roles[i]
-        << "]\nmetrics = \"127.0.0.1:" << free_port() << "\"\n";
-    if (i == 0)
-      out << "http = \"127.0.0.1:" << free_port() << "\"\n";
-  }
-  return file;
+    extra += "membership = \"etcd\"\netcd_endpoints = [\"" + etcd_url + "\"]\nmembership_ttl_s = 2\n";
+  return tessera::test::write_chaos_cluster(dir, extra,
+                                            {{"front", "\"frontend\""},
+                                             {"router-a", "\"router\""},
+                                             {"router-b", "\"router\""},
+                                             {"prefill", "\"prefill\""},
+                                             {"decode-a", "\"decode\""},
+                                             {"decode-b", "\"decode\""}});
 }
 
 /// Runs configs/chaos/routers/`scenario` at `time_scale`: no request may be
@@ -63,9 +50,7 @@ void expect_clean(const std::string& scenario, double time_scale, const std::str
                                       " --time-scale " + std::to_string(time_scale) + " --grace 5 --json " +
                                       report.string() + " --svg " + (dir.path() / "t.svg").string() + " --logs " +
                                       (dir.path() / "logs").string());
-  std::ifstream in{report};
-  ASSERT_TRUE(in) << r.out;
-  auto j = json::parse(in, nullptr, false);
+  auto j = tessera::test::read_chaos_report(report);
   ASSERT_TRUE(j.is_object()) << r.out;
   const auto& t = j["totals"];
   EXPECT_EQ(r.exit_code, 0) << r.out;
