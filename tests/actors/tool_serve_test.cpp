@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.hpp"
+#include "tests/actors/nano_serve.hpp"
 #include "tests/engine/grammar_test_support.hpp"
 #include "tests/support/curl.hpp"
 #include "tests/support/test_model.hpp"
@@ -40,13 +41,7 @@ protected:
   ToolServeTest() : sys(cfg) {}
 
   std::unique_ptr<serve_node> start(const std::string& mode) {
-    serve_options o;
-    o.model_dir = tessera::test::test_model_dir("nano");
-    o.model_name = "nano";
-    o.mode = mode;
-    o.port = 0;
-    o.threads_per_worker = 1;
-    o.kv_cache_bytes = size_t{8} << 20;
+    auto o = tessera::test::nano_serve_options(mode);
     // The nano model's context is 512 tokens: a compact template that
     // renders tools (the model's own gets the longer preamble).
     o.chat_template =
@@ -57,13 +52,7 @@ protected:
       "<assistant>{% endif %}";
     if (mode == "disagg")
       o.router.options.max_local_prefill_tokens = 0; // every prompt prefills remotely
-    auto n = serve_node::start(sys, o);
-    EXPECT_TRUE(n) << error_text(n.error());
-    if (!n)
-      return nullptr;
-    for (int i = 0; i < 200 && tessera::test::http_get((*n)->url() + "/ready").status != 200; ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    return std::move(*n);
+    return tessera::test::start_ready(sys, o);
   }
 
   caf::actor_system_config cfg;

@@ -12,6 +12,7 @@
 
 #include "cluster/etcd_membership.hpp"
 #include "common/error.hpp"
+#include "tests/cluster/etcd_fixture.hpp"
 #include "tests/support/etcd_server.hpp"
 #include "tests/support/sockets.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -64,26 +65,9 @@ node_spec node(const std::string& id, uint16_t port, std::vector<std::string> ro
   return n;
 }
 
-class EtcdMembershipTest : public ::testing::Test {
+class EtcdMembershipTest : public test::etcd_fixture {
 protected:
-  void SetUp() override {
-    if (!test::have_etcd())
-      GTEST_SKIP() << "no " << test::etcd_binary << " (apt-get install etcd-server; scripts/install-deps.sh)";
-    auto s = test::etcd_server::start(dir_.path() / "etcd");
-    ASSERT_TRUE(s) << error_text(s.error());
-    etcd_ = std::move(*s);
-  }
-  membership_options options(const node_spec& self, int64_t ttl_s = 2) {
-    membership_options o;
-    o.etcd.endpoints.push_back(*parse_etcd_url(etcd_->url()));
-    o.etcd.timeout = 1000ms;
-    o.prefix = "/tessera/test/";
-    o.ttl_s = ttl_s;
-    o.self = self;
-    return o;
-  }
-  test::temp_dir dir_{"etcd-membership-test"};
-  std::unique_ptr<test::etcd_server> etcd_;
+  EtcdMembershipTest() : etcd_fixture{"etcd-membership-test", 2} {}
 };
 
 TEST_F(EtcdMembershipTest, NodesSeeEachOtherJoinAndAStoppedOneLeaveAtOnce) {

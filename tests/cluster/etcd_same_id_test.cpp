@@ -11,6 +11,7 @@
 #include "cluster/etcd_client.hpp"
 #include "cluster/etcd_membership.hpp"
 #include "common/error.hpp"
+#include "tests/cluster/etcd_fixture.hpp"
 #include "tests/support/etcd_server.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -28,29 +29,12 @@ node_spec node(const std::string& id, int port) {
   return n;
 }
 
-class EtcdSameIdTest : public ::testing::Test {
+class EtcdSameIdTest : public test::etcd_fixture {
 protected:
-  void SetUp() override {
-    if (!test::have_etcd())
-      GTEST_SKIP() << "no " << test::etcd_binary << " (apt-get install etcd-server; scripts/install-deps.sh)";
-    auto s = test::etcd_server::start(dir_.path() / "etcd");
-    ASSERT_TRUE(s) << error_text(s.error());
-    etcd_ = std::move(*s);
-  }
-  membership_options options(const node_spec& self, int64_t ttl_s = 5) {
-    membership_options o;
-    o.etcd.endpoints.push_back(*parse_etcd_url(etcd_->url()));
-    o.etcd.timeout = 1000ms;
-    o.prefix = "/tessera/test/";
-    o.ttl_s = ttl_s;
-    o.self = self;
-    return o;
-  }
+  EtcdSameIdTest() : etcd_fixture{"etcd-same-id-test", 5} {}
   static membership_events quiet() {
     return {[](const node_spec&) {}, [](const std::string&) {}};
   }
-  test::temp_dir dir_{"etcd-same-id-test"};
-  std::unique_ptr<test::etcd_server> etcd_;
 };
 
 TEST_F(EtcdSameIdTest, PutIfAbsentWritesOnlyWhereNothingIs) {
