@@ -247,6 +247,13 @@ void sdk_fail(frontend_pointer self, const job& j, const api_error& e);
 /// Moves choice `index` of job `key` to another worker (frontend.cpp).
 void migrate(frontend_pointer self, uint64_t key, size_t index, const api_error& why);
 
+/// The worker actor at `at` (frontend.cpp).
+[[nodiscard]] worker_actor worker_at(frontend_pointer self, const wire::actor_address& at);
+
+/// One round of the stream watchdog, and the next one scheduled
+/// (frontend_watchdog.cpp).
+void watch_streams(frontend_pointer self);
+
 /// GET /health (each worker's state; 200 while a complete serving path is
 /// healthy, else 503) and GET /ready (200 or 503 alike, a short body).
 void health(frontend_pointer self, std::shared_ptr<http_response> res, bool ready_only = false);

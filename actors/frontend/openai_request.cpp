@@ -1,5 +1,6 @@
 #include "actors/frontend/openai_request.hpp"
 
+#include "actors/frontend/openai_fields.hpp"
 #include "actors/frontend/response_format.hpp"
 #include "actors/frontend/tenant_limits.hpp"
 
@@ -18,16 +19,8 @@
 
 namespace tessera::actors::frontend {
 
-namespace {
+namespace openai_detail {
 
-using json = nlohmann::json;
-
-constexpr int64_t int32_max = std::numeric_limits<int32_t>::max();
-constexpr int64_t int64_max = std::numeric_limits<int64_t>::max();
-
-/// Shows a value the client sent, short enough for a message: numbers and
-/// booleans as written, strings quoted (cut at 48 bytes), containers by
-/// kind. Never throws (dump's replace handler; the body was valid UTF-8).
 std::string describe(const json& j) {
   switch (j.type()) {
     case json::value_t::array:
@@ -51,6 +44,12 @@ std::string show(double x) {
   std::snprintf(buf, sizeof(buf), "%g", x);
   return buf;
 }
+
+} // namespace openai_detail
+
+namespace {
+
+using namespace openai_detail;
 
 /// Offset of the first byte of `s` that is not part of well-formed UTF-8,
 /// or npos.
@@ -126,13 +125,6 @@ int json_depth(std::string_view body, int limit) {
   }
   return deepest;
 }
-
-/// The JSON text of each non-integer number of a body (and of integers
-/// too large for 64 bits), by the name the field_reader gives its field
-/// ("top_p", "stop_token_ids[3]", "messages[0].x"): errors quote a number
-/// as the client wrote it, not as it reads back from a double (1e-300 is
-/// not "0", 1e400 not "inf").
-using raw_numbers = std::map<std::string, std::string, std::less<>>;
 
 /// Builds the DOM as json::parse does, noting each float's text in a
 /// raw_numbers by its path.
@@ -211,160 +203,6 @@ private:
   nlohmann::detail::json_sax_dom_parser<json> dom_;
   raw_numbers& raw_;
   std::vector<frame> frames_;
-};
-
-/// Reads the fields of one request body, remembering the first error.
-/// Every access checks the type first, so nothing here throws.
-class field_reader {
-public:
-  field_reader(const json& obj, const api_limits& limits, const raw_numbers* raw = nullptr)
-      : obj_(obj), limits_(limits), raw_(raw) {}
-
-  /// The first error met, if any.
-  std::optional<api_error> error;
-
-  /// True once an error is recorded.
-  [[nodiscard]] bool failed() const { return error.has_value(); }
-
-  /// The field, or nullptr when absent or null.
-  [[nodiscard]] const json* get(const char* key) const {
-    auto it = obj_.find(key);
-    if (it == obj_.end() || it->is_null())
-      return nullptr;
-    return &*it;
-  }
-
-  void fail(std::string message, std::string param) {
-    if (!error)
-      error = bad_request(std::move(message), std::move(param));
-  }
-
-  /// An integer in [lo, hi]; integral floats count (16.0).
-  std::optional<int64_t> integer(const json& j, const std::string& name, int64_t lo,
-                                 int64_t hi) {
-    std::optional<int64_t> v;
-    if (j.is_number_integer() && !j.is_number_unsigned()) {
-      v = j.get<int64_t>();
-    } else if (j.is_number_unsigned()) {
-      auto u = j.get<uint64_t>();
-      v = u > static_cast<uint64_t>(int64_max) ? int64_max : static_cast<int64_t>(u);
-    } else if (j.is_number_float()) {
-      double d = j.get<double>();
-      if (std::isfinite(d) && std::floor(d) == d && d >= -9.2e18 && d <= 9.2e18)
-        v = static_cast<int64_t>(d);
-    }
-    if (!v) {
-      fail(name + " must be an integer " + range(lo, hi) + ", got " + given(j, name), name);
-      return std::nullopt;
-    }
-    if (*v < lo) {
-      fail(name + " must be an integer >= " + std::to_string(lo) + ", got " + given(j, name), name);
-      return std::nullopt;
-    }
-    if (*v > hi) {
-      fail(name + " must be an integer <= " + std::to_string(hi) + ", got " + given(j, name), name);
-      return std::nullopt;
-    }
-    return v;
-  }
-
-  std::optional<int64_t> integer(const char* key, int64_t lo, int64_t hi) {
-    const json* j = get(key);
-    if (j == nullptr || failed())
-      return std::nullopt;
-    return integer(*j, key, lo, hi);
-  }
-
-  /// A number in [lo, hi], or (lo, hi] when `lo_open`.
-  std::optional<double> number(const char* key, double lo, double hi, bool lo_open = false) {
-    const json* j = get(key);
-    if (j == nullptr || failed())
-      return std::nullopt;
-    std::string want = std::string{key} + " must be a number in " + (lo_open ? "(" : "[")
-                       + show(lo) + ", " + show(hi) + "], got ";
-    if (!j->is_number()) {
-      fail(want + describe(*j), key);
-      return std::nullopt;
-    }
-    auto in_range = [&](double x) { return std::isfinite(x) && (lo_open ? x > lo : x >= lo) && x <= hi; };
-    const double d = j->get<double>();
-    if (!in_range(d)) {
-      fail(want + given(*j, key), key);
-      return std::nullopt;
-    }
-    // The sampling parameters are 32-bit floats: 1e-300 is in (0, 1] but
-    // becomes 0, which the engine would refuse with a confusing "got 0".
-    const double f = static_cast<double>(static_cast<float>(d));
-    if (!in_range(f)) {
-      fail(want + given(*j, key) + " (" + show(f) + " as a 32-bit float)", key);
-      return std::nullopt;
-    }
-    return d;
-  }
-
-  std::optional<bool> boolean(const json& j, const std::string& name) {
-    if (!j.is_boolean()) {
-      fail(name + " must be a boolean, got " + given(j, name), name);
-      return std::nullopt;
-    }
-    return j.get<bool>();
-  }
-
-  std::optional<bool> boolean(const char* key) {
-    const json* j = get(key);
-    if (j == nullptr || failed())
-      return std::nullopt;
-    return boolean(*j, key);
-  }
-
-  /// A string of valid UTF-8 of at most `max_bytes`.
-  std::optional<std::string> string(const json& j, const std::string& name, size_t max_bytes) {
-    if (!j.is_string()) {
-      fail(name + " must be a string, got " + given(j, name), name);
-      return std::nullopt;
-    }
-    const auto& s = j.get_ref<const std::string&>();
-    if (!engine::utf8_is_valid(s)) {
-      fail(name + " is not valid UTF-8", name);
-      return std::nullopt;
-    }
-    if (s.size() > max_bytes) {
-      fail(name + " is " + std::to_string(s.size()) + " bytes, more than the limit of "
-             + std::to_string(max_bytes),
-           name);
-      return std::nullopt;
-    }
-    return s;
-  }
-
-  std::optional<std::string> string(const char* key, size_t max_bytes) {
-    const json* j = get(key);
-    if (j == nullptr || failed())
-      return std::nullopt;
-    return string(*j, key, max_bytes);
-  }
-
-  [[nodiscard]] const api_limits& limits() const { return limits_; }
-
-private:
-  // A number as the client wrote it (its JSON text, cut to
-  // max_quoted_bytes), or describe() for everything else.
-  std::string given(const json& j, std::string_view name) const {
-    if (raw_ != nullptr && j.is_number())
-      if (auto it = raw_->find(name); it != raw_->end())
-        return it->second;
-    return describe(j);
-  }
-
-  static std::string range(int64_t lo, int64_t hi) {
-    if (hi == int64_max)
-      return ">= " + std::to_string(lo);
-    return "in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
-  }
-
-  const json& obj_;
-  const api_limits& limits_;
-  const raw_numbers* raw_ = nullptr;
 };
 
 /// Token ids from an array of integers.
@@ -449,176 +287,6 @@ void read_prompt(field_reader& r, api_request& req) {
     return;
   }
   req.prompt_tokens = token_ids(r, *p, "prompt");
-}
-
-/// A message's content: a string, or an array of text parts.
-std::optional<std::string> message_content(field_reader& r, const json& c,
-                                           const std::string& name) {
-  if (c.is_string())
-    return r.string(c, name, r.limits().max_prompt_bytes);
-  if (!c.is_array()) {
-    r.fail(name + " must be a string or an array of text parts, got " + describe(c), name);
-    return std::nullopt;
-  }
-  std::string text;
-  for (size_t i = 0; i < c.size(); ++i) {
-    const json& part = c[i];
-    auto pname = name + "[" + std::to_string(i) + "]";
-    if (!part.is_object()) {
-      r.fail(pname + " must be an object {\"type\": \"text\", \"text\": ...}, got "
-               + describe(part),
-             pname);
-      return std::nullopt;
-    }
-    auto type = part.find("type");
-    if (type == part.end() || !type->is_string()) {
-      r.fail(pname + ".type must be a string", pname + ".type");
-      return std::nullopt;
-    }
-    if (*type != "text") {
-      r.fail(pname + ".type " + describe(*type)
-               + " is not supported; only \"text\" parts are",
-             pname + ".type");
-      return std::nullopt;
-    }
-    auto t = part.find("text");
-    if (t == part.end() || t->is_null()) {
-      r.fail(pname + ".text is required", pname + ".text");
-      return std::nullopt;
-    }
-    auto s = r.string(*t, pname + ".text", r.limits().max_prompt_bytes);
-    if (!s)
-      return std::nullopt;
-    // vLLM joins the text parts of one message with newlines.
-    if (i > 0)
-      text += '\n';
-    text += *s;
-  }
-  return text;
-}
-
-/// An assistant message's tool_calls: [{id, type "function", function
-/// {name, arguments}}], kept as JSON text for the chat template.
-bool read_message_tool_calls(field_reader& r, const json& tc, const std::string& name,
-                             chat_message& out) {
-  if (!tc.is_array()) {
-    r.fail(name + " must be an array of {id, type, function} objects, got " + describe(tc), name);
-    return false;
-  }
-  for (size_t k = 0; k < tc.size(); ++k) {
-    const json& c = tc[k];
-    auto at = name + "[" + std::to_string(k) + "]";
-    if (!c.is_object()) {
-      r.fail(at + " must be an object {id, type, function}", at);
-      return false;
-    }
-    if (auto id = c.find("id"); id != c.end() && !id->is_null() && !r.string(*id, at + ".id", r.limits().max_id_bytes))
-      return false;
-    if (auto t = c.find("type"); t != c.end() && !t->is_null() && *t != "function") {
-      r.fail(at + ".type must be \"function\"", at + ".type");
-      return false;
-    }
-    auto fn = c.find("function");
-    if (fn == c.end() || !fn->is_object()) {
-      r.fail(at + ".function must be an object {name, arguments}", at + ".function");
-      return false;
-    }
-    auto fname = fn->find("name");
-    if (fname == fn->end() || !r.string(*fname, at + ".function.name", 64))
-      return false;
-    auto args = fn->find("arguments");
-    if (args == fn->end() || !r.string(*args, at + ".function.arguments", r.limits().max_prompt_bytes))
-      return false;
-  }
-  out.tool_calls = tc.dump(-1, ' ', false, json::error_handler_t::replace);
-  return true;
-}
-
-void read_messages(field_reader& r, api_request& req) {
-  const json* m = r.get("messages");
-  if (m == nullptr) {
-    r.fail("messages is required", "messages");
-    return;
-  }
-  if (!m->is_array()) {
-    r.fail("messages must be an array of {role, content} objects, got " + describe(*m),
-           "messages");
-    return;
-  }
-  if (m->empty()) {
-    r.fail("messages must not be empty", "messages");
-    return;
-  }
-  if (m->size() > r.limits().max_messages) {
-    r.fail("messages has " + std::to_string(m->size()) + " entries, more than the limit of "
-             + std::to_string(r.limits().max_messages),
-           "messages");
-    return;
-  }
-  size_t total_bytes = 0;
-  for (size_t i = 0; i < m->size(); ++i) {
-    const json& msg = (*m)[i];
-    auto name = "messages[" + std::to_string(i) + "]";
-    if (!msg.is_object()) {
-      r.fail(name + " must be an object {role, content}, got " + describe(msg), name);
-      return;
-    }
-    auto role_it = msg.find("role");
-    if (role_it == msg.end() || role_it->is_null()) {
-      r.fail(name + ".role is required", name + ".role");
-      return;
-    }
-    auto role = r.string(*role_it, name + ".role", 64);
-    if (!role)
-      return;
-    if (*role == "developer") // OpenAI's newer name for the system role
-      *role = "system";
-    if (*role != "system" && *role != "user" && *role != "assistant" && *role != "tool") {
-      r.fail(name + ".role must be one of system, user, assistant, tool, got "
-               + describe(*role_it),
-             name + ".role");
-      return;
-    }
-    chat_message out;
-    out.role = std::move(*role);
-    if (auto tc = msg.find("tool_calls");
-        tc != msg.end() && !tc->is_null() && !(tc->is_array() && tc->empty())) {
-      if (out.role != "assistant") {
-        r.fail(name + ".tool_calls is only allowed in assistant messages", name + ".tool_calls");
-        return;
-      }
-      if (!read_message_tool_calls(r, *tc, name + ".tool_calls", out))
-        return;
-    }
-    if (auto id = msg.find("tool_call_id"); id != msg.end() && !id->is_null()) {
-      auto v = r.string(*id, name + ".tool_call_id", r.limits().max_id_bytes);
-      if (!v)
-        return;
-      out.tool_call_id = std::move(*v);
-    }
-    auto content_it = msg.find("content");
-    if (content_it == msg.end() || content_it->is_null()) {
-      // An assistant turn may come without content (OpenAI allows it when
-      // it carried tool calls); every other turn needs one.
-      if (out.role != "assistant") {
-        r.fail(name + ".content is required", name + ".content");
-        return;
-      }
-    } else {
-      auto content = message_content(r, *content_it, name + ".content");
-      if (!content)
-        return;
-      out.content = std::move(*content);
-    }
-    total_bytes += out.content.size() + out.tool_calls.size();
-    if (total_bytes > r.limits().max_prompt_bytes) {
-      r.fail("messages hold more than " + std::to_string(r.limits().max_prompt_bytes)
-               + " bytes of content, the prompt limit",
-             "messages");
-      return;
-    }
-    req.messages.push_back(std::move(out));
-  }
 }
 
 void read_stop(field_reader& r, api_request& req) {
