@@ -225,12 +225,17 @@ TEST(DiskRecoveryTest, FlippedBytesInABlobFileAreMissesNeverWrongBlocks) {
       [](const fs::path& dir) {
         auto blobs = files_of(dir, "", ".blob");
         ASSERT_FALSE(blobs.empty());
-        flip(blobs.front(), fs::file_size(blobs.front()) / 2, 40);
+        // 2 KiB: more than a blob record of these ~600-byte blocks, so
+        // some block's own bytes are flipped. (Reads skip RocksDB's blob
+        // checksums, rocksdb_tier.cpp: a flip that hits only a record's
+        // header or key leaves the block itself intact, and it is served,
+        // rightly; the block's own checksum is what refuses a flipped one.)
+        flip(blobs.front(), fs::file_size(blobs.front()) / 2, 2048);
       },
       &served);
   EXPECT_EQ(r.result, outcome::opened) << r.reason;
   EXPECT_LT(served, n_blocks) << "a flipped block must not be served";
-  EXPECT_GE(served, n_blocks - 2);
+  EXPECT_GE(served, n_blocks - 5);
 }
 
 TEST(DiskRecoveryTest, ADeletedBlobFileIsMissesNeverWrongBlocks) {
