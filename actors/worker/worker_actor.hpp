@@ -177,8 +177,9 @@ struct worker_config {
   /// (actors/worker/fetch_cost.hpp): the deadline follows the prefix's
   /// size and the compute it saves, between min and max_deadline.
   fetch_cost_options fetch_cost;
-  /// Most payload bytes one fetch reply carries (larger prefixes come in
-  /// several). Default: 16 MiB.
+  /// Most payload bytes one fetch reply may carry; the worker asks for at
+  /// most min(this, 4 MiB) per reply (worker_fetch.cpp), so a long prefix
+  /// comes in chunks imported as they land. Default: 16 MiB.
   uint64_t fetch_max_bytes = uint64_t{16} << 20;
   /// The model's units for this engine: its heartbeats report outstanding
   /// and served work in them (the router's load term). Default: unfitted.
