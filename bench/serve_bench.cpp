@@ -18,6 +18,7 @@
 #include "bench/engine_load.hpp"
 #include "bench/http_client.hpp"
 #include "bench/load_stats.hpp"
+#include "bench/serve_rounds.hpp"
 #include "bench/serve_sdk_level.hpp"
 #include "bench/server_process.hpp"
 #include "bench/completion_stream.hpp"
@@ -244,8 +245,11 @@ struct level_result {
   double engine_other_cores = -1;
   std::optional<level_summary> engine;
   double engine_load_avg_1m = -1;
-  /// The same level over the native SDK (--sdk).
+  /// The same level over the native SDK (--sdk): its first round.
   std::optional<level_summary> sdk;
+  /// Every round of the level over each transport (--rounds), in order.
+  std::vector<level_summary> http_rounds;
+  std::vector<level_summary> sdk_rounds;
 };
 
 std::string triple(const latency_percentiles& p) {
@@ -302,6 +306,10 @@ int run_serve_bench(const serve_bench_options& o) {
   }
   if (!o.spawn_server && o.url.empty()) {
     say("give the server's --url, or --spawn-server");
+    return 2;
+  }
+  if (o.rounds < 1 || (o.rounds > 1 && o.sdk_address.empty())) {
+    say("--rounds must be at least 1, and more than 1 only with --sdk");
     return 2;
   }
   if (o.engine_baseline && o.model_dir.empty()) {
@@ -452,57 +460,84 @@ int run_serve_bench(const serve_bench_options& o) {
         (o.duration_s > 0 ? fixed2(o.duration_s) + " s" : std::to_string(r.level.requests) + " requests") +
         " of " + std::to_string(o.prompt_tokens) + " prompt + " + std::to_string(o.output_tokens) +
         " output tokens (load average " + fixed2(r.load_avg_1m) + ")");
-    http_level_driver d{"server", model, r.level};
-    copts.connections = c;
-    const double cpu0 = self_cpu_s();
-    const double server0 = server ? process_cpu_s(server->child.pid()) : -1;
-    const double switches0 = server ? process_context_switches(server->child.pid()) : -1;
-    const double busy0 = machine_busy_s();
-    if (auto err = run_stream_clients(ep, copts, d)) {
-      say(error_text(err));
-      disconnect();
-      return 1;
+    // With --sdk, the level runs over both transports, --rounds times each,
+    // in ABBA order; r.server and r.sdk keep each one's first round (with
+    // the CPU figures), r.http_rounds and r.sdk_rounds every round.
+    const auto order = sdk_client ? abba_order(o.rounds) : std::vector{serve_transport::http};
+    int http_round = 0, sdk_round = 0;
+    for (const auto transport : order) {
+      char line[300];
+      if (transport == serve_transport::sdk) {
+        // Requests of the same shape over the native SDK, with prompts of
+        // their own (the HTTP run's would hit the prefix cache).
+        auto sdk_level = r.level;
+        sdk_level.first_index = (uint64_t{1} << 32) + next_index;
+        const double cpu0 = self_cpu_s();
+        const auto sum = summarize_level(c, run_sdk_level(*sdk_client, sdk_at, sdk_level));
+        const double client_cores = (self_cpu_s() - cpu0) / std::max(sum.wall_s, 1e-9);
+        next_index += static_cast<uint64_t>(sum.requests);
+        ++sdk_round;
+        std::snprintf(line, sizeof line, "sdk, concurrency %d, round %d: %.1f output tok/s, TTFT p50 %.1f ms, "
+                      "this client %.2f cores, %zu errors%s%s", c, sdk_round, sum.output_tok_s, sum.ttft.p50_ms,
+                      client_cores, sum.errors, sum.errors ? "; first: " : "", sum.first_error.c_str());
+        say(line);
+        failed = failed || sum.errors > 0;
+        if (!r.sdk)
+          r.sdk = sum;
+        r.sdk_rounds.push_back(sum);
+        continue;
+      }
+      auto http_level = r.level;
+      http_level.first_index = next_index;
+      http_level_driver d{"server", model, http_level};
+      copts.connections = c;
+      const double cpu0 = self_cpu_s();
+      const double server0 = server ? process_cpu_s(server->child.pid()) : -1;
+      const double switches0 = server ? process_context_switches(server->child.pid()) : -1;
+      const double busy0 = machine_busy_s();
+      if (auto err = run_stream_clients(ep, copts, d)) {
+        say(error_text(err));
+        disconnect();
+        return 1;
+      }
+      const double client_cpu_s = self_cpu_s() - cpu0;
+      const double server_cpu_s = server && server0 >= 0 ? process_cpu_s(server->child.pid()) - server0 : -1;
+      const double server_switches =
+          server && switches0 >= 0 ? process_context_switches(server->child.pid()) - switches0 : -1;
+      const double busy = machine_busy_s() - busy0;
+      next_index += static_cast<uint64_t>(d.issued());
+      const auto sum = summarize_level(c, d.take_samples());
+      ++http_round;
+      failed = failed || sum.errors > 0;
+      std::snprintf(line, sizeof line, "server, concurrency %d%s: %.1f output tok/s, TTFT p50 %.1f ms, this client "
+                    "%.2f cores, %zu errors%s%s", c,
+                    order.size() > 2 ? (", round " + std::to_string(http_round)).c_str() : "", sum.output_tok_s,
+                    sum.ttft.p50_ms, client_cpu_s / std::max(sum.wall_s, 1e-9), sum.errors,
+                    sum.errors ? "; first: " : "", sum.first_error.c_str());
+      say(line);
+      r.http_rounds.push_back(sum);
+      if (http_round > 1)
+        continue;
+      r.level.requests = d.issued();
+      r.server = sum;
+      r.client_cpu_s = client_cpu_s;
+      r.server_cpu_s = server_cpu_s;
+      r.server_context_switches = server_switches;
+      if (busy0 >= 0 && r.server_cpu_s >= 0 && r.server.wall_s >= 1) // ticks are 10 ms
+        r.other_cores = std::max(0.0, (busy - r.server_cpu_s - r.client_cpu_s) / r.server.wall_s);
+      if (r.server_cpu_s >= 0 && r.server.wall_s > 0) {
+        std::snprintf(line, sizeof line, "server, concurrency %d: the server used %.2f cores, %.0f context "
+                      "switches/s; this client %.2f cores; other processes %s", c, r.server_cpu_s / r.server.wall_s,
+                      r.server_context_switches / r.server.wall_s, r.client_cpu_s / r.server.wall_s,
+                      r.other_cores >= 0 ? fixed2(r.other_cores).c_str() : "n/a (level under 1 s)");
+        say(line);
+      }
     }
-    r.client_cpu_s = self_cpu_s() - cpu0;
-    if (server && server0 >= 0)
-      r.server_cpu_s = process_cpu_s(server->child.pid()) - server0;
-    if (server && switches0 >= 0)
-      r.server_context_switches = process_context_switches(server->child.pid()) - switches0;
-    const double busy = machine_busy_s() - busy0;
     if (o.spawn_server)
       disconnect();
-    next_index += static_cast<uint64_t>(d.issued());
-    r.level.requests = d.issued();
-    r.server = summarize_level(c, d.take_samples());
-    if (busy0 >= 0 && r.server_cpu_s >= 0 && r.server.wall_s >= 1) // ticks are 10 ms
-      r.other_cores = std::max(0.0, (busy - r.server_cpu_s - r.client_cpu_s) / r.server.wall_s);
-    failed = failed || r.server.errors > 0;
-    char line[200];
-    std::snprintf(line, sizeof line, "server, concurrency %d: %.1f output tok/s, %zu errors%s%s", c,
-                  r.server.output_tok_s, r.server.errors, r.server.errors ? "; first: " : "",
-                  r.server.first_error.c_str());
-    say(line);
-    if (r.server_cpu_s >= 0 && r.server.wall_s > 0) {
-      std::snprintf(line, sizeof line, "server, concurrency %d: the server used %.2f cores, %.0f context switches/s; "
-                    "this client %.2f cores; other processes %s", c, r.server_cpu_s / r.server.wall_s,
-                    r.server_context_switches / r.server.wall_s, r.client_cpu_s / r.server.wall_s,
-                    r.other_cores >= 0 ? fixed2(r.other_cores).c_str() : "n/a (level under 1 s)");
-      say(line);
-    }
-
-    if (sdk_client) {
-      // Requests of the same shape over the native SDK, with prompts of
-      // their own (the HTTP run's would hit the prefix cache).
-      auto sdk_level = r.level;
-      sdk_level.first_index += uint64_t{1} << 32;
-      r.sdk = summarize_level(c, run_sdk_level(*sdk_client, sdk_at, sdk_level));
-      std::snprintf(line, sizeof line, "sdk, concurrency %d: %.1f output tok/s, %zu errors%s%s", c,
-                    r.sdk->output_tok_s, r.sdk->errors, r.sdk->errors ? "; first: " : "", r.sdk->first_error.c_str());
-      say(line);
-      failed = failed || r.sdk->errors > 0;
-    }
 
     if (eng) {
+      char line[200];
       // The same requests (prompt indices) on the engine alone.
       r.engine_load_avg_1m = load_average_1m();
       say("engine alone, concurrency " + std::to_string(c) + " (load average " +
@@ -541,6 +576,25 @@ int run_serve_bench(const serve_bench_options& o) {
                     r.server.errors + r.sdk->errors);
     std::printf("(SDK: requests of the same shape over the native client SDK, one client shared by the level's threads; "
                 "tok/s x = SDK / HTTP)\n");
+    if (o.rounds > 1) {
+      auto fmt = [](const round_spread& v) {
+        char b[48];
+        std::snprintf(b, sizeof b, v.median >= 100 ? "%.0f (%.0f-%.0f)" : "%.1f (%.1f-%.1f)", v.median, v.min, v.max);
+        return std::string{b};
+      };
+      std::printf("\n%5s %20s %20s %8s %20s %20s %20s %20s %7s\n", "conc", "HTTP tok/s", "SDK tok/s", "SDK/HTTP",
+                  "HTTP TTFT p50 ms", "SDK TTFT p50 ms", "HTTP TTFT p90 ms", "SDK TTFT p90 ms", "errors");
+      for (const auto& r : results) {
+        const auto h = aggregate_rounds(r.http_rounds);
+        const auto k = aggregate_rounds(r.sdk_rounds);
+        std::printf("%5d %20s %20s %8.2f %20s %20s %20s %20s %7zu\n", r.level.concurrency, fmt(h.output_tok_s).c_str(),
+                    fmt(k.output_tok_s).c_str(), median_ratio(h, k), fmt(h.ttft_p50_ms).c_str(),
+                    fmt(k.ttft_p50_ms).c_str(), fmt(h.ttft_p90_ms).c_str(), fmt(k.ttft_p90_ms).c_str(),
+                    h.errors + k.errors);
+      }
+      std::printf("(%d rounds per transport and level, ABBA order; median (min-max) over the rounds; SDK/HTTP = "
+                  "ratio of the median tok/s)\n", o.rounds);
+    }
   }
 
   if (!o.svg_path.empty()) {
@@ -578,6 +632,7 @@ int run_serve_bench(const serve_bench_options& o) {
     j["duration_s"] = o.duration_s;
     j["warmup_requests"] = o.warmup_requests;
     j["seed"] = o.seed;
+    j["rounds"] = o.rounds;
     j["cores"] = cores;
     if (o.engine_baseline)
       j["engine"] = {{"description", engine_description},
@@ -597,6 +652,19 @@ int run_serve_bench(const serve_bench_options& o) {
       if (r.sdk) {
         l["sdk"] = summary_json(*r.sdk);
         l["sdk_vs_http"] = r.server.output_tok_s > 0 ? r.sdk->output_tok_s / r.server.output_tok_s : 0.0;
+        const auto h = aggregate_rounds(r.http_rounds);
+        const auto k = aggregate_rounds(r.sdk_rounds);
+        auto spread = [](const round_spread& v) { return json{{"median", v.median}, {"min", v.min}, {"max", v.max}}; };
+        auto rounds = [&](const std::vector<level_summary>& all, const transport_rounds& t) {
+          json a = json::array();
+          for (const auto& one : all)
+            a.push_back(summary_json(one));
+          return json{{"rounds", std::move(a)}, {"output_tok_s", spread(t.output_tok_s)},
+                      {"ttft_p50_ms", spread(t.ttft_p50_ms)}, {"ttft_p90_ms", spread(t.ttft_p90_ms)},
+                      {"errors", t.errors}};
+        };
+        l["rounds"] = {{"order", "abba"}, {"http", rounds(r.http_rounds, h)}, {"sdk", rounds(r.sdk_rounds, k)},
+                       {"sdk_vs_http_median", median_ratio(h, k)}};
       }
       if (r.engine) {
         l["engine"] = summary_json(*r.engine);

@@ -92,6 +92,10 @@ struct serve_bench_options {
   /// Its cluster secret file, and the tenant's API key if it has keys.
   std::string sdk_secret_file;
   std::string api_key;
+  /// With --sdk: each level runs this many times over each transport, in
+  /// ABBA order (HTTP, SDK, SDK, HTTP, ...; serve_rounds.hpp); the table
+  /// gives the median, min and max, the JSON every round. Default: 1.
+  int rounds = 1;
 };
 
 /// Runs the benchmark. Returns a process exit code: 0; 1 when a request
