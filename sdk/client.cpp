@@ -26,8 +26,8 @@ using clock_type = std::chrono::steady_clock;
 
 error::error(client_errc code, int http_status, std::string message, std::string type, std::string error_code,
              std::string param)
-    : std::runtime_error(std::move(message)), code_(code), status_(http_status), type_(std::move(type)),
-      error_code_(std::move(error_code)), param_(std::move(param)) {}
+    : std::runtime_error(""), code_(code), status_(http_status), message_(std::move(message)),
+      type_(std::move(type)), error_code_(std::move(error_code)), param_(std::move(param)) {}
 
 namespace {
 

@@ -49,11 +49,17 @@ public:
   [[nodiscard]] const std::string& type() const { return type_; }
   [[nodiscard]] const std::string& error_code() const { return error_code_; }
   [[nodiscard]] const std::string& param() const { return param_; }
+  /// The HTTP API's message. Held in a string of the error's own (the
+  /// runtime_error base gets none): libstdc++ shares a runtime_error's
+  /// message between copies with a reference count, and a stream's error
+  /// is copied to the thread that reads it while the receive thread may
+  /// drop the original.
+  [[nodiscard]] const char* what() const noexcept override { return message_.c_str(); }
 
 private:
   client_errc code_;
   int status_;
-  std::string type_, error_code_, param_;
+  std::string message_, type_, error_code_, param_;
 };
 
 /// How to reach and join the cluster.
