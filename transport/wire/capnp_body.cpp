@@ -18,11 +18,13 @@
 #include "transport/schema/request.capnp.h"
 #include "transport/schema/tokens.capnp.h"
 #include "transport/wire/capnp_client.hpp"
+#include "transport/wire/capnp_fields.hpp"
 #include "transport/transport_errc.hpp"
 
 namespace tessera::transport::wire {
 
 namespace s = tessera::transport::schema;
+using namespace fields;
 
 namespace {
 
@@ -33,16 +35,6 @@ constexpr size_t first_segment_words = 1024;
 // Encoding. The message was validated by the caller, so sizes fit capnp's
 // 2^29-element lists; capnp still throws on anything it refuses, and
 // encode_body catches that.
-
-capnp::Text::Reader text(const std::string& str) {
-  return {str.c_str(), str.size()};
-}
-
-template <class Builder>
-void put_ints(Builder list, const std::vector<int32_t>& v) {
-  for (unsigned i = 0; i < v.size(); ++i)
-    list.set(i, v[i]);
-}
 
 void put(s::KvLayout::Builder b, const protocol::kv_layout& l) {
   b.setBlockTokens(l.block_tokens);
@@ -337,26 +329,9 @@ void put(capnp::MessageBuilder& mb, const kv_fetch_reply& m) {
 }
 
 // ---------------------------------------------------------------------------
-// Decoding. A failure deep inside a nested reader is thrown as this private
-// type and caught in decode_body, next to the kj::Exception capnp throws;
-// neither leaves this file.
-
-struct decode_failure {
-  transport_errc code;
-  std::string what;
-};
-
-[[noreturn]] void refuse(std::string what) {
-  throw decode_failure{transport_errc::invalid_message, std::move(what)};
-}
-
-// Checks a list's or string's length before anything is copied, so a small
-// frame cannot make the decoder allocate much more than its own size.
-void bound(const std::string& field, size_t got, size_t max, const char* unit) {
-  if (got > max)
-    refuse(field + " has " + std::to_string(got) + " " + unit + ", more than the maximum " +
-           std::to_string(max));
-}
+// Decoding. A failure deep inside a nested reader is thrown as
+// fields::decode_failure (capnp_fields.hpp) and caught in decode_body, next
+// to the kj::Exception capnp throws; neither leaves transport/wire.
 
 template <class Enum>
 uint16_t enum_in_range(const std::string& field, Enum v, uint16_t max) {
@@ -364,21 +339,6 @@ uint16_t enum_in_range(const std::string& field, Enum v, uint16_t max) {
   if (raw > max)
     refuse(field + " out of range: " + std::to_string(raw) + " (max " + std::to_string(max) + ")");
   return raw;
-}
-
-std::string get_text(const std::string& field, capnp::Text::Reader t, size_t max) {
-  bound(field, t.size(), max, "bytes");
-  return std::string(t.cStr(), t.size());
-}
-
-template <class T, class ListReader>
-std::vector<T> get_list(const std::string& field, ListReader list, size_t max, const char* unit) {
-  bound(field, list.size(), max, unit);
-  std::vector<T> out;
-  out.reserve(list.size());
-  for (auto v : list)
-    out.push_back(static_cast<T>(v));
-  return out;
 }
 
 std::vector<std::byte> get_bytes(const char* field, capnp::Data::Reader d, size_t max) {

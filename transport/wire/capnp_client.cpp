@@ -4,48 +4,15 @@
 
 #include "common/error.hpp"
 #include "transport/schema/client.capnp.h"
+#include "transport/wire/capnp_fields.hpp"
 #include "transport/transport_errc.hpp"
 
 namespace tessera::transport::wire {
 
 namespace s = tessera::transport::schema;
+using namespace fields;
 
 namespace {
-
-capnp::Text::Reader text(const std::string& str) {
-  return {str.c_str(), str.size()};
-}
-
-/// A refusal of one field; read_client turns it into an error.
-struct refusal {
-  std::string what;
-};
-
-void bound(const std::string& field, size_t got, size_t max, const char* unit) {
-  if (got > max)
-    throw refusal{field + " has " + std::to_string(got) + " " + unit + ", more than the maximum " +
-                  std::to_string(max)};
-}
-
-std::string get_text(const std::string& field, capnp::Text::Reader t, size_t max) {
-  bound(field, t.size(), max, "bytes");
-  return std::string(t.cStr(), t.size());
-}
-
-std::vector<int32_t> get_ints(const std::string& field, capnp::List<int32_t>::Reader list, size_t max) {
-  bound(field, list.size(), max, "tokens");
-  std::vector<int32_t> out;
-  out.reserve(list.size());
-  for (auto v : list)
-    out.push_back(v);
-  return out;
-}
-
-template <class Builder>
-void put_ints(Builder list, const std::vector<int32_t>& v) {
-  for (unsigned i = 0; i < v.size(); ++i)
-    list.set(i, v[i]);
-}
 
 client_submit get(s::ClientSubmit::Reader r, const wire_limits& lim) {
   client_submit m;
@@ -54,9 +21,9 @@ client_submit get(s::ClientSubmit::Reader r, const wire_limits& lim) {
   m.model = get_text("model", r.getModel(), lim.max_name_bytes);
   const auto kind = r.getKind();
   if (kind > static_cast<uint8_t>(protocol::prompt_kind::chat))
-    throw refusal{"kind " + std::to_string(kind) + " is not token_ids (0), text (1) or chat (2)"};
+    refuse("kind " + std::to_string(kind) + " is not token_ids (0), text (1) or chat (2)");
   m.kind = static_cast<protocol::prompt_kind>(kind);
-  m.prompt_ids = get_ints("prompt_ids", r.getPromptIds(), lim.max_tokens);
+  m.prompt_ids = get_list<int32_t>("prompt_ids", r.getPromptIds(), lim.max_tokens, "tokens");
   m.prompt_text = get_text("prompt_text", r.getPromptText(), protocol::max_client_prompt_bytes);
   auto msgs = r.getMessages();
   bound("messages", msgs.size(), protocol::max_client_messages, "entries");
@@ -72,7 +39,7 @@ client_submit get(s::ClientSubmit::Reader r, const wire_limits& lim) {
   }
   auto params = detail::get_sampling_params(r.getParams());
   if (!params)
-    throw refusal{error_message(params.error())};
+    refuse(error_message(params.error()));
   m.params = std::move(*params);
   m.priority = r.getPriority();
   m.api_key = get_text("api_key", r.getApiKey(), lim.max_name_bytes);
@@ -83,7 +50,7 @@ client_submit get(s::ClientSubmit::Reader r, const wire_limits& lim) {
 client_accepted get(s::ClientAccepted::Reader r, const wire_limits& lim) {
   client_accepted m;
   m.request_id = r.getRequestId();
-  m.prompt_token_ids = get_ints("prompt_token_ids", r.getPromptTokenIds(), lim.max_tokens);
+  m.prompt_token_ids = get_list<int32_t>("prompt_token_ids", r.getPromptTokenIds(), lim.max_tokens, "tokens");
   m.model = get_text("model", r.getModel(), lim.max_name_bytes);
   return m;
 }
@@ -111,8 +78,8 @@ client_failed get(s::ClientFailed::Reader r, const wire_limits& lim) {
   m.request_id = r.getRequestId();
   const auto code = r.getCode();
   if (code == 0 || code > protocol::max_client_errc)
-    throw refusal{"code " + std::to_string(code) + " is not a client_errc (1.." +
-                  std::to_string(protocol::max_client_errc) + ")"};
+    refuse("code " + std::to_string(code) + " is not a client_errc (1.." +
+           std::to_string(protocol::max_client_errc) + ")");
   m.code = static_cast<protocol::client_errc>(code);
   m.http_status = r.getHttpStatus();
   m.type = get_text("type", r.getType(), lim.max_name_bytes);
@@ -193,8 +160,8 @@ caf::expected<wire_message> read_client(message_type t, capnp::MessageReader& re
       case message_type::client_failed: return wire_message{get(reader.getRoot<s::ClientFailed>(), lim)};
       default: break;
     }
-  } catch (const refusal& r) {
-    return make_transport_error(transport_errc::invalid_message, std::string(to_string(t)) + ": " + r.what);
+  } catch (const decode_failure& f) {
+    return make_transport_error(f.code, std::string(to_string(t)) + ": " + f.what);
   }
   return make_transport_error(transport_errc::unknown_type,
                               "not a client message type: " + std::to_string(static_cast<unsigned>(t)));
