@@ -135,6 +135,9 @@ struct client_submit {
   std::vector<int32_t> prompt_ids;
   std::string prompt_text;
   std::vector<chat_message> messages;
+  /// Sampling, as the HTTP API's fields. params.logprobs asks for each
+  /// token's log-probability and that many alternatives (0..20): the chunks
+  /// then carry token_chunk::logprobs, the HTTP API's exact values.
   sampling_params params;
   /// Scheduling priority, higher first, in +-max_client_priority (capped
   /// by the tenant's as for HTTP).

@@ -319,12 +319,14 @@ public:
     out.prompt_tokens = c.prompt_tokens;
     out.cached_prompt_tokens = c.cached_prompt_tokens;
     out.output_tokens = c.output_tokens;
+    out.logprobs = c.logprobs;
     chunk_callback cb;
     {
       std::lock_guard lock{s->mu};
       s->news = clock_type::now();
       s->res.token_ids.insert(s->res.token_ids.end(), c.tokens.begin(), c.tokens.end());
       s->res.text += c.text;
+      s->res.logprobs.insert(s->res.logprobs.end(), c.logprobs.begin(), c.logprobs.end());
       if (!out.finish_reason.empty()) {
         s->res.finish_reason = out.finish_reason;
         s->res.cached_prompt_tokens = c.cached_prompt_tokens;
@@ -343,6 +345,17 @@ public:
   }
 
   std::shared_ptr<stream_state> submit(request r, chunk_callback cb, bool with_promise) {
+    if (r.top_logprobs != 0 && !r.logprobs)
+      throw error(client_errc::bad_request, 400, "top_logprobs requires logprobs to be true",
+                  "invalid_request_error", "", "top_logprobs");
+    constexpr int32_t max_top = sampling_params::max_logprobs;
+    if (r.top_logprobs < 0 || r.top_logprobs > max_top)
+      throw error(client_errc::bad_request, 400,
+                  "top_logprobs must be in [0, " + std::to_string(max_top) + "], got " +
+                    std::to_string(r.top_logprobs),
+                  "invalid_request_error", "", "top_logprobs");
+    if (r.logprobs)
+      r.params.logprobs = r.top_logprobs;
     wire::client_submit m;
     auto s = std::make_shared<stream_state>();
     s->id = m.request_id = next_id++;

@@ -8,10 +8,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
 #include <fstream>
+#include <limits>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -171,6 +173,125 @@ TEST_F(SdkClusterTest, SameTokensAsHttpGreedyAndSeeded) {
                                            {"temperature", 0}, {"ignore_eos", true}});
   EXPECT_EQ(by_ids.prompt_token_ids, (std::vector<int32_t>{5, 6, 7, 8}));
   EXPECT_EQ(by_ids.text, http_ids["choices"][0]["text"].get<std::string>());
+}
+
+/// A logprob as the HTTP API's JSON has it (-inf as -9999), back to the
+/// float the engine computed: the JSON holds the float's shortest decimal.
+float http_logprob(const json& v) {
+  const double d = v.get<double>();
+  return d == -9999.0 ? -std::numeric_limits<float>::infinity() : static_cast<float>(d);
+}
+
+TEST_F(SdkClusterTest, LogprobsAreTheHttpApisValues) {
+  auto c = sdk::client::connect(address_, opts());
+  constexpr int top = 4;
+  struct run {
+    float temperature;
+    std::optional<uint64_t> seed;
+  };
+  for (const auto& [temperature, seed] : {run{0.0f, std::nullopt}, run{1.0f, 4321}}) {
+    SCOPED_TRACE("temperature " + std::to_string(temperature));
+    // A completion, read chunk by chunk: each chunk has one entry per token.
+    auto r = completion("The quick brown fox", 10, temperature, seed);
+    r.logprobs = true;
+    r.top_logprobs = top;
+    auto s = c->submit(r);
+    std::vector<int32_t> tokens;
+    std::vector<sdk::sampled_token> lps;
+    while (auto ch = s.next()) {
+      EXPECT_EQ(ch->logprobs.size(), ch->tokens.size());
+      tokens.insert(tokens.end(), ch->tokens.begin(), ch->tokens.end());
+      lps.insert(lps.end(), ch->logprobs.begin(), ch->logprobs.end());
+    }
+    json body = {{"model", "nano"}, {"prompt", "The quick brown fox"}, {"max_tokens", 10},
+                 {"temperature", temperature}, {"ignore_eos", true}, {"logprobs", top}};
+    if (seed)
+      body["seed"] = *seed;
+    auto http = post("/v1/completions", body);
+    ASSERT_TRUE(http.contains("choices")) << http.dump();
+    const auto& hl = http["choices"][0]["logprobs"];
+    ASSERT_EQ(lps.size(), tokens.size());
+    ASSERT_EQ(hl["token_logprobs"].size(), lps.size());
+    for (size_t i = 0; i < lps.size(); ++i) {
+      SCOPED_TRACE("token " + std::to_string(i));
+      EXPECT_EQ(lps[i].token, tokens[i]);
+      EXPECT_EQ(lps[i].logprob, http_logprob(hl["token_logprobs"][i]));
+      ASSERT_EQ(lps[i].top_logprobs.size(), static_cast<size_t>(top));
+      // Completions key the alternatives by their text (the chosen token
+      // added): every value there is one of the SDK's, the best first.
+      const auto& alts = hl["top_logprobs"][i];
+      EXPECT_LE(alts.size(), static_cast<size_t>(top + 1));
+      float best = -std::numeric_limits<float>::infinity();
+      for (const auto& [text, v] : alts.items()) {
+        const float f = http_logprob(v);
+        best = std::max(best, f);
+        bool found = f == lps[i].logprob;
+        for (const auto& a : lps[i].top_logprobs)
+          found = found || a.logprob == f;
+        EXPECT_TRUE(found) << text << ": " << v;
+      }
+      EXPECT_EQ(best, lps[i].top_logprobs[0].logprob);
+    }
+
+    // A chat: its alternatives are a list, compared value for value.
+    sdk::request chat;
+    chat.messages = {{"user", "hello"}};
+    chat.api_key = api_key;
+    chat.params.max_tokens = 8;
+    chat.params.temperature = temperature;
+    chat.params.seed = seed;
+    chat.params.ignore_eos = true;
+    chat.logprobs = true;
+    chat.top_logprobs = top;
+    auto res = c->complete(chat).get();
+    json cbody = {{"model", "nano"}, {"messages", {{{"role", "user"}, {"content", "hello"}}}},
+                  {"max_tokens", 8}, {"temperature", temperature}, {"ignore_eos", true},
+                  {"logprobs", true}, {"top_logprobs", top}};
+    if (seed)
+      cbody["seed"] = *seed;
+    auto chttp = post("/v1/chat/completions", cbody);
+    ASSERT_TRUE(chttp.contains("choices")) << chttp.dump();
+    EXPECT_EQ(res.text, chttp["choices"][0]["message"]["content"].get<std::string>());
+    const auto& content = chttp["choices"][0]["logprobs"]["content"];
+    ASSERT_EQ(res.logprobs.size(), res.token_ids.size());
+    ASSERT_EQ(content.size(), res.logprobs.size());
+    for (size_t i = 0; i < res.logprobs.size(); ++i) {
+      SCOPED_TRACE("chat token " + std::to_string(i));
+      EXPECT_EQ(res.logprobs[i].token, res.token_ids[i]);
+      EXPECT_EQ(res.logprobs[i].logprob, http_logprob(content[i]["logprob"]));
+      const auto& alts = content[i]["top_logprobs"];
+      ASSERT_EQ(alts.size(), res.logprobs[i].top_logprobs.size());
+      for (size_t j = 0; j < alts.size(); ++j)
+        EXPECT_EQ(res.logprobs[i].top_logprobs[j].logprob, http_logprob(alts[j]["logprob"]));
+    }
+  }
+  // Without asking, none; logprobs alone: the chosen token's, no alternatives.
+  auto plain = c->submit(completion("x", 3, 0)).wait();
+  EXPECT_TRUE(plain.logprobs.empty());
+  auto only = completion("x", 3, 0);
+  only.logprobs = true;
+  auto chosen = c->submit(only).wait();
+  ASSERT_EQ(chosen.logprobs.size(), 3u);
+  for (const auto& t : chosen.logprobs) {
+    EXPECT_LE(t.logprob, 0.0f);
+    EXPECT_TRUE(t.top_logprobs.empty());
+  }
+  // Refused before anything is sent, naming the field.
+  auto orphan = completion("x", 3, 0);
+  orphan.top_logprobs = 2;
+  auto over = completion("x", 3, 0);
+  over.logprobs = true;
+  over.top_logprobs = 21;
+  for (auto* bad : {&orphan, &over}) {
+    try {
+      (void)c->submit(*bad);
+      FAIL() << "a bad top_logprobs was sent";
+    } catch (const sdk::error& e) {
+      EXPECT_EQ(e.code(), sdk::client_errc::bad_request);
+      EXPECT_EQ(e.param(), "top_logprobs");
+      EXPECT_NE(std::string{e.what()}.find("top_logprobs"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST_F(SdkClusterTest, StreamsChunksCallbacksAndFutures) {

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <random>
 #include <string>
 
@@ -12,6 +14,7 @@
 
 #include "common/error.hpp"
 #include "transport/schema/client.capnp.h"
+#include "transport/schema/tokens.capnp.h"
 #include "transport/wire/codec.hpp"
 #include "transport/wire/validate.hpp"
 #include "raw_frame.hpp"
@@ -35,10 +38,25 @@ client_submit chat_submit() {
   m.params.seed = 7;
   m.params.max_tokens = 33;
   m.params.stop = {"\n\n"};
+  m.params.logprobs = 3;
   m.priority = -3;
   m.api_key = "sk-tenant";
   m.detokenize = false;
   return m;
+}
+
+/// A chunk of two tokens with logprobs, the second with three alternatives
+/// (the first -inf: a token the model gives no chance is a legal answer).
+token_chunk logprob_chunk() {
+  token_chunk c;
+  c.id = 42;
+  c.tokens = {17, 4};
+  c.text = "ab";
+  c.output_tokens = 2;
+  c.prompt_tokens = 5;
+  c.logprobs = {{17, -0.25f, {}},
+                {4, -1.5f, {{9, -0.5f}, {4, -1.5f}, {2, -std::numeric_limits<float>::infinity()}}}};
+  return c;
 }
 
 std::vector<wire_message> client_samples() {
@@ -57,7 +75,8 @@ std::vector<wire_message> client_samples() {
           client_cancel{42, "sdk-7f3a"},
           cluster_info{{"nano"}, true, 2, 3, 2048, false},
           client_failed{42, client_errc::unauthorized, 401, "authentication_error", "invalid_api_key", "",
-                        "Incorrect API key provided."}};
+                        "Incorrect API key provided."},
+          logprob_chunk()};
 }
 
 TEST(WireClientTest, EveryClientMessageRoundTrips) {
@@ -199,6 +218,98 @@ TEST(WireClientTest, HostileFramesAreRefusedOnDecodeByName) {
   }
 }
 
+TEST(WireClientTest, LogprobsCrossBothWaysBoundedAndChecked) {
+  // A submit asking for the chosen token's logprob and 5 alternatives, and
+  // the chunk that answers it, round trip value for value.
+  auto m = chat_submit();
+  m.params.logprobs = 5;
+  auto f = encode(m);
+  ASSERT_TRUE(f) << error_text(f.error());
+  auto back = decode(*f);
+  ASSERT_TRUE(back) << error_text(back.error());
+  EXPECT_EQ(std::get<client_submit>(*back).params.logprobs, std::optional<int32_t>{5});
+  const auto c = logprob_chunk();
+  auto cf = encode(c);
+  ASSERT_TRUE(cf) << error_text(cf.error());
+  auto cback = decode(*cf);
+  ASSERT_TRUE(cback) << error_text(cback.error());
+  test::expect_same(c, std::get<token_chunk>(*cback));
+
+  // The sender refuses what the receiver would: a count over the limit
+  // (21 > sampling_params::max_logprobs) or negative, NaN or positive
+  // logprobs, and alternatives past the limit.
+  m.params.logprobs = 21;
+  EXPECT_NE(refusal_of(m).find("logprobs must be in [0, 20], got 21"), std::string::npos) << refusal_of(m);
+  m.params.logprobs = -1;
+  EXPECT_NE(refusal_of(m).find("logprobs must be in [0, 20], got -1"), std::string::npos) << refusal_of(m);
+  auto nan = logprob_chunk();
+  nan.logprobs[0].logprob = std::nanf("");
+  EXPECT_NE(refusal_of(nan).find("logprobs[0].logprob must be <= 0"), std::string::npos) << refusal_of(nan);
+  auto positive = logprob_chunk();
+  positive.logprobs[1].top_logprobs[0].logprob = 0.5f;
+  EXPECT_NE(refusal_of(positive).find("logprobs[1].top_logprobs[0] must have token >= 0 and logprob <= 0"),
+            std::string::npos)
+    << refusal_of(positive);
+  auto many = logprob_chunk();
+  many.logprobs[1].top_logprobs.assign(21, {3, -2.0f});
+  EXPECT_NE(refusal_of(many).find("logprobs[1].top_logprobs has 21 entries, more than the maximum 20"),
+            std::string::npos)
+    << refusal_of(many);
+  auto uneven = logprob_chunk();
+  uneven.logprobs.pop_back();
+  EXPECT_NE(refusal_of(uneven).find("logprobs must be empty or have one entry per token"), std::string::npos)
+    << refusal_of(uneven);
+
+  // And the receiver refuses the same from a hostile peer that skipped the
+  // sender's checks.
+  {
+    capnp::MallocMessageBuilder mb;
+    auto b = mb.initRoot<s::ClientSubmit>();
+    b.setRequestId(9);
+    b.setKind(1);
+    b.setPromptText("text");
+    auto p = b.initParams();
+    p.setMaxTokens(4);
+    p.setTopP(1.0f);
+    p.setTemperature(1.0f);
+    p.setHasLogprobs(true);
+    p.setLogprobs(1000);
+    auto why = decode_refusal(message_type::client_submit, mb);
+    EXPECT_NE(why.find("logprobs must be in [0, 20], got 1000"), std::string::npos) << why;
+  }
+  auto chunk_frame = [](float logprob, unsigned top) {
+    auto mb = std::make_unique<capnp::MallocMessageBuilder>();
+    auto b = mb->initRoot<s::TokenChunk>();
+    b.setRequestId(42);
+    b.initTokens(1).set(0, 7);
+    auto lp = b.initLogprobs(1)[0];
+    lp.setToken(7);
+    lp.setLogprob(logprob);
+    auto alts = lp.initTop(top);
+    for (unsigned i = 0; i < top; ++i) {
+      alts[i].setToken(static_cast<int32_t>(i));
+      alts[i].setLogprob(-1.0f);
+    }
+    b.setStopToken(-1);
+    return mb;
+  };
+  {
+    auto mb = chunk_frame(-0.5f, 3);
+    EXPECT_EQ(decode_refusal(message_type::token_chunk, *mb), "");
+  }
+  {
+    auto mb = chunk_frame(std::nanf(""), 0);
+    auto why = decode_refusal(message_type::token_chunk, *mb);
+    EXPECT_NE(why.find("token_chunk: logprobs[0].logprob must be <= 0"), std::string::npos) << why;
+    EXPECT_NE(why.find("nan"), std::string::npos) << why;
+  }
+  {
+    auto mb = chunk_frame(-0.5f, 5000);
+    auto why = decode_refusal(message_type::token_chunk, *mb);
+    EXPECT_NE(why.find("logprobs[0].top_logprobs has 5000 entries"), std::string::npos) << why;
+  }
+}
+
 TEST(WireClientTest, FuzzedClientFramesNeverCrashAndAreNeverHalfRead) {
   std::mt19937_64 rng{17};
   for (const auto& m : client_samples()) {
@@ -213,8 +324,9 @@ TEST(WireClientTest, FuzzedClientFramesNeverCrashAndAreNeverHalfRead) {
         bad.resize(rng() % bad.size());
       auto back = decode(bad);
       // Whatever decodes passed every check: validate() agrees.
-      if (back)
+      if (back) {
         EXPECT_FALSE(validate(*back)) << "round " << round;
+      }
     }
   }
 }

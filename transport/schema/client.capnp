@@ -13,7 +13,9 @@ struct ChatMessage {
   content @1 :Text;
 }
 
-# protocol::client_submit. kind: 0 token ids, 1 text, 2 chat.
+# protocol::client_submit. kind: 0 token ids, 1 text, 2 chat. Logprobs are
+# asked in params (hasLogprobs, logprobs: 0..20 alternatives) and come back
+# in TokenChunk.logprobs, both bounded and checked as for the workers.
 struct ClientSubmit {
   requestId @0 :UInt64;
   client @1 :Text;

@@ -30,13 +30,16 @@
 #include <vector>
 
 #include "protocol/client.hpp"
+#include "protocol/request.hpp"
 
 namespace tessera::sdk {
 
 using protocol::chat_message;
 using protocol::client_errc;
 using protocol::cluster_info;
+using protocol::sampled_token;
 using protocol::sampling_params;
+using protocol::token_logprob;
 
 /// A failed call: what kind, and exactly what the HTTP API would have said.
 class error : public std::runtime_error {
@@ -95,6 +98,16 @@ struct request {
   std::string api_key;
   /// Chunks carry text. Default: true.
   bool detokenize = true;
+  /// Each generated token comes with its log-probability (chunk::logprobs):
+  /// the HTTP API's `logprobs`, the same values. Sets params.logprobs to
+  /// top_logprobs; when false, params.logprobs is sent as it is (nullopt:
+  /// none). Default: false.
+  bool logprobs = false;
+  /// With logprobs: also the N most likely tokens at each step, 0..20
+  /// (sampling_params::max_logprobs), as the HTTP API's chat `top_logprobs`
+  /// and completions `logprobs: N`. Non-zero without logprobs is refused.
+  /// Default: 0.
+  int32_t top_logprobs = 0;
 };
 
 /// Tokens of one step, in order.
@@ -108,6 +121,10 @@ struct chunk {
   int32_t prompt_tokens = 0;
   int32_t cached_prompt_tokens = 0;
   int32_t output_tokens = 0;
+  /// One per token when the request asked for logprobs, else empty: the
+  /// token, its log-probability under the raw model distribution (-inf
+  /// possible) and the top_logprobs most likely tokens, most likely first.
+  std::vector<sampled_token> logprobs;
 };
 
 /// A whole answer.
@@ -118,6 +135,8 @@ struct result {
   std::string text;
   std::string finish_reason;
   int32_t cached_prompt_tokens = 0;
+  /// One per token of token_ids when logprobs were asked, else empty.
+  std::vector<sampled_token> logprobs;
 };
 
 namespace detail {
