@@ -6,7 +6,7 @@
 // block (get() per block, the path it replaced).
 //
 //   kv_fetch_bench [--dir DIR] [--json FILE] [--reps N] [--prefixes 16,256,2560]
-//                  [--models llama3-8b,small] [--cold-cpu-cache]
+//                  [--models llama3-8b,small] [--cold-cpu-cache] [--heap-default]
 //
 // Payload per block: llama3-8b as the sim engine holds it at
 // --sim-payload-scale 1024 (2 KiB), and the `small` model's real blocks
@@ -20,8 +20,11 @@
 // from L1/L2, 2,560 blocks are not. --cold-cpu-cache writes a 64 MiB buffer
 // before each timed read, so every length starts from cold CPU caches (a
 // server's next fetch reads other blocks; but RocksDB's index and filters
-// are then cold too, which a busy store's are not). Prints a table (median
-// and min of the reps) and writes JSON.
+// are then cold too, which a busy store's are not). The process keeps
+// freed memory as a node hosting a store does (kvstore/heap_retention.hpp);
+// --heap-default leaves glibc's defaults (freed blocks go back to the
+// kernel and are faulted in again). Prints a table (median and min of the
+// reps) and writes JSON.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -38,6 +41,7 @@
 #include "common/error.hpp"
 #include "engine/model_config.hpp"
 #include "engine/sim/sim_backend.hpp"
+#include "kvstore/heap_retention.hpp"
 #include "kvstore/tiered_block_store.hpp"
 
 namespace {
@@ -52,6 +56,7 @@ struct options {
   std::vector<size_t> prefixes{16, 256, 2560};
   std::vector<std::string> models{"llama3-8b", "small"};
   bool cold_cpu_cache = false;
+  bool heap_default = false;
 };
 
 std::vector<std::string> split(const std::string& s) {
@@ -66,7 +71,7 @@ std::vector<std::string> split(const std::string& s) {
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr,
                "kv_fetch_bench: %s\nusage: kv_fetch_bench [--dir DIR] [--json FILE] [--reps N] "
-               "[--prefixes 16,256,2560] [--models llama3-8b,small] [--cold-cpu-cache]\n",
+               "[--prefixes 16,256,2560] [--models llama3-8b,small] [--cold-cpu-cache] [--heap-default]\n",
                why.c_str());
   std::exit(2);
 }
@@ -101,6 +106,8 @@ options parse(int argc, char** argv) {
           usage("--prefixes is empty");
       } else if (a == "--cold-cpu-cache") {
         o.cold_cpu_cache = true;
+      } else if (a == "--heap-default") {
+        o.heap_default = true;
       } else if (a == "--models") {
         o.models = split(value());
         if (o.models.empty())
@@ -189,11 +196,18 @@ double median(std::vector<double> v) {
 
 /// Every block of the prefixes on disk (spilled through a host tier of one
 /// block), then a store over that disk with host memory for all of them.
+/// Unless `heap_default`, the heap keeps freed memory as a node's does for
+/// its store (actors/node/node_parts.cpp, open_kv_store).
 std::unique_ptr<kvstore::tiered_block_store> fill(const std::filesystem::path& dir, const engine::kv_layout& l,
-                                                  size_t blocks) {
+                                                  size_t blocks, bool heap_default, nlohmann::json& heap) {
   std::filesystem::remove_all(dir);
   const uint64_t disk_bytes = (blocks + 16) * kvstore::rocksdb_tier::charge(block_of(l, 0)) + (uint64_t{1} << 20);
   const size_t host_bytes = (blocks + 16) * kvstore::host_tier::charge(block_of(l, 0));
+  if (!heap_default) {
+    const auto r = kvstore::retain_freed_heap(host_bytes + kvstore::tiered_store_options{}.spill_queue_bytes);
+    heap = {{"retained", r.applied}, {"trim_threshold_bytes", r.trim_threshold_bytes},
+            {"mmap_threshold_bytes", r.mmap_threshold_bytes}};
+  }
   {
     auto s = open_store(dir, kvstore::host_tier::charge(block_of(l, 0)), disk_bytes);
     for (uint64_t i = 0; i < blocks + 1; ++i)
@@ -215,9 +229,10 @@ int main(int argc, char** argv) {
   const auto opts = parse(argc, argv);
   const size_t most = *std::max_element(opts.prefixes.begin(), opts.prefixes.end());
   std::vector<row> rows;
+  nlohmann::json heap = {{"retained", false}};
   for (const auto& model : opts.models) {
     const auto l = layout_of(model);
-    auto store = fill(opts.dir / model, l, most);
+    auto store = fill(opts.dir / model, l, most, opts.heap_default, heap);
     std::vector<engine::kv_block_hash> chain;
     for (uint64_t i = 0; i < most; ++i)
       chain.push_back(engine::kv_block_hash{i + 1, ~i});
@@ -272,6 +287,11 @@ int main(int argc, char** argv) {
     std::filesystem::remove_all(opts.dir / model);
   }
 
+  if (heap.value("retained", false))
+    std::printf("heap: freed memory kept (trim threshold %.0f MiB, as a store's node sets it)\n\n",
+                heap["trim_threshold_bytes"].get<double>() / (1 << 20));
+  else
+    std::printf("heap: glibc's defaults (--heap-default or not glibc)\n\n");
   std::printf("| model (block) | placement | blocks | path | median ms | min ms | us/block | MB/s |\n");
   std::printf("|---|---|---|---|---|---|---|---|\n");
   for (const auto& r : rows)
@@ -302,6 +322,7 @@ int main(int argc, char** argv) {
     out["bench"] = "kv_fetch";
     out["reps"] = opts.reps;
     out["cold_cpu_cache"] = opts.cold_cpu_cache;
+    out["heap"] = heap;
     out["rows"] = nlohmann::json::array();
     for (const auto& r : rows)
       out["rows"].push_back({{"model", r.model},

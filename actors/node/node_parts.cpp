@@ -12,6 +12,7 @@
 #include "actors/node/worker_supervisor.hpp"
 #include "cluster/host_port.hpp"
 #include "cluster/kv_hash_key.hpp"
+#include "kvstore/heap_retention.hpp"
 #include "kvstore/tiered_block_store.hpp"
 #include "engine/engine_errc.hpp"
 
@@ -155,6 +156,9 @@ caf::expected<std::shared_ptr<kvstore::block_store>> open_kv_store(const kv_stor
     d.capacity_bytes = spec.disk_bytes;
     o.disk = std::move(d);
   }
+  // The store's reads and evictions churn block-sized buffers: keep freed
+  // ones in the heap, up to what the store may hold (heap_retention.hpp).
+  (void)kvstore::retain_freed_heap(o.host_capacity_bytes + o.spill_queue_bytes);
   auto s = kvstore::tiered_block_store::open(std::move(o));
   if (!s)
     return s.error();
