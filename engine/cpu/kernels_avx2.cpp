@@ -73,11 +73,11 @@ struct load_f16 {
 
 // One MR x NR block of y; the per-element sequence (full 8-wide steps in k
 // order, one zero-padded partial step, hsum, bias) is the same for every
-// tile shape and for dot(), hence batch invariance. `prefetch` pulls in the
+// tile shape and for dot(), hence batch invariance. `Prefetch` pulls in the
 // next tile's weights; see kernels_avx512.cpp for when it pays.
-template <class L, int MR, int NR>
+template <class L, int MR, int NR, bool Prefetch>
 void tile(const float* x, int64_t ldx, const typename L::elem* w, int64_t K, const float* bias,
-          float* y, int64_t ldy, bool prefetch) {
+          float* y, int64_t ldy) {
   __m256 acc[MR][NR];
 #pragma GCC unroll 8
   for (int r = 0; r < MR; ++r)
@@ -90,7 +90,7 @@ void tile(const float* x, int64_t ldx, const typename L::elem* w, int64_t K, con
     __m256 wv[NR];
 #pragma GCC unroll 8
     for (int c = 0; c < NR; ++c) {
-      if (prefetch)
+      if constexpr (Prefetch)
         _mm_prefetch(reinterpret_cast<const char*>(w + (NR + c) * K + k), _MM_HINT_T0);
       wv[c] = L::full(w + c * K + k);
     }
@@ -129,22 +129,24 @@ void tile(const float* x, int64_t ldx, const typename L::elem* w, int64_t K, con
 
 template <class L>
 using tile_fn = void (*)(const float*, int64_t, const typename L::elem*, int64_t, const float*,
-                         float*, int64_t, bool);
+                         float*, int64_t);
 
 template <class L>
 struct tile_table {
-  tile_fn<L> f[gemm_mr][max_nr];
+  tile_fn<L> f[2][gemm_mr][max_nr]; // [prefetch][mr - 1][nr - 1]
 };
 
 template <class L, int MR, int... NR>
-constexpr void fill_row(tile_fn<L>* row, std::integer_sequence<int, NR...>) {
-  ((row[NR] = &tile<L, MR, NR + 1>), ...);
+constexpr void fill_row(tile_fn<L>* row, tile_fn<L>* row_prefetch, std::integer_sequence<int, NR...>) {
+  ((row[NR] = &tile<L, MR, NR + 1, false>), ...);
+  ((row_prefetch[NR] = &tile<L, MR, NR + 1, true>), ...);
 }
 
 template <class L, int... MR>
 constexpr tile_table<L> make_tile_table(std::integer_sequence<int, MR...>) {
   tile_table<L> t{};
-  (fill_row<L, MR + 1>(t.f[MR], std::make_integer_sequence<int, MR == 0 ? gemv_nr : gemm_nr>{}),
+  (fill_row<L, MR + 1>(t.f[0][MR], t.f[1][MR],
+                       std::make_integer_sequence<int, MR == 0 ? gemv_nr : gemm_nr>{}),
    ...);
   return t;
 }
@@ -168,8 +170,8 @@ void matmul_range_t(const float* x, int64_t M, int64_t K, int64_t ldx, const voi
       const int64_t step = mr == 1 ? gemv_nr : gemm_nr;
       for (int64_t n = p0; n < p1; n += step) {
         const int64_t nr = min64(step, p1 - n);
-        t.f[mr - 1][nr - 1](x + m0 * ldx, ldx, w + n * K, K, bias ? bias + n : nullptr,
-                            y + m0 * ldy + n, ldy, m0 == 0);
+        t.f[m0 == 0][mr - 1][nr - 1](x + m0 * ldx, ldx, w + n * K, K, bias ? bias + n : nullptr,
+                                     y + m0 * ldy + n, ldy);
       }
     }
   }
@@ -189,9 +191,9 @@ void avx2_matmul_range(const float* x, int64_t M, int64_t K, int64_t ldx, const 
 float avx2_dot(const float* a, const void* b, dtype bt, int64_t n) {
   float y = 0.0f;
   switch (bt) {
-    case dtype::f32: tile<load_f32, 1, 1>(a, n, static_cast<const float*>(b), n, nullptr, &y, 1, false); break;
-    case dtype::bf16: tile<load_bf16, 1, 1>(a, n, static_cast<const uint16_t*>(b), n, nullptr, &y, 1, false); break;
-    case dtype::f16: tile<load_f16, 1, 1>(a, n, static_cast<const uint16_t*>(b), n, nullptr, &y, 1, false); break;
+    case dtype::f32: tile<load_f32, 1, 1, false>(a, n, static_cast<const float*>(b), n, nullptr, &y, 1); break;
+    case dtype::bf16: tile<load_bf16, 1, 1, false>(a, n, static_cast<const uint16_t*>(b), n, nullptr, &y, 1); break;
+    case dtype::f16: tile<load_f16, 1, 1, false>(a, n, static_cast<const uint16_t*>(b), n, nullptr, &y, 1); break;
     case dtype::i8: break; // KV only (kv_int8.hpp): never a weight or an activation
   }
   return y;

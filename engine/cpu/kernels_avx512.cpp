@@ -77,7 +77,7 @@ struct load_f16 {
 // w[c, k:k+16]) (+ bias[c]). Every tile shape, dot() included, performs
 // exactly this per-element sequence (full steps in k order, then one masked
 // step, then hsum, then bias), which is what makes results batch-invariant.
-// With `prefetch`, the next tile's weight rows (NR*K elements further on)
+// With `Prefetch`, the next tile's weight rows (NR*K elements further on)
 // are pulled in while this tile's are consumed. The caller asks for it in the
 // first row group of a panel, which streams the weights from memory; later
 // row groups find them in L2, and prefetching there only evicts x from L1
@@ -87,9 +87,12 @@ struct load_f16 {
 // this Zen 5 host, 200 MB of bf16 weights, 2 threads: M = 1 went from 37 to
 // 48-53 GB/s with it, M = 16 from ~150 to ~175 GFLOP/s; prefetching two
 // tiles ahead, or once per cache line, measured the same within noise.
-template <class L, int MR, int NR>
+// `Prefetch` is a template argument, not a run-time flag: with a flag GCC
+// kept the 16 row pointers of a one-row tile partly in vector registers
+// (moved back for every load) and branched inside the loop, ~8% slower.
+template <class L, int MR, int NR, bool Prefetch>
 void tile(const float* x, int64_t ldx, const typename L::elem* w, int64_t K, const float* bias,
-          float* y, int64_t ldy, bool prefetch) {
+          float* y, int64_t ldy) {
   __m512 acc[MR][NR];
 #pragma GCC unroll 8
   for (int r = 0; r < MR; ++r)
@@ -102,7 +105,7 @@ void tile(const float* x, int64_t ldx, const typename L::elem* w, int64_t K, con
     __m512 wv[NR];
 #pragma GCC unroll 8
     for (int c = 0; c < NR; ++c) {
-      if (prefetch)
+      if constexpr (Prefetch)
         _mm_prefetch(reinterpret_cast<const char*>(w + (NR + c) * K + k), _MM_HINT_T0);
       wv[c] = L::full(w + c * K + k);
     }
@@ -150,24 +153,26 @@ void tile(const float* x, int64_t ldx, const typename L::elem* w, int64_t K, con
 
 template <class L>
 using tile_fn = void (*)(const float*, int64_t, const typename L::elem*, int64_t, const float*,
-                         float*, int64_t, bool);
+                         float*, int64_t);
 
 // f[mr - 1][nr - 1]: the microkernel for an mr x nr block (nr <= gemv_nr for
 // one row, <= gemm_nr otherwise).
 template <class L>
 struct tile_table {
-  tile_fn<L> f[gemm_mr][max_nr];
+  tile_fn<L> f[2][gemm_mr][max_nr]; // [prefetch][mr - 1][nr - 1]
 };
 
 template <class L, int MR, int... NR>
-constexpr void fill_row(tile_fn<L>* row, std::integer_sequence<int, NR...>) {
-  ((row[NR] = &tile<L, MR, NR + 1>), ...);
+constexpr void fill_row(tile_fn<L>* row, tile_fn<L>* row_prefetch, std::integer_sequence<int, NR...>) {
+  ((row[NR] = &tile<L, MR, NR + 1, false>), ...);
+  ((row_prefetch[NR] = &tile<L, MR, NR + 1, true>), ...);
 }
 
 template <class L, int... MR>
 constexpr tile_table<L> make_tile_table(std::integer_sequence<int, MR...>) {
   tile_table<L> t{};
-  (fill_row<L, MR + 1>(t.f[MR], std::make_integer_sequence<int, MR == 0 ? gemv_nr : gemm_nr>{}),
+  (fill_row<L, MR + 1>(t.f[0][MR], t.f[1][MR],
+                       std::make_integer_sequence<int, MR == 0 ? gemv_nr : gemm_nr>{}),
    ...);
   return t;
 }
@@ -194,8 +199,7 @@ void matmul_range_t(const float* x, int64_t M, int64_t K, int64_t ldx, const voi
       float* ym = y + m0 * ldy;
       for (int64_t n = p0; n < p1; n += step) {
         const int64_t nr = min64(step, p1 - n);
-        t.f[mr - 1][nr - 1](xm, ldx, w + n * K, K, bias ? bias + n : nullptr, ym + n, ldy,
-                            m0 == 0);
+        t.f[m0 == 0][mr - 1][nr - 1](xm, ldx, w + n * K, K, bias ? bias + n : nullptr, ym + n, ldy);
       }
     }
   }
@@ -216,9 +220,9 @@ float avx512_dot(const float* a, const void* b, dtype bt, int64_t n) {
   // The 1x1 tile: the same element arithmetic as every matmul tile.
   float y = 0.0f;
   switch (bt) {
-    case dtype::f32: tile<load_f32, 1, 1>(a, n, static_cast<const float*>(b), n, nullptr, &y, 1, false); break;
-    case dtype::bf16: tile<load_bf16, 1, 1>(a, n, static_cast<const uint16_t*>(b), n, nullptr, &y, 1, false); break;
-    case dtype::f16: tile<load_f16, 1, 1>(a, n, static_cast<const uint16_t*>(b), n, nullptr, &y, 1, false); break;
+    case dtype::f32: tile<load_f32, 1, 1, false>(a, n, static_cast<const float*>(b), n, nullptr, &y, 1); break;
+    case dtype::bf16: tile<load_bf16, 1, 1, false>(a, n, static_cast<const uint16_t*>(b), n, nullptr, &y, 1); break;
+    case dtype::f16: tile<load_f16, 1, 1, false>(a, n, static_cast<const uint16_t*>(b), n, nullptr, &y, 1); break;
     case dtype::i8: break; // KV only (kv_int8.hpp): never a weight or an activation
   }
   return y;
