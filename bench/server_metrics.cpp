@@ -27,7 +27,7 @@ std::map<std::string, double> metric_by_label(const std::string& text, const std
     char* end = nullptr;
     const double v = std::strtod(value, &end);
     if (end != value)
-      out[line.substr(from, to - from)] = v;
+      out[line.substr(from, to - from)] += v; // e.g. one outcome over every worker
   }
   return out;
 }

@@ -16,8 +16,10 @@
 namespace tessera::bench {
 
 /// The series of `name` in `text` (a Prometheus text exposition), keyed by
-/// the value of their label `label`; series without that label are left
-/// out. Only plain `name{...} value` lines count (not name_bucket etc.).
+/// the value of their label `label`; series sharing that value are summed
+/// (tessera_kvstore_fetch_total by `outcome`: over every worker); series
+/// without that label are left out. Only plain `name{...} value` lines
+/// count (not name_bucket etc.).
 [[nodiscard]] std::map<std::string, double> metric_by_label(const std::string& text, const std::string& name,
                                                              const std::string& label);
 

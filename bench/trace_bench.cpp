@@ -244,6 +244,9 @@ int run_trace_bench(const trace_bench_options& o) {
   const auto busy_metric = "tessera_engine_busy_seconds_total";
   const auto delay_metric = "tessera_engine_step_delay_seconds_total";
   const auto asked_metric = "tessera_sim_step_wall_seconds_total";
+  // The workers' prefix fetches from kv stores by outcome (hit, partial,
+  // miss, skipped, late, rejected, failed), summed over the workers.
+  const auto fetch_metric = "tessera_kvstore_fetch_total";
   auto scrape = [&](const char* metric) {
     auto m = scrape_by_label(*ep, metric, "worker");
     return m ? std::move(*m) : std::map<std::string, double>{};
@@ -252,6 +255,7 @@ int run_trace_bench(const trace_bench_options& o) {
   guard.busy_s.before = scrape(busy_metric);
   guard.delay_s.before = scrape(delay_metric);
   guard.asked_s.before = scrape(asked_metric);
+  const auto fetches_before = scrape_by_label(*ep, fetch_metric, "outcome");
   const auto cpu_before = cpu_sample_now();
   const auto replay_started = std::chrono::steady_clock::now();
   // The server's autoscaling signal every 2 s of the replay (a server
@@ -289,7 +293,13 @@ int run_trace_bench(const trace_bench_options& o) {
   const double interval = std::chrono::duration<double>(std::chrono::steady_clock::now() - replay_started).count();
   guard.host_cpu_busy = cpu_busy_share(cpu_before, cpu_sample_now());
   json busy = json::object();
+  json fetches = json::object();
   if (replay) {
+    if (auto after = scrape_by_label(*ep, fetch_metric, "outcome"); after && fetches_before)
+      for (const auto& [outcome, n] : *after) {
+        const auto b = fetches_before->find(outcome);
+        fetches[outcome] = n - (b == fetches_before->end() ? 0.0 : b->second);
+      }
     guard.busy_s.after = scrape(busy_metric);
     guard.delay_s.after = scrape(delay_metric);
     guard.asked_s.after = scrape(asked_metric);
@@ -324,6 +334,7 @@ int run_trace_bench(const trace_bench_options& o) {
                       {"description", description}};
   j["config"] = config;
   j["worker_busy"] = busy;
+  j["kv_fetch_outcomes"] = fetches;
   j["host"] = host_guard_json(verdict, guard);
   j["host_bound"] = verdict.host_bound;
   j["host_bound_allowed"] = o.allow_host_bound;
@@ -371,6 +382,12 @@ int run_trace_bench(const trace_bench_options& o) {
     std::string line = "engine busy over the replay:";
     for (const auto& [worker, share] : busy.items())
       line += " " + worker + format(" %.0f%%", 100 * share.get<double>());
+    say(line);
+  }
+  if (!fetches.empty()) {
+    std::string line = "kv store fetches over the replay (tessera_kvstore_fetch_total):";
+    for (const auto& [outcome, n] : fetches.items())
+      line += " " + outcome + format(" %.0f", n.get<double>());
     say(line);
   }
   say(format("host: CPUs %.0f%% busy over the replay; sim steps took %.2fx the modelled wall time",

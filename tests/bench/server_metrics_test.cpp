@@ -25,5 +25,15 @@ TEST(ServerMetricsTest, SeriesOfOneMetricByTheValueOfOneLabel) {
   EXPECT_TRUE(metric_by_label("", "x", "worker").empty());
 }
 
+TEST(ServerMetricsTest, SeriesSharingTheLabelsValueAreSummed) {
+  const std::string text = "tessera_kvstore_fetch_total{worker=\"prefill-0\",outcome=\"late\"} 2\n"
+                           "tessera_kvstore_fetch_total{worker=\"decode-1\",outcome=\"late\"} 3\n"
+                           "tessera_kvstore_fetch_total{worker=\"decode-1\",outcome=\"partial\"} 40\n";
+  const auto m = metric_by_label(text, "tessera_kvstore_fetch_total", "outcome");
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_DOUBLE_EQ(m.at("late"), 5);
+  EXPECT_DOUBLE_EQ(m.at("partial"), 40);
+}
+
 } // namespace
 } // namespace tessera::bench
