@@ -18,6 +18,8 @@ packages=(
   libpcre2-dev
   libboost-dev
   libssl-dev
+  # The SDK's Python binding (sdk/python; skipped by CMake without them).
+  pybind11-dev python3-dev
   # tessera launch's tests: their own sshd, munged, slurmctld and slurmd
   # (Debian's postinst does not start the system's daemons where no init
   # system runs; the tests never use them).

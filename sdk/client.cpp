@@ -475,6 +475,21 @@ std::optional<chunk> stream::next() {
   return std::nullopt;
 }
 
+bool stream::wait_for(std::chrono::milliseconds max_wait) {
+  auto& s = *state_;
+  const auto timeout = client_->opts.timeout;
+  std::unique_lock lock{s.mu};
+  // A timeout without news counts as news: next() then cancels and throws.
+  return s.cv.wait_for(lock, max_wait, [&] {
+    return !s.chunks.empty() || s.done || clock_type::now() >= s.news + timeout;
+  });
+}
+
+bool stream::done() const {
+  std::lock_guard lock{state_->mu};
+  return state_->done;
+}
+
 result stream::wait() {
   auto& s = *state_;
   std::unique_lock lock{s.mu};

@@ -153,6 +153,13 @@ public:
   /// failure (and after options::timeout without news). Not with an
   /// on_chunk callback.
   std::optional<chunk> next();
+  /// Waits at most `max_wait` until next() (or wait(), when the request
+  /// ended) would not block: a chunk, the end, a failure, or
+  /// options::timeout without news is there. For callers that must wake
+  /// up meanwhile (a Python binding checking for Ctrl-C). Never throws.
+  bool wait_for(std::chrono::milliseconds max_wait);
+  /// Whether the request ended (finished, failed or cancelled).
+  [[nodiscard]] bool done() const;
   /// Waits for the end; the whole answer. Throws error.
   result wait();
   /// Stops the request (frees it on the workers); next() then throws
