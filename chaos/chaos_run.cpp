@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <csignal>
+#include <fstream>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -378,6 +379,14 @@ caf::expected<chaos_report> run_chaos(const chaos_options& o) {
   }
   report.health = probe.stop();
   report.events = std::move(applied);
+  // Each node's counters as the run left them (what its kv store offered,
+  // stored and served), beside its log: <log_dir>/<id>.metrics.
+  for (const auto& n : o.config.nodes)
+    if (n.metrics_port != 0 && !o.log_dir.empty())
+      if (auto m = bench::http_fetch({n.metrics_host, n.metrics_port, ""}, "GET", "/metrics", "",
+                                     std::chrono::milliseconds{2000});
+          m && m->status == 200)
+        std::ofstream(o.log_dir / (n.id + ".metrics")) << m->body;
   for (const auto& line : nodes.stop_all())
     say(line);
   finish_report(report);

@@ -19,7 +19,8 @@ using cluster::quote_input;
 using view = toml::node_view<const toml::node>;
 
 const std::vector<std::string> top_keys{"name", "description", "duration_s", "grace_s", "seed", "load", "event"};
-const std::vector<std::string> load_keys{"rate", "prompt_tokens", "max_tokens", "seeded_fraction", "temperature"};
+const std::vector<std::string> load_keys{"rate",        "prompt_tokens",   "max_tokens", "seeded_fraction",
+                                         "temperature", "shared_prefixes", "prefix_tokens"};
 const std::vector<std::string> event_keys{"at_s", "action", "node", "plan"};
 const std::vector<std::string> action_names{"kill",   "term",      "stop",     "cont",
                                             "restart", "faults", "disk-full", "disk-heal"};
@@ -38,6 +39,11 @@ void read_load(reader& r, const view& v, load_spec& l) {
   r.num(v["max_tokens"], "load.max_tokens", 1, 1 << 16, l.max_tokens);
   r.flt(v["seeded_fraction"], "load.seeded_fraction", 0, 1, l.seeded_fraction);
   r.flt(v["temperature"], "load.temperature", 0, 2, l.temperature, true);
+  r.num(v["shared_prefixes"], "load.shared_prefixes", 0, 1024, l.shared_prefixes);
+  r.num(v["prefix_tokens"], "load.prefix_tokens", 0, 1 << 16, l.prefix_tokens);
+  if ((l.shared_prefixes > 0) != (l.prefix_tokens > 0))
+    r.problem("'load.shared_prefixes' and 'load.prefix_tokens' go together: both above 0, or both 0 (no shared "
+              "prefix)");
   if (!v["prompt_tokens"])
     return;
   auto* a = v["prompt_tokens"].as_array();

@@ -16,6 +16,8 @@
 ///   max_tokens = 48             # every request generates exactly this many
 ///   seeded_fraction = 0.5       # share sampled at `temperature` with a seed;
 ///   temperature = 0.8           # the rest greedy (temperature 0)
+///   shared_prefixes = 0         # > 0: each prompt starts with one of this many
+///   prefix_tokens = 0           # random prefixes of this many tokens
 ///   [[event]]
 ///   at_s = 5                    # seconds after the load started
 ///   action = "kill"             # kill (SIGKILL), term (SIGTERM), stop (SIGSTOP),
@@ -67,6 +69,12 @@ struct load_spec {
   double seeded_fraction = 0.5;
   /// Temperature of the seeded requests, in (0, 2]. Default: 0.8.
   double temperature = 0.8;
+  /// Prompts that share prefixes (a kv store has something to serve):
+  /// each prompt starts with one of `shared_prefixes` random prefixes of
+  /// `prefix_tokens` tokens (made from the seed), then its own
+  /// prompt_tokens. Both 0 (default) or both > 0; at most 1024 and 65536.
+  int32_t shared_prefixes = 0;
+  int32_t prefix_tokens = 0;
 };
 
 /// A whole scenario. Events are sorted by at_s (stable).

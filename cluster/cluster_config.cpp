@@ -20,7 +20,7 @@ namespace tessera::cluster {
 namespace {
 
 
-const std::set<std::string> known_roles{"frontend", "router", "prefill", "decode", "worker"};
+const std::set<std::string> known_roles{"frontend", "router", "prefill", "decode", "worker", "kvstore"};
 
 // Every key a config may have, in the order the header documents them (the
 // order "did you mean" prefers on a tie).
@@ -57,7 +57,7 @@ const std::vector<std::string> top_keys{"model",
                                         "sim",
                                         "node"};
 
-const std::vector<std::string> node_keys{"id", "address", "roles", "workers", "http", "metrics"};
+const std::vector<std::string> node_keys{"id", "address", "roles", "workers", "http", "metrics", "store"};
 
 const std::vector<std::string> sim_keys{"gpu",
                                         "time_scale",
@@ -107,6 +107,7 @@ void read_node(reader& r, const toml::node& entry, size_t i, node_spec& n) {
   std::string http, metrics;
   r.str(v["http"], at + ".http", http);
   r.str(v["metrics"], at + ".metrics", metrics);
+  r.str(v["store"], at + ".store", n.store);
   const size_t max_name = transport::wire::wire_limits{}.max_name_bytes;
   if (!v["id"])
     r.problem(at + ".id is missing");
@@ -128,14 +129,14 @@ void read_node(reader& r, const toml::node& entry, size_t i, node_spec& n) {
     r.problem(at + ".address " + quote_input(n.address) + " needs a port other than 0 (other nodes dial it)");
   auto* roles = v["roles"].as_array();
   if (roles == nullptr || roles->empty()) {
-    r.problem(at + ".roles must be a non-empty array (of frontend, router, prefill, decode, worker)");
+    r.problem(at + ".roles must be a non-empty array (of frontend, router, prefill, decode, worker, kvstore)");
   } else {
     for (const auto& role_node : *roles) {
       auto role = role_node.value_exact<std::string>();
       if (!role || !known_roles.contains(*role)) {
         const std::vector<std::string> names{known_roles.begin(), known_roles.end()};
         r.problem(at + ".roles: unknown role" + (role ? " " + quote_input(*role) + did_you_mean(*role, names) : "") +
-                  " (use frontend, router, prefill, decode, worker)");
+                  " (use frontend, router, prefill, decode, worker, kvstore)");
         continue;
       }
       n.roles.push_back(*role);
@@ -199,6 +200,37 @@ void read_membership(reader& r, const toml::node_view<const toml::node>& root, c
     for (const char* key : {"etcd_endpoints", "etcd_prefix", "membership_ttl_s"})
       if (root[key])
         r.problem(std::string{"'"} + key + "' needs membership = \"etcd\"");
+}
+
+/// The kv store nodes: a node's `store` names a node with the role
+/// kvstore, and is set only on a node with workers and no store of its
+/// own; a kvstore node keeps a store (kvstore_host_mb > 0).
+void check_store_nodes(reader& r, const cluster_config& c) {
+  std::vector<std::string> stores;
+  for (const auto& n : c.nodes)
+    if (n.has("kvstore"))
+      stores.push_back(n.id);
+  for (size_t i = 0; i < c.nodes.size(); ++i) {
+    const auto& n = c.nodes[i];
+    const std::string at = "node[" + std::to_string(i) + "] (" + quote_input(n.id) + ")";
+    if (n.has("kvstore") && c.kvstore_host_mb == 0)
+      r.problem(at + " has the role kvstore but kvstore_host_mb = 0 keeps no store: give it host memory");
+    if (n.store.empty())
+      continue;
+    if (!n.has_workers())
+      r.problem(at + ".store " + quote_input(n.store) + ": only a node with workers (prefill, decode, worker) "
+                "uses another node's kv store");
+    else if (n.has("kvstore"))
+      r.problem(at + ".store " + quote_input(n.store) + ": the node has the role kvstore, so its workers use its "
+                "own store; drop the key or the role");
+    const auto* target = c.node(n.store);
+    if (target == nullptr)
+      r.problem(at + ".store " + quote_input(n.store) + " names no node of this config" +
+                did_you_mean(n.store, stores));
+    else if (!target->has("kvstore"))
+      r.problem(at + ".store " + quote_input(n.store) + " names a node without the role kvstore" +
+                (stores.empty() ? std::string{" (no node has it)"} : " (nodes with it: " + toml_reader::joined(stores) + ")"));
+  }
 }
 
 caf::error problems_error(const std::vector<std::string>& problems) {
@@ -346,6 +378,7 @@ config_reading read_cluster_config(std::string_view text, const std::string& nam
       // through any live one (actors/node/router_client.hpp).
       if (routers < 1)
         r.problem("at least one node must have the role router, found none");
+      check_store_nodes(r, c);
     }
   }
   out.problems = r.take_problems();
@@ -457,6 +490,8 @@ std::string node_entry_text(const node_spec& n) {
     t.insert("http", join_host_port(n.http_host, n.http_port));
   if (n.metrics_port != 0)
     t.insert("metrics", join_host_port(n.metrics_host, n.metrics_port));
+  if (!n.store.empty())
+    t.insert("store", n.store);
   std::ostringstream os;
   os << t;
   return os.str();

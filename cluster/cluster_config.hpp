@@ -32,7 +32,7 @@
 ///   kv_cache_mb = 256               # per worker; 0: the backend's default
 ///   kv_dtype = "bf16"               # KV pool elements: bf16 or int8 (per-token scales)
 ///   max_model_len = 0               # 0: the model's; at most 1048576
-///   kvstore_host_mb = 1024          # per node with workers; 0: no kv store
+///   kvstore_host_mb = 1024          # per node with workers or the role kvstore; 0: none
 ///   kvstore_disk_dir = ""           # RocksDB tier under <dir>/<node id>
 ///   kvstore_disk_mb = 16384         # its capacity per node
 ///   kvstore_int8 = false            # keep the store's blocks as int8
@@ -77,6 +77,14 @@
 ///   workers = 1
 ///   metrics = "127.0.0.1:9102"      # optional: GET /metrics of this node
 ///                                   # (a frontend node has it on its API)
+///   store = "store-a"               # optional, on a node with workers: use the
+///                                   # kv store of node store-a (roles =
+///                                   # ["kvstore"]) instead of one of its own
+///   [[node]]
+///   id = "store-a"
+///   address = "127.0.0.1:14003"
+///   roles = ["kvstore"]             # a kv store (kvstore_host_mb, disk under
+///                                   # kvstore_disk_dir/<id>) serving other nodes
 
 #include <cstdint>
 #include <filesystem>
@@ -95,7 +103,8 @@ struct node_spec {
   std::string id;
   /// host:port its transport listens on (unique).
   std::string address;
-  /// Some of: frontend, router, prefill, decode, worker (prefill+decode).
+  /// Some of: frontend, router, prefill, decode, worker (prefill+decode),
+  /// kvstore (a kv store that serves the cluster's workers over the wire).
   std::vector<std::string> roles;
   /// Workers of its worker role. Default: 1.
   int workers = 1;
@@ -106,6 +115,11 @@ struct node_spec {
   /// blocks, transfers, restarts); port 0: nowhere. Default: none.
   std::string metrics_host = "127.0.0.1";
   uint16_t metrics_port = 0;
+  /// A node with workers and no store of its own: the id of the node with
+  /// the role kvstore whose store its workers offer finished blocks to and
+  /// fetch prefixes from, over the bridge. Empty: the node opens its own
+  /// store (kvstore_host_mb). Default: empty.
+  std::string store;
 
   [[nodiscard]] bool has(const std::string& role) const;
   /// Whether it runs workers (prefill, decode or worker), and so a kv store.

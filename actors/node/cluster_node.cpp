@@ -12,6 +12,7 @@
 #include "actors/node/peer_links.hpp"
 #include "actors/node/router_client.hpp"
 #include "actors/node/router_gateway.hpp"
+#include "actors/node/store_node.hpp"
 #include "actors/node/worker_supervisor.hpp"
 #include "cluster/cluster_secret.hpp"
 #include "cluster/kv_hash_key.hpp"
@@ -35,6 +36,8 @@ struct cluster_node::impl : detail::node_actors {
   /// frontend and several routers (or none here): the frontend's router.
   router_api_actor router_gateway;
   router_local_actor router_client;
+  /// With the role kvstore: the store's intake (store_node.hpp).
+  kvstore_intake_actor store_intake;
 
   ~impl() {
     links.reset(); // leaves etcd first: peers drop this node at once
@@ -42,6 +45,8 @@ struct cluster_node::impl : detail::node_actors {
       caf::anon_send_exit(router_gateway, caf::exit_reason::user_shutdown);
     if (router_client)
       caf::anon_send_exit(router_client, caf::exit_reason::user_shutdown);
+    if (store_intake)
+      caf::anon_send_exit(store_intake, caf::exit_reason::user_shutdown);
   }
 };
 
@@ -178,6 +183,7 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
     rc.bridge = caf::actor_cast<caf::actor>(p->br->actor());
     rc.node = node_id; // health canaries' tokens come back here
     rc.hash_key = hash_key;
+    rc.store_nodes = detail::store_nodes_of(cfg); // workers that use a store node's store
     auto router = spawn_router(sys, rc);
     if (!router)
       return router.error();
@@ -199,8 +205,10 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     const uint64_t id_base = detail::random_id_base();
     const std::string kind = roles.size() == 2 ? "worker" : me->has("prefill") ? "prefill" : "decode";
+    // A node that names a store node (`store`) keeps none of its own: its
+    // workers offer to and fetch from that one (store_node.hpp).
     auto store = detail::open_kv_store(
-      {cfg.kvstore_host_mb << 20,
+      {me->store.empty() ? cfg.kvstore_host_mb << 20 : 0,
        cfg.kvstore_disk_dir.empty() ? std::filesystem::path{} : std::filesystem::path{cfg.kvstore_disk_dir} / node_id,
        cfg.kvstore_disk_mb << 20, cfg.kvstore_int8});
     if (!store)
@@ -228,6 +236,7 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
       spec.metrics = metrics;
       spec.store = p->store;
       spec.store_writer = p->store_writer;
+      spec.store_node = me->store;
       spec.offer_max_bytes = cfg.kvstore_offer_mb << 20;
       spec.units = *units;
       spec.hash_key = hash_key;
@@ -240,6 +249,17 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
     if (p->store)
       p->store_actor =
         detail::start_kvstore_actor(sys, *p->br, p->store, node_id, router_at, *any_engine, metrics, more_routers);
+  }
+  if (me->has("kvstore")) {
+    // A store for the workers of other nodes (and this node's, if any).
+    auto intake = detail::start_store_node(*p, cfg, *model, engine,
+                                           {node_id, router_at, more_routers, metrics, hash_key});
+    if (!intake)
+      return intake.error();
+    p->store_intake = *intake;
+    say("kv store '" + node_id + "' serving other nodes (" + std::to_string(cfg.kvstore_host_mb) + " MiB host" +
+        (cfg.kvstore_disk_dir.empty() ? std::string{}
+                                      : ", disk under " + cfg.kvstore_disk_dir + "/" + node_id) + ")");
   }
   if (me->has("frontend")) {
     detail::frontend_spec fs;

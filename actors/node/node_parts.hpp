@@ -91,6 +91,9 @@ struct worker_spec {
   int32_t max_model_len = 0;
   /// engine_config::speculative of the worker's engine.
   engine::speculative_params speculative;
+  /// The draft model for speculative method draft (engine::attach_draft_model),
+  /// built on the same backend kind, threads and KV settings; null: none.
+  std::shared_ptr<const loaded_model> draft;
   uint64_t worker_id = 0;
   transport::wire::actor_address router;
   /// worker_config::more_routers (a cluster with several routers).
@@ -101,6 +104,10 @@ struct worker_spec {
   /// store_writer); null: none.
   std::shared_ptr<kvstore::block_store> store;
   kvstore_writer_actor store_writer;
+  /// With no store here: the node with the role kvstore whose store the
+  /// worker uses over the bridge (worker_config::store_at, remote_store;
+  /// store_node.hpp). Empty: none.
+  std::string store_node;
   /// worker_config::offer_max_bytes. Default: 64 MiB.
   uint64_t offer_max_bytes = uint64_t{64} << 20;
   /// The engine's block-hash key (node_kv_hash_key): the router's.

@@ -20,6 +20,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -132,6 +133,11 @@ struct router_config {
   /// A kv store without a heartbeat for this long is not offered to the
   /// policy. Default: 5 s.
   std::chrono::milliseconds store_timeout{5000};
+  /// Nodes whose workers use another node's kv store (the cluster TOML's
+  /// `store`): worker node -> store node. Such a worker is credited with
+  /// that store's blocks as with its own node's, and fetches them from
+  /// there. Default: none (each node's workers use their node's store).
+  std::map<std::string, std::string> store_nodes;
   /// Where the autoscaling signal goes (autoscale.hpp): units demanded and
   /// served per second and the recommended workers, per role; the TTFT and
   /// ITL histograms the frontend records there are read for the SLO test.

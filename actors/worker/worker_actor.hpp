@@ -171,8 +171,15 @@ struct worker_config {
   /// The node's kv store actor (actors/kvstore): a prompt this worker
   /// computes first takes the cached prefix its pool lacks from there, then
   /// from the peer store its request names (request_handoff::kv_source).
-  /// Empty: no local store.
+  /// Empty: no local store. A worker that uses another node's store
+  /// (remote_store) names that node's kv store actor here.
   transport::wire::actor_address store_at;
+  /// The intake of a kv store on another node (actors/kvstore/
+  /// kvstore_intake.hpp) that this worker offers its finished sequences to
+  /// over the bridge, when its node keeps no store (`store` null); within
+  /// offer_max_bytes as with a local store, each offer at most 8 MiB.
+  /// Empty: none.
+  transport::wire::actor_address remote_store;
   /// Whether a prefix fetch pays and how long it may take
   /// (actors/worker/fetch_cost.hpp): the deadline follows the prefix's
   /// size and the compute it saves, between min and max_deadline.

@@ -73,11 +73,18 @@ void fetch_next(worker_pointer self, uint64_t id) {
   const bool peer = ask->peer;
   const size_t first = ask->first;
   auto store = st.stores.get(self->system(), st.cfg.bridge, at.node, at.actor);
+  // From the store another node keeps for this worker: what it brings (or
+  // lacks) tells which blocks not to offer it again (remote_offers.hpp).
+  std::vector<engine::kv_block_hash> asked;
+  if (!peer && !st.cfg.remote_store.empty())
+    asked = q.block_hashes;
   auto took = [now] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - now).count(); };
   self->request(store, ask->timeout, fetch_atom_v, std::move(q))
     .then(
-      [self, id, first, peer, at, took](wire::kv_fetch_reply& reply) {
+      [self, id, first, peer, at, took, asked = std::move(asked)](wire::kv_fetch_reply& reply) {
         auto& st = self->state;
+        if (!asked.empty())
+          note_fetched(st.remote_held, asked, reply);
         uint64_t bytes = 0;
         for (const auto& b : reply.blocks)
           bytes += b.data.size();
@@ -107,8 +114,14 @@ void fetch_next(worker_pointer self, uint64_t id) {
         auto it = self->state.fetching.find(id);
         if (it == self->state.fetching.end())
           return;
-        spdlog::warn("worker {}: fetching request {}'s prefix from {} on node '{}' failed ({}); computing it instead",
-                     self->state.cfg.name, id, at.actor, at.node, error_text(err));
+        // Once per 5 s: a store node that is down fails every fetch at once.
+        const auto now = std::chrono::steady_clock::now();
+        if (now - self->state.fetch_failure_logged >= std::chrono::seconds{5}) {
+          self->state.fetch_failure_logged = now;
+          spdlog::warn("worker {}: fetching request {}'s prefix from {} on node '{}' failed ({}); computing it "
+                       "instead (logged once per 5 s)",
+                       self->state.cfg.name, id, at.actor, at.node, error_text(err));
+        }
         it->second.fetch.failed(peer, timed_out);
         fetch_next(self, id);
       });

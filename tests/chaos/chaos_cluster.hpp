@@ -18,6 +18,8 @@ namespace tessera::test {
 struct chaos_node {
   const char* id;
   const char* roles;
+  /// More lines of its [[node]] table (e.g. store = "..."); may be null.
+  const char* extra = nullptr;
 };
 
 /// Writes `dir`/cluster.secret (owner-only) and `dir`/cluster.toml serving
@@ -41,6 +43,8 @@ inline std::filesystem::path write_chaos_cluster(const std::filesystem::path& di
   for (const auto& n : nodes) {
     out << "[[node]]\nid = \"" << n.id << "\"\naddress = \"127.0.0.1:" << free_port() << "\"\nroles = [" << n.roles
         << "]\nmetrics = \"127.0.0.1:" << free_port() << "\"\n";
+    if (n.extra != nullptr)
+      out << n.extra << "\n";
     if (first)
       out << "http = \"127.0.0.1:" << free_port() << "\"\n";
     first = false;
