@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <future>
 #include <thread>
@@ -230,6 +231,88 @@ TEST(UcxSameHostTest, APeerOverTcpOnlyOrWithTheSameHostPathOffTakesTheGrantPath)
     f.node->revoke(*g);
     std::fill(f.pool.memory.begin(), f.pool.memory.end(), std::byte{0});
     ++n;
+  }
+}
+
+/// Checks each batch's bytes at the moment it is reported: a notice that
+/// overtook its data (a copy or put not finished) shows the previous
+/// batch's bytes there.
+struct landing_checker : recorder {
+  std::span<const std::byte> src; // the sender's region (same process)
+  std::span<const std::byte> dst; // the pool
+  std::atomic<int> early{0};
+
+  void on_blocks_arrived(peer_id from, const transfer_batch& b) override {
+    for (const auto& c : b.blocks)
+      if (std::memcmp(src.data() + c.src_offset, dst.data() + c.dst_offset, c.size) != 0)
+        ++early;
+    recorder::on_blocks_arrived(from, b);
+  }
+};
+
+// Into a pool the transport allocated (a shared-memory segment the
+// sender's key attaches) the sender copies the blocks itself and sends the
+// notice right after, with no UCX put or flush; into registered heap
+// memory (cma: nothing mapped) it puts and flushes as before. Either way
+// every batch's bytes are in place when the receiver hears of it.
+TEST(UcxSameHostTest, EveryBatchIsInPlaceWhenReportedWhetherCopiedIntoAMappedPoolOrPut) {
+  for (const bool allocated : {true, false}) {
+    SCOPED_TRACE(allocated ? "allocated pool: copied" : "registered pool: put and flushed");
+    landing_checker rec;
+    std::vector<std::byte> heap(pool_bytes); // outlives the node that registers it
+    auto node = make(options("decode"), shm());
+    ASSERT_TRUE(node);
+    node->set_handler(&rec);
+    std::span<std::byte> pool;
+    region_id pool_id = 0;
+    if (allocated) {
+      auto r = node->allocate_region(pool_bytes);
+      ASSERT_TRUE(r) << to_string(r.error());
+      pool = r->memory;
+      pool_id = r->id;
+    } else {
+      auto r = node->register_region(heap);
+      ASSERT_TRUE(r) << to_string(r.error());
+      pool = heap;
+      pool_id = *r;
+    }
+    auto address = node->listen("127.0.0.1:0");
+    ASSERT_TRUE(address) << to_string(address.error());
+    auto sender = make(options("prefill"), shm());
+    ASSERT_TRUE(sender);
+    auto src = sender->allocate_region(pool_bytes);
+    ASSERT_TRUE(src);
+    rec.src = src->memory;
+    rec.dst = pool;
+    auto p = sender->connect(*address);
+    ASSERT_TRUE(p) << to_string(p.error());
+    ASSERT_TRUE(rec.wait([&] { return !rec.connected.empty(); }));
+    peer_id from = 0;
+    {
+      std::lock_guard lock{rec.mu};
+      from = rec.connected.at(0).first;
+    }
+    ASSERT_TRUE(eventually([&] { return ucx_test_access::same_host(*node, from); }));
+    auto g = node->grant(from, {{pool_id, 0, pool_bytes}});
+    ASSERT_TRUE(g) << to_string(g.error());
+    constexpr int batches = 64;
+    for (int k = 0; k < batches; ++k) {
+      for (size_t i = 0; i < src->memory.size(); ++i)
+        src->memory[i] = static_cast<std::byte>((i * 131 + 17 + static_cast<size_t>(k) * 7) % 251);
+      auto batch = scattered(src->id, pool_id);
+      batch.batch_id = static_cast<uint64_t>(k);
+      completion_log log;
+      sender->transfer(*p, batch, log.make(0));
+      ASSERT_TRUE(log.wait_for_count(1));
+      ASSERT_FALSE(log.of(0).at(0)) << to_string(log.of(0).at(0));
+      ASSERT_TRUE(rec.wait([&] { return rec.batches.size() == static_cast<size_t>(k) + 1; }));
+    }
+    EXPECT_EQ(rec.early.load(), 0) << "a batch was reported before its bytes were in place";
+    EXPECT_EQ(ucx_test_access::same_host_put_batches(*sender), uint64_t{batches});
+    EXPECT_EQ(ucx_test_access::mapped_put_batches(*sender), allocated ? uint64_t{batches} : 0u)
+      << "copied into a mapped segment only where the pool is one";
+    sender.reset(); // before the pool's owner goes
+    node.reset();
   }
 }
 

@@ -13,7 +13,9 @@
 ///   ucx_messages.cpp  operation bookkeeping, sending active messages, the
 ///                     receive-side dispatch and control-message delivery
 ///   ucx_transfer.cpp  registered regions and rkeys, the checks of a
-///                     batch, put + flush + "blocks arrived"
+///                     batch, put + flush + "blocks arrived" (or, where
+///                     the peer's segment is mapped here, memcpy +
+///                     "blocks arrived")
 ///   ucx_transfer_rndv.cpp  the rendezvous KV path (ucx_kv_am.hpp has
 ///                     its protocol): runs as rendezvous active messages
 ///                     received into the destination region, the ack
@@ -177,6 +179,7 @@ public:
   /// came), and how many batches went that way.
   bool same_host(peer_id peer);
   uint64_t same_host_put_batches() const { return local_put_batches_.load(); }
+  uint64_t mapped_put_batches() const { return mapped_put_batches_.load(); }
   const std::vector<std::byte>& same_host_worker_address() const { return local_address_; }
   void send_unchecked(peer_id to, const std::string& actor, std::span<const std::byte> data,
                       bool rndv, completion done);
@@ -201,6 +204,13 @@ private:
     ucp_rkey_h rkey = nullptr;
     /// Same-host path: its key on our endpoint to its shared-memory worker.
     ucp_rkey_h local_rkey = nullptr;
+    /// Byte 0 of the region in our own address space where its key
+    /// (rkey / local_rkey) attached the peer's shared-memory segment
+    /// (ucp_rkey_ptr; null where the key maps nothing here, e.g. cma or
+    /// tcp): a put into it is then a memcpy by this process, complete
+    /// when it returns (start_put_transfer).
+    std::byte* mapped = nullptr;
+    std::byte* local_mapped = nullptr;
   };
 
   /// An operation UCX has not finished yet (user_data of its requests).
@@ -424,6 +434,12 @@ private:
   /// `local`: over the same-host endpoint with its keys.
   void start_put_transfer(peer& p, const std::shared_ptr<transfer_batch>& b,
                           const completion& done, bool local = false);
+  /// Where `rkey` maps byte 0 of the peer's region at `base` into our
+  /// address space (ucp_rkey_ptr), or null.
+  static std::byte* mapping_of(ucp_rkey_h rkey, uint64_t base);
+  /// The "blocks arrived" message of `b` to `p` (am_batch, on the cluster
+  /// endpoint); `done` gets its send's result.
+  void send_batch_notice(peer& p, const transfer_batch& b, completion done);
   static void on_put_done(void* request, ucs_status_t status, void* user_data);
   static void on_flush_done(void* request, ucs_status_t status, void* user_data);
   void after_flush(pending_op* op);
@@ -520,6 +536,8 @@ private:
   int local_fd_ = -1;
   std::vector<std::byte> local_address_;
   std::atomic<uint64_t> local_put_batches_{0};
+  /// Put batches copied by this process into mapped segments (tests).
+  std::atomic<uint64_t> mapped_put_batches_{0};
   std::map<peer_id, peer> peers_;
   std::unordered_map<uint64_t, peer_id> session_to_peer_;
   /// Live grants: the peer and the pieces' keys in its `granted`.

@@ -16,11 +16,16 @@ namespace tessera::transport {
 /// The data path of ucx_transport::transfer (ucx_options::kv_path).
 ///
 ///  - put: one ucp_put_nbx per block into the peer's registered region,
-///    an endpoint flush, then a "blocks arrived" message. Zero-copy where
-///    UCX has real RMA between the two processes (cma, knem, xpmem over
-///    shared memory; rc/dc over InfiniBand). Over tcp UCX 1.13 emulates
-///    puts (software RMA: one active message per tcp segment, copied into
-///    place by the receiver and acknowledged piece by piece).
+///    an endpoint flush, then a "blocks arrived" message. Where the
+///    peer's key maps its region into this process (UCX attached its
+///    sysv/posix segment: what UCX's put there does is a memcpy), the
+///    sender copies the blocks itself and sends the message right after
+///    (nothing to flush: each copy is complete when it returns).
+///    Zero-copy where UCX has real RMA between the two processes (cma,
+///    knem, xpmem over shared memory; rc/dc over InfiniBand). Over tcp
+///    UCX 1.13 emulates puts (software RMA: one active message per tcp
+///    segment, copied into place by the receiver and acknowledged piece
+///    by piece).
 ///  - am_rndv: a "batch" notice, then one active message per contiguous
 ///    run of blocks, forced onto UCX's rendezvous protocol and received
 ///    straight into the destination region at the run's offset; the

@@ -142,6 +142,7 @@ void ucx_core::on_local_regions(peer& p, reader& rd) {
     r.base = base;
     r.size = size;
     r.local_rkey = rkey;
+    r.local_mapped = mapping_of(rkey, base);
   }
   if (!rd.ok)
     return refuse_peer(p, rejection::malformed, "a truncated same-host region list");

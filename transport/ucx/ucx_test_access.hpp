@@ -40,6 +40,10 @@ struct ucx_test_access {
 
   /// Batches `t` sent by put over the same-host path.
   static uint64_t same_host_put_batches(ucx_transport& t);
+
+  /// Batches `t` copied itself into a peer's segment mapped here (by
+  /// either path), without a UCX put or flush.
+  static uint64_t mapped_put_batches(ucx_transport& t);
 };
 
 } // namespace tessera::transport::detail

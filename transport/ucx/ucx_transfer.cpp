@@ -7,6 +7,8 @@
 #include "transport/ucx/ucx_core.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <cstring>
 
 namespace tessera::transport::detail {
 
@@ -160,7 +162,15 @@ bool ucx_core::decode_region(peer& p, reader& rd) {
   r.base = base;
   r.size = size;
   r.rkey = rkey;
+  r.mapped = mapping_of(rkey, base);
   return true;
+}
+
+std::byte* ucx_core::mapping_of(ucp_rkey_h rkey, uint64_t base) {
+  void* ptr = nullptr;
+  if (rkey == nullptr || ucp_rkey_ptr(rkey, base, &ptr) != UCS_OK)
+    return nullptr;
+  return static_cast<std::byte*>(ptr);
 }
 
 void ucx_core::decode_regions(peer& p, reader& rd) {
@@ -284,6 +294,31 @@ void ucx_core::start_put_transfer(peer& pr, const std::shared_ptr<transfer_batch
   auto* ep = local ? p->local_ep : p->ep;
   if (local)
     local_put_batches_.fetch_add(1, std::memory_order_relaxed);
+  // Where every destination is mapped into this process (the peer's
+  // shared-memory segment, attached by its key: what UCX's own put over
+  // sysv/posix does with a memcpy), the blocks are copied here, and each
+  // copy is complete when it returns: no put request, no flush, the
+  // notice right after. Anything else takes UCX puts and the flush (an
+  // empty batch too, whose flush still orders it after earlier puts).
+  auto mapping = [&](const block_copy& c) {
+    const auto& dst = p->regions.at(c.dst);
+    return local ? dst.local_mapped : dst.mapped;
+  };
+  const bool mapped = !b->blocks.empty()
+                      && std::all_of(b->blocks.begin(), b->blocks.end(),
+                                     [&](const block_copy& c) { return mapping(c) != nullptr; });
+  if (mapped) {
+    // check_batch kept every [dst_offset, dst_offset + size) inside the
+    // region's announced size, as for a put.
+    for (const auto& blk : b->blocks)
+      std::memcpy(mapping(blk) + blk.dst_offset,
+                  regions_.at(blk.src).memory.data() + blk.src_offset, blk.size);
+    // Every store (non-temporal ones of a large memcpy included) is
+    // globally visible before the notice is written.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    mapped_put_batches_.fetch_add(1, std::memory_order_relaxed);
+    return send_batch_notice(*p, *b, done);
+  }
   auto* op = new_op(to, done);
   op->batch = b;
   ++op->outstanding; // held until the flush is issued
@@ -336,15 +371,20 @@ void ucx_core::after_flush(pending_op* op) {
     release_op(op);
     return;
   }
-  writer w;
-  w.put<uint64_t>(op->batch->batch_id);
-  w.put<uint32_t>(static_cast<uint32_t>(op->batch->blocks.size()));
-  for (const auto& blk : op->batch->blocks)
-    put_block_copy(w, blk);
   auto done = std::move(op->done);
   op->finished = true;
+  auto batch = std::move(op->batch);
   release_op(op);
-  am_send(it->second, am_batch, {}, std::move(w.out), std::move(done));
+  send_batch_notice(it->second, *batch, std::move(done));
+}
+
+void ucx_core::send_batch_notice(peer& p, const transfer_batch& b, completion done) {
+  writer w;
+  w.put<uint64_t>(b.batch_id);
+  w.put<uint32_t>(static_cast<uint32_t>(b.blocks.size()));
+  for (const auto& blk : b.blocks)
+    put_block_copy(w, blk);
+  am_send(p, am_batch, {}, std::move(w.out), std::move(done));
 }
 
 void ucx_core::on_batch(peer& p, reader& rd) {

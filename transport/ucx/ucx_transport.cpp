@@ -114,4 +114,8 @@ uint64_t ucx_test_access::same_host_put_batches(ucx_transport& t) {
   return t.core_->same_host_put_batches();
 }
 
+uint64_t ucx_test_access::mapped_put_batches(ucx_transport& t) {
+  return t.core_->mapped_put_batches();
+}
+
 } // namespace tessera::transport::detail
