@@ -246,20 +246,17 @@ void cpu_backend::forward(std::span<const forward_seq> seqs, float* logits) {
       kv_store(shape, seqs[tok_seq[t]].block_table, tok_pos[t], k_.data() + t * nkv * hd,
                v_.data() + t * nkv * hd);
     });
-    // Attention units (token, kv head), dealt round-robin: later tokens of
-    // a prefill attend over more positions, so contiguous ranges would
-    // leave one thread with most of the work.
+    // Attention units (token, kv head), one chunk each, taken by whichever
+    // thread is free: later tokens of a prefill attend over more positions,
+    // and a thread descheduled on a shared host leaves its units to the
+    // others instead of holding up every layer.
     const int64_t units = T * nkv;
-    const int n_threads = pool_.size();
-    pool_.run([&](int thread) {
-      float* scratch = scratch_[thread].data();
-      for (int64_t u = thread; u < units; u += n_threads) {
-        const int64_t t = u / nkv;
-        const int32_t g = static_cast<int32_t>(u % nkv);
-        const size_t off = (static_cast<size_t>(t) * nh + static_cast<size_t>(g) * group) * hd;
-        attend(shape, seqs[tok_seq[t]].block_table, g, tok_pos[t], q_.data() + off,
-               att_.data() + off, scratch);
-      }
+    pool_.run_chunks(units, [&](int64_t u, int thread) {
+      const int64_t t = u / nkv;
+      const int32_t g = static_cast<int32_t>(u % nkv);
+      const size_t off = (static_cast<size_t>(t) * nh + static_cast<size_t>(g) * group) * hd;
+      attend(shape, seqs[tok_seq[t]].block_table, g, tok_pos[t], q_.data() + off,
+             att_.data() + off, scratch_[static_cast<size_t>(thread)].data());
     });
     // Output projection, then the residual.
     linear(att_.data(), T, lw.wo, {}, xn_.data());

@@ -51,8 +51,9 @@ struct thread_pool::impl {
   int n_threads = 1;
   std::vector<std::thread> workers;
   const std::function<void(int)>* job = nullptr;
-  // Chunk jobs: fn(c) for c in [0, n_chunks), c handed out by next_chunk.
-  const std::function<void(int64_t)>* chunk_job = nullptr;
+  // Chunk jobs: fn(c, thread) for c in [0, n_chunks), c handed out by
+  // next_chunk.
+  const std::function<void(int64_t, int)>* chunk_job = nullptr;
   int64_t n_chunks = 0;
   std::atomic<int64_t> next_chunk{0};
   std::atomic<uint64_t> gate{gate_closed};
@@ -65,19 +66,19 @@ struct thread_pool::impl {
   std::condition_variable cv;
   std::atomic<int> sleepers{0};
 
-  void run_chunks_here() {
+  void run_chunks_here(int index) {
     for (int64_t c = next_chunk.fetch_add(1, std::memory_order_relaxed); c < n_chunks;
          c = next_chunk.fetch_add(1, std::memory_order_relaxed))
-      (*chunk_job)(c);
+      (*chunk_job)(c, index);
   }
 
   // Joins chunk job `g` if it is still open, runs chunks, leaves.
-  void join_chunks(uint64_t g) {
+  void join_chunks(uint64_t g, int index) {
     const uint64_t epoch = (g & 0xffffffffu) << 32;
     uint64_t v = gate.load(std::memory_order_acquire);
     while ((v & ~gate_count) == epoch) { // admits this generation, not closed
       if (gate.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel)) {
-        run_chunks_here();
+        run_chunks_here(index);
         gate.fetch_sub(1, std::memory_order_acq_rel);
         return;
       }
@@ -109,7 +110,7 @@ struct thread_pool::impl {
         return;
       seen = g;
       if (g & 1) {
-        join_chunks(g);
+        join_chunks(g, index);
       } else {
         (*job)(index);
         pending.fetch_sub(1, std::memory_order_acq_rel);
@@ -181,18 +182,23 @@ void thread_pool::run(const std::function<void(int)>& fn) {
 }
 
 void thread_pool::run_chunks(int64_t n_chunks, const std::function<void(int64_t chunk)>& fn) {
+  run_chunks(n_chunks, std::function<void(int64_t, int)>{[&fn](int64_t c, int) { fn(c); }});
+}
+
+void thread_pool::run_chunks(int64_t n_chunks,
+                             const std::function<void(int64_t chunk, int thread_index)>& fn) {
   if (n_chunks <= 0)
     return;
   if (impl_->n_threads == 1 || n_chunks == 1) {
     for (int64_t c = 0; c < n_chunks; ++c)
-      fn(c);
+      fn(c, 0);
     return;
   }
   impl_->chunk_job = &fn;
   impl_->n_chunks = n_chunks;
   impl_->next_chunk.store(0, std::memory_order_relaxed);
   impl_->publish(true);
-  impl_->run_chunks_here();
+  impl_->run_chunks_here(0);
   // No new worker may join now; wait for those inside to finish their chunk.
   impl_->gate.fetch_or(gate_closed, std::memory_order_acq_rel);
   impl_->wait_until(

@@ -40,6 +40,10 @@ public:
   /// others instead of holding up the caller (on a shared host this matters
   /// more than the cost of handing out chunks). The caller runs chunks too.
   void run_chunks(int64_t n_chunks, const std::function<void(int64_t chunk)>& fn);
+  /// As above, with the index (0..size()-1, 0 the caller) of the thread
+  /// running each chunk, for per-thread scratch memory: a thread runs one
+  /// chunk at a time.
+  void run_chunks(int64_t n_chunks, const std::function<void(int64_t chunk, int thread_index)>& fn);
 
 private:
   struct impl;

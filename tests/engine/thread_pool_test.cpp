@@ -51,6 +51,34 @@ TEST(ThreadPoolTest, RunChunksRunsEveryChunkExactlyOnce) {
   }
 }
 
+// Per-thread scratch is safe only if a thread index never runs two chunks
+// at once: each chunk marks its thread busy and fails if it already was.
+TEST(ThreadPoolTest, RunChunksWithThreadIndexNeverSharesAnIndex) {
+  for (int threads : {1, 2, 3}) {
+    thread_pool pool{threads};
+    for (int64_t n : {1, 2, 7, 2000}) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      std::vector<std::atomic<int>> busy(static_cast<size_t>(threads));
+      std::atomic<int> overlaps{0}, bad_index{0};
+      pool.run_chunks(n, [&](int64_t c, int t) {
+        if (t < 0 || t >= threads) {
+          bad_index.fetch_add(1);
+          return;
+        }
+        if (busy[static_cast<size_t>(t)].exchange(1) != 0)
+          overlaps.fetch_add(1);
+        hits[static_cast<size_t>(c)].fetch_add(1);
+        std::this_thread::yield(); // widen the window an overlap would need
+        busy[static_cast<size_t>(t)].store(0);
+      });
+      EXPECT_EQ(bad_index.load(), 0);
+      EXPECT_EQ(overlaps.load(), 0) << "threads=" << threads << " n=" << n;
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << "threads=" << threads << " n=" << n;
+    }
+  }
+}
+
 TEST(ThreadPoolTest, RunGivesEachThreadItsIndexOnce) {
   thread_pool pool{3};
   std::vector<std::atomic<int>> seen(3);
