@@ -565,36 +565,13 @@ int run_serve_bench(const serve_bench_options& o) {
               o.prompt_tokens, o.output_tokens,
               o.engine_baseline ? "; ratio = server / engine alone, same requests" : "");
   if (sdk_client) {
-    std::printf("\n%5s %20s %20s %12s %12s %9s %9s %8s %8s\n", "conc", "HTTP TTFT p50/90/99", "SDK TTFT p50/90/99",
-                "HTTP ITL p50", "SDK ITL p50", "HTTP tok/s", "SDK tok/s", "tok/s x", "errors");
+    // One table of both transports: every round aggregated (one round:
+    // its figures).
+    std::vector<sdk_table_row> rows;
     for (const auto& r : results)
-      if (r.sdk)
-        std::printf("%5d %20s %20s %12.1f %12.1f %9.1f %9.1f %8.2f %8zu\n", r.level.concurrency,
-                    triple(r.server.ttft).c_str(), triple(r.sdk->ttft).c_str(), r.server.itl.p50_ms, r.sdk->itl.p50_ms,
-                    r.server.output_tok_s, r.sdk->output_tok_s,
-                    r.server.output_tok_s > 0 ? r.sdk->output_tok_s / r.server.output_tok_s : 0.0,
-                    r.server.errors + r.sdk->errors);
-    std::printf("(SDK: requests of the same shape over the native client SDK, one client shared by the level's threads; "
-                "tok/s x = SDK / HTTP)\n");
-    if (o.rounds > 1) {
-      auto fmt = [](const round_spread& v) {
-        char b[48];
-        std::snprintf(b, sizeof b, v.median >= 100 ? "%.0f (%.0f-%.0f)" : "%.1f (%.1f-%.1f)", v.median, v.min, v.max);
-        return std::string{b};
-      };
-      std::printf("\n%5s %20s %20s %8s %20s %20s %20s %20s %7s\n", "conc", "HTTP tok/s", "SDK tok/s", "SDK/HTTP",
-                  "HTTP TTFT p50 ms", "SDK TTFT p50 ms", "HTTP TTFT p90 ms", "SDK TTFT p90 ms", "errors");
-      for (const auto& r : results) {
-        const auto h = aggregate_rounds(r.http_rounds);
-        const auto k = aggregate_rounds(r.sdk_rounds);
-        std::printf("%5d %20s %20s %8.2f %20s %20s %20s %20s %7zu\n", r.level.concurrency, fmt(h.output_tok_s).c_str(),
-                    fmt(k.output_tok_s).c_str(), median_ratio(h, k), fmt(h.ttft_p50_ms).c_str(),
-                    fmt(k.ttft_p50_ms).c_str(), fmt(h.ttft_p90_ms).c_str(), fmt(k.ttft_p90_ms).c_str(),
-                    h.errors + k.errors);
-      }
-      std::printf("(%d rounds per transport and level, ABBA order; median (min-max) over the rounds; SDK/HTTP = "
-                  "ratio of the median tok/s)\n", o.rounds);
-    }
+      if (!r.sdk_rounds.empty())
+        rows.push_back({r.level.concurrency, aggregate_rounds(r.http_rounds), aggregate_rounds(r.sdk_rounds)});
+    std::printf("\n%s", sdk_table(rows, o.rounds).c_str());
   }
 
   if (!o.svg_path.empty()) {

@@ -5,8 +5,10 @@
 /// SDK, ...) so neither transport always runs first or second while the
 /// machine warms or drifts; per level and transport the median, min and max
 /// of output tok/s and TTFT p50/p90 over the rounds, and the ratio of the
-/// medians. Pure functions.
+/// medians; and the one table `bench serve --sdk` prints of them. Pure
+/// functions.
 
+#include <string>
 #include <vector>
 
 #include "bench/load_stats.hpp"
@@ -36,6 +38,7 @@ struct transport_rounds {
   round_spread output_tok_s;
   round_spread ttft_p50_ms;
   round_spread ttft_p90_ms;
+  round_spread itl_p50_ms;
   /// Errors over all rounds.
   size_t errors = 0;
 };
@@ -45,5 +48,19 @@ struct transport_rounds {
 
 /// SDK / HTTP of the medians of output tok/s; 0 when HTTP's is 0.
 [[nodiscard]] double median_ratio(const transport_rounds& http, const transport_rounds& sdk);
+
+/// One level of the SDK-against-HTTP table: its rounds over each transport.
+struct sdk_table_row {
+  int concurrency = 0;
+  transport_rounds http;
+  transport_rounds sdk;
+};
+
+/// The table `tessera bench serve --sdk` prints, one row per level: output
+/// tok/s of each transport and SDK/HTTP (of the medians), TTFT p50 and p90
+/// and ITL p50 of each, errors; then a line saying how to read it. With
+/// rounds > 1 each figure is "median (min-max)" over the rounds; with one
+/// round, the round's figure.
+[[nodiscard]] std::string sdk_table(const std::vector<sdk_table_row>& rows, int rounds);
 
 } // namespace tessera::bench

@@ -1,6 +1,9 @@
-// The ABBA order of `bench serve --sdk --rounds` and the aggregation of a
-// level's rounds.
+// The ABBA order of `bench serve --sdk --rounds`, the aggregation of a
+// level's rounds, and the one table printed of them.
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
 
 #include "bench/serve_rounds.hpp"
 
@@ -70,6 +73,38 @@ TEST(ServeRounds, AggregatesEachFigureOnItsOwnAndRatioOfMedians) {
   auto sdk = aggregate_rounds({round(1800, 20, 60), round(100, 20, 60), round(1650, 20, 60)});
   EXPECT_DOUBLE_EQ(median_ratio(http, sdk), 1650.0 / 1500.0);
   EXPECT_EQ(median_ratio(aggregate_rounds({}), sdk), 0);
+}
+
+TEST(ServeRounds, OneTableForOneRoundOrMany) {
+  auto with_itl = [](level_summary l, double itl) {
+    l.itl.p50_ms = itl;
+    return l;
+  };
+  // One round: plain figures, one row per level, ITL included.
+  std::vector<sdk_table_row> one{{16, aggregate_rounds({with_itl(round(1500, 30, 90), 2.5)}),
+                                  aggregate_rounds({with_itl(round(1650, 20, 60, 1), 2.25)})}};
+  const auto t1 = sdk_table(one, 1);
+  EXPECT_NE(t1.find("conc"), std::string::npos) << t1;
+  EXPECT_NE(t1.find("HTTP ITL p50"), std::string::npos) << t1;
+  EXPECT_NE(t1.find("   16       1500       1650     1.10       30.0       20.0       90.0       60.0        2.5"
+                    "        2.2       1"),
+            std::string::npos)
+    << t1;
+  EXPECT_EQ(t1.find("(1"), std::string::npos) << "no spread with one round:\n" << t1;
+  EXPECT_NE(t1.find("one round per transport"), std::string::npos) << t1;
+  // Rounds: median (min-max) of each figure; exactly one header.
+  std::vector<sdk_table_row> many{
+    {1, aggregate_rounds({round(100, 5, 9), round(120, 4, 8), round(110, 6, 10)}),
+     aggregate_rounds({round(90, 3, 7), round(130, 2, 6), round(125, 3, 6)})},
+    {64, aggregate_rounds({round(2000, 50, 90)}), aggregate_rounds({round(1000, 40, 80)})}};
+  const auto t3 = sdk_table(many, 3);
+  EXPECT_NE(t3.find("110 (100-120)"), std::string::npos) << t3;
+  EXPECT_NE(t3.find("125 (90-130)"), std::string::npos) << t3;
+  EXPECT_NE(t3.find("5.0 (4.0-6.0)"), std::string::npos) << t3;
+  EXPECT_NE(t3.find("    0.50 "), std::string::npos) << t3;
+  EXPECT_EQ(t3.find("conc", t3.find("conc") + 1), std::string::npos) << "two headers:\n" << t3;
+  EXPECT_NE(t3.find("3 rounds per transport and level, ABBA order"), std::string::npos) << t3;
+  EXPECT_EQ(std::count(t3.begin(), t3.end(), '\n'), 4); // header, two levels, the legend
 }
 
 } // namespace
