@@ -13,6 +13,7 @@
 #include "bench/bench_request.hpp"
 #include "bench/fixed_format.hpp"
 #include "common/error.hpp"
+#include "engine/draft_model.hpp"
 #include "engine/engine.hpp"
 
 namespace tessera::bench {
@@ -41,7 +42,20 @@ caf::expected<std::unique_ptr<engine::engine>> make_engine(const engine::model_f
   engine::engine_config ec;
   ec.scheduling.max_num_seqs = 256;
   ec.scheduling.max_batched_tokens = 2048;
-  return std::make_unique<engine::engine>(std::move(*be), ec);
+  auto eng = std::make_unique<engine::engine>(std::move(*be), ec);
+  if (!o.draft_model.empty()) {
+    auto dfiles = engine::load_model_files(o.draft_model, o.engine.kind);
+    if (!dfiles)
+      return std::move(dfiles.error());
+    if (auto err = engine::check_draft_tokenizer(*files.tokenizer, *dfiles->tokenizer))
+      return err;
+    auto dbe = engine::make_backend(*dfiles, bo);
+    if (!dbe)
+      return std::move(dbe.error());
+    if (auto err = eng->attach_draft_model(std::move(*dbe)))
+      return err;
+  }
+  return eng;
 }
 
 caf::expected<run_stats> run_requests(engine::engine& eng, const std::vector<engine::request>& reqs) {
@@ -95,6 +109,7 @@ struct point {
   double acceptance = 0;
   double tokens_per_step = 0;
   bool identical = true;
+  bool compared = true;
   std::vector<double> plain_runs, spec_runs;
 };
 
@@ -116,6 +131,8 @@ int run_spec_bench(const spec_bench_options& o) {
   auto& eng = **plain;
   const int32_t vocab = files->config.vocab_size;
   const std::string backend_desc = eng.get_backend().description();
+  const bool use_draft = !o.draft_model.empty();
+  const std::string method_name = (use_draft ? "draft:" : "ngram:") + std::to_string(o.num_tokens);
   std::vector<point> points;
   uint64_t next_id = 1;
   for (const std::string workload : {"repetitive", "random"}) {
@@ -150,6 +167,9 @@ int run_spec_bench(const spec_bench_options& o) {
       point pt;
       pt.workload = workload;
       pt.batch = batch;
+      // A draft model's sampled drafts are verified by the rejection rule:
+      // the same distribution, other draws.
+      pt.compared = !(use_draft && workload == "random");
       std::vector<double> plain_rates, spec_rates;
       uint64_t drafts = 0, accepted = 0, steps = 0, generated = 0;
       for (int run = 0; run < o.runs; ++run) {
@@ -163,7 +183,9 @@ int run_spec_bench(const spec_bench_options& o) {
           return run_requests(eng, reqs);
         };
         const engine::speculative_params none{};
-        const engine::speculative_params ngram{engine::speculative_params::method_kind::ngram, o.num_tokens};
+        const engine::speculative_params ngram{use_draft ? engine::speculative_params::method_kind::draft
+                                                         : engine::speculative_params::method_kind::ngram,
+                                               o.num_tokens};
         std::optional<caf::expected<run_stats>> pa, pb;
         if (run % 2 == 0) {
           pa.emplace(with(none));
@@ -186,7 +208,7 @@ int run_spec_bench(const spec_bench_options& o) {
         // Same requests in the same order: the i-th outputs correspond.
         auto ia = a->outputs.begin();
         for (auto ib = b->outputs.begin(); ib != b->outputs.end(); ++ia, ++ib) {
-          pt.identical = pt.identical && ia->second == ib->second;
+          pt.identical = pt.identical && (!pt.compared || ia->second == ib->second);
           generated += ib->second.size();
         }
       }
@@ -196,8 +218,8 @@ int run_spec_bench(const spec_bench_options& o) {
       pt.spec_tok_s = median(spec_rates);
       pt.acceptance = drafts ? static_cast<double>(accepted) / static_cast<double>(drafts) : 0;
       pt.tokens_per_step = steps ? static_cast<double>(generated) / static_cast<double>(steps * static_cast<uint64_t>(batch)) : 0;
-      std::fprintf(stderr, "bench spec: %s batch %d: plain %.1f tok/s, ngram:%d %.1f tok/s (runs: %s), %llu of %llu drafts accepted\n",
-                   workload.c_str(), batch, pt.plain_tok_s, o.num_tokens, pt.spec_tok_s,
+      std::fprintf(stderr, "bench spec: %s batch %d: plain %.1f tok/s, %s %.1f tok/s (runs: %s), %llu of %llu drafts accepted\n",
+                   workload.c_str(), batch, pt.plain_tok_s, method_name.c_str(), pt.spec_tok_s,
                    [&] {
                      std::string r;
                      for (size_t i = 0; i < plain_rates.size(); ++i)
@@ -209,9 +231,9 @@ int run_spec_bench(const spec_bench_options& o) {
     }
   }
 
-  std::printf("\n| workload | batch | plain tok/s | ngram:%d tok/s | speed-up | acceptance | tokens/step/request | identical |\n"
+  std::printf("\n| workload | batch | plain tok/s | %s tok/s | speed-up | acceptance | tokens/step/request | identical |\n"
               "|---|---|---|---|---|---|---|---|\n",
-              o.num_tokens);
+              method_name.c_str());
   bool all_identical = true;
   for (const auto& p : points) {
     all_identical = all_identical && p.identical;
@@ -219,8 +241,11 @@ int run_spec_bench(const spec_bench_options& o) {
                 fixed("%.1f", p.plain_tok_s).c_str(), fixed("%.1f", p.spec_tok_s).c_str(),
                 fixed("%.2fx", p.plain_tok_s > 0 ? p.spec_tok_s / p.plain_tok_s : 0).c_str(),
                 fixed("%.1f%%", 100 * p.acceptance).c_str(), fixed("%.2f", p.tokens_per_step).c_str(),
-                p.identical ? "yes" : "NO");
+                !p.compared ? "n/a (sampled)" : p.identical ? "yes" : "NO");
   }
+  if (use_draft)
+    std::printf("\n(draft model %s, %s)", o.draft_model.c_str(),
+                eng.get_draft_model()->get_backend().description().c_str());
   std::printf("\n(%s, %s; repetitive: greedy, prompt P + O + P with P of %d random tokens; random: "
               "%d random prompt tokens, sampled at temperature 1 with a seed; %d generated per request, "
               "median of %d interleaved runs; decode tok/s after every request has its first token; "
@@ -233,6 +258,9 @@ int run_spec_bench(const spec_bench_options& o) {
     j["model"] = o.model;
     j["backend"] = backend_desc;
     j["num_tokens"] = o.num_tokens;
+    j["method"] = method_name;
+    if (use_draft)
+      j["draft_model"] = o.draft_model;
     j["prompt_tokens"] = o.prompt_tokens;
     j["generate_tokens"] = o.generate_tokens;
     j["runs"] = o.runs;
@@ -247,6 +275,7 @@ int run_spec_bench(const spec_bench_options& o) {
                      {"acceptance", p.acceptance},
                      {"tokens_per_step", p.tokens_per_step},
                      {"identical", p.identical},
+                     {"compared", p.compared},
                      {"plain_tok_s_runs", p.plain_runs},
                      {"spec_tok_s_runs", p.spec_runs}});
     std::ofstream f{o.json_path};

@@ -1,7 +1,8 @@
 #pragma once
 /// @file
 /// `tessera bench spec`: what speculative decoding (n-gram prompt lookup,
-/// engine/speculative.hpp) gains over plain decoding on one CPU engine, at
+/// engine/speculative.hpp, or with --draft-model a draft model,
+/// engine/draft_model.hpp) gains over plain decoding on one CPU engine, at
 /// several batch sizes, on two workloads:
 ///
 ///   repetitive: each prompt is a random prefix P, the model's own greedy
@@ -16,7 +17,9 @@
 /// Every point runs the same requests on one engine without and with
 /// speculation (a per-request setting),
 /// interleaved `runs` times (median of each), checks that the outputs are
-/// equal token for token, and reports decode tokens/s (after every request
+/// equal token for token (greedy and n-gram seeded; a draft model's
+/// sampled output follows the target's distribution but draws differently,
+/// so the random workload is not compared then), and reports decode tokens/s (after every request
 /// has its first token), the speed-up and the draft acceptance rate.
 
 #include <cstdint>
@@ -35,8 +38,11 @@ struct spec_bench_options {
   std::string json_path;
   /// CPU threads; <= 0 means all cores. Default: 0.
   int threads = 0;
-  /// Draft tokens per step (ngram:K). Default: 4.
+  /// Draft tokens per step (ngram:K or draft:K). Default: 4.
   int32_t num_tokens = 4;
+  /// Draft model folder: speculate with method draft (a smaller model with
+  /// the same tokenizer) instead of ngram. Default: none.
+  std::string draft_model;
   /// Batch sizes (requests run together). Default: 1, 16.
   std::vector<int32_t> batches = {1, 16};
   /// Length of the random prefix P (repetitive) or of the whole prompt

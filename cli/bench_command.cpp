@@ -79,6 +79,8 @@ void add_spec(CLI::App* bench, std::vector<std::pair<CLI::App*, std::function<in
   s->add_option("--threads", o->threads, "CPU threads (0: all cores)")->capture_default_str();
   s->add_option("--num-tokens", o->num_tokens, "Draft tokens per step (K)")->capture_default_str()
     ->check(CLI::Range(1, 16));
+  s->add_option("--draft-model", o->draft_model,
+                "Speculate with this draft model (draft:K; same tokenizer as --model) instead of ngram:K");
   s->add_option("--batches", o->batches, "Batch sizes")->capture_default_str()->delimiter(',')
     ->check(CLI::Range(1, 256));
   s->add_option("--prompt-tokens", o->prompt_tokens, "Random prefix (repetitive) or prompt (random) length")

@@ -11,6 +11,7 @@
 #include "cli/demo_model.hpp"
 #include "cli/engine_options.hpp"
 #include "common/error.hpp"
+#include "engine/draft_model.hpp"
 #include "engine/engine.hpp"
 #include "engine/factory/backend_factory.hpp"
 #include "engine/kv_int8.hpp"
@@ -33,6 +34,7 @@ struct generate_args {
   bool json = false;
   bool ignore_eos = false;
   std::string speculative = "none";
+  std::string draft_model;
   std::string kv_dtype = "bf16";
   engine::backend_choice engine;
 };
@@ -76,6 +78,22 @@ int run_generate(const generate_args& a) {
   engine::engine_config ec;
   ec.speculative = *spec;
   engine::engine eng{std::move(*be), ec, tokenizer};
+  if (!a.draft_model.empty()) {
+    // The same backend kind and KV settings as the target's.
+    auto dfiles = engine::load_model_files(a.draft_model, a.engine.kind);
+    if (!dfiles)
+      return fail(dfiles.error());
+    if (auto err = engine::check_draft_tokenizer(*tokenizer, *dfiles->tokenizer))
+      return fail(err);
+    auto dbe = engine::make_backend(*dfiles, bopts);
+    if (!dbe)
+      return fail(dbe.error());
+    if (auto err = eng.attach_draft_model(std::move(*dbe)))
+      return fail(err);
+    if (!a.json)
+      std::fprintf(stderr, "tessera: draft model %s, %.1fM parameters\n", a.draft_model.c_str(),
+                   static_cast<double>(dfiles->config.parameter_count()) / 1e6);
+  }
 
   engine::request r;
   r.id = 1;
@@ -173,9 +191,12 @@ command add_generate_command(CLI::App& app) {
     ->capture_default_str()
     ->check(CLI::IsMember({"bf16", "int8", "f32", "f16"}));
   sub->add_option("--speculative", a->speculative,
-                  "Speculative decoding: ngram:K (prompt lookup, K draft tokens per step, 1..16) or none; "
-                  "the output is the same as without it")
+                  "Speculative decoding: ngram:K (prompt lookup, K draft tokens per step, 1..16), "
+                  "draft:K (a draft model, --draft-model) or none; greedy output is the same as without "
+                  "it, sampled output has the same distribution")
     ->capture_default_str();
+  sub->add_option("--draft-model", a->draft_model,
+                  "Draft model folder for --speculative draft:K: a smaller model with the same tokenizer");
   add_engine_options(sub, a->engine);
   sub->add_flag("--json", a->json,
                 "Print one JSON object (prompt_token_ids, token_ids, logprobs, text) instead of streaming");

@@ -87,6 +87,11 @@ int run_serve(serve_args& a) {
   a.opts.kv_offer_max_bytes = a.kv_store_offer_mb << 20;
   if (auto spec = engine::parse_speculative(a.speculative)) {
     a.opts.speculative = *spec;
+    if (spec->method == engine::speculative_params::method_kind::draft && a.opts.draft_model_dir.empty()) {
+      std::fprintf(stderr, "tessera serve: --speculative %s needs a draft model (--draft-model DIR)\n",
+                   a.speculative.c_str());
+      return 2;
+    }
   } else {
     std::fprintf(stderr, "tessera serve: %s\n", error_text(spec.error()).c_str());
     return 2;
@@ -212,9 +217,13 @@ command add_serve_command(CLI::App& app) {
     ->check(CLI::Range(0, 1 << 20));
   sub->add_option("--speculative", a->speculative,
                   "Speculative decoding for requests that do not ask (their \"speculative\" field): "
-                  "ngram:K (prompt lookup, K draft tokens per step, 1..16) or none; the output is the "
-                  "same as without it")
+                  "ngram:K (prompt lookup, K draft tokens per step, 1..16), draft:K (a draft model, "
+                  "--draft-model) or none; greedy output is the same as without it, sampled output has "
+                  "the same distribution")
     ->capture_default_str();
+  sub->add_option("--draft-model", o.draft_model_dir,
+                  "Draft model folder for speculative method draft (--speculative draft:K or a request's "
+                  "\"speculative\": {\"method\": \"draft\"}): a smaller model with the same tokenizer");
   sub->add_option("--http-threads", o.http_threads, "HTTP I/O threads")->capture_default_str()
     ->check(CLI::Range(1, 64));
   sub->add_option("--admin-key-file", o.admin_key_file,

@@ -8,6 +8,7 @@
 #include "common/assert.hpp"
 #include "common/error.hpp"
 #include "engine/detokenizer.hpp"
+#include "engine/draft_model.hpp"
 #include "engine/engine_errc.hpp"
 #include "engine/kv_int8.hpp"
 #include "engine/speculative.hpp"
@@ -64,6 +65,9 @@ struct engine::request_state {
   speculative_params spec;
   int32_t spec_skip = 0;
   int32_t spec_misses = 0;
+  // Method draft: this sequence's KV in the draft model and the q rows of
+  // its last proposal (draft_model.hpp); returns its blocks when destroyed.
+  draft_cache draft;
   // Structured output: where in the grammar the output so far has led.
   std::optional<grammar::grammar_matcher> matcher;
   // Text: the detokenizer, all final output text, and how much was emitted.
@@ -115,9 +119,9 @@ caf::error engine::check_new(const request& r, int32_t total_tokens) const {
   if (auto err = r.params.validate())
     return err;
   const auto spec = r.params.speculative ? *r.params.speculative : cfg_.speculative;
-  if (spec.method == speculative_params::method_kind::draft)
+  if (spec.method == speculative_params::method_kind::draft && !draft_)
     return bad("speculative method draft needs a draft model, and this engine has none "
-               "(use method ngram)");
+               "(start it with --draft-model DIR, or use method ngram)");
   const int32_t capacity = backend_->num_blocks() * backend_->layout().block_tokens;
   const int64_t need = static_cast<int64_t>(total_tokens) + r.params.max_tokens;
   if (need > max_model_len_)
@@ -412,12 +416,14 @@ void engine::propose_drafts() {
   for (const auto& [id, p] : requests_)
     if (p->seq.state == sequence_state::running && p->seq.num_uncomputed() == 1)
       --budget;
+  std::vector<draft_job> jobs;
+  std::vector<request_state*> job_states;
   for (auto& [id, p] : requests_) {
     if (budget <= 0)
-      return;
+      break;
     auto& rs = *p;
     auto& seq = rs.seq;
-    if (rs.spec.method != speculative_params::method_kind::ngram ||
+    if (rs.spec.method == speculative_params::method_kind::none ||
         seq.state != sequence_state::running || seq.num_uncomputed() != 1)
       continue;
     if (rs.spec_skip > 0) {
@@ -427,11 +433,36 @@ void engine::propose_drafts() {
     // Drafts past max_tokens could never be kept (and stay within
     // max_model_len and the pool, which check_new sized for max_tokens).
     const int32_t k = std::min({rs.spec.num_tokens, rs.params.max_tokens - rs.output_len() - 1, budget});
+    if (rs.spec.method == speculative_params::method_kind::draft) {
+      TESSERA_ASSERT(draft_ != nullptr, "check_new refuses method draft without a draft model");
+      if (k <= 0)
+        continue;
+      draft_job j;
+      j.cache = &rs.draft;
+      j.tokens = seq.tokens;
+      j.prompt_len = seq.prompt_len;
+      j.k = k;
+      j.params = &rs.params;
+      j.seed = rs.seed;
+      jobs.push_back(std::move(j));
+      job_states.push_back(&rs);
+      budget -= k;
+      continue;
+    }
     drafts_.clear();
     const int32_t n = ngram_propose(seq.tokens, k, drafts_);
     budget -= n;
     seq.tokens.insert(seq.tokens.end(), drafts_.begin(), drafts_.end());
     seq.num_draft = n;
+  }
+  if (jobs.empty())
+    return;
+  // The draft model's forwards are batched across these sequences.
+  draft_->propose(jobs);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    auto& seq = job_states[i]->seq;
+    seq.tokens.insert(seq.tokens.end(), jobs[i].drafts.begin(), jobs[i].drafts.end());
+    seq.num_draft = static_cast<int32_t>(jobs[i].drafts.size());
   }
 }
 
@@ -449,10 +480,24 @@ void engine::verify_drafts(request_state& rs, size_t first_row, request_output& 
   int32_t appended = 0, accepted = 0;
   for (int32_t i = 0; i <= nd; ++i) {
     const auto row = std::span{logits_}.subspan((first_row + static_cast<size_t>(i)) * vocab, vocab);
+    // A sampled request's draft from a draft model came with its q: the
+    // rejection rule. Otherwise (n-gram, greedy, a grammar) the draft is
+    // a point mass, verified by drawing the target's own token.
+    const auto q = i < nd && !rs.matcher ? rs.draft.q_row(static_cast<size_t>(i)) : std::span<const float>{};
+    bool match = false;
+    if (!q.empty()) {
+      if (!verify_sampled_draft(rs, row, drafts_[static_cast<size_t>(i)], q, out, match))
+        break;
+      ++appended;
+      accepted += match ? 1 : 0;
+      if (!match || seq.state == sequence_state::finished)
+        break;
+      continue;
+    }
     if (!emit_row(rs, row, out))
       break;
     ++appended;
-    const bool match = i < nd && seq.tokens.back() == drafts_[static_cast<size_t>(i)];
+    match = i < nd && seq.tokens.back() == drafts_[static_cast<size_t>(i)];
     accepted += match ? 1 : 0;
     if (!match || seq.state == sequence_state::finished)
       break;
@@ -467,6 +512,38 @@ void engine::verify_drafts(request_state& rs, size_t first_row, request_output& 
   }
   // The last token and each accepted draft were computed with their KV.
   scheduler_->finish_speculation(seq, appended);
+}
+
+bool engine::verify_sampled_draft(request_state& rs, std::span<float> row, int32_t draft,
+                                  std::span<const float> q, request_output& out, bool& accepted) {
+  accepted = false;
+  mask_early_stops(rs, row);
+  const auto step = static_cast<uint64_t>(rs.output_len());
+  // p: the target's distribution as sample() would draw from it here.
+  if (auto err = sampling_distribution(row, rs.params, rs.prompt(), rs.output(), scratch_, target_probs_)) {
+    fail(rs, err, out);
+    return false;
+  }
+  const auto r = rejection_sample(target_probs_, q, draft, draft_uniform(rs.seed, 1, step),
+                                  draft_uniform(rs.seed, 2, step));
+  auto t = token_logprobs(row, rs.params, r.token, scratch_);
+  if (!t) {
+    fail(rs, t.error(), out);
+    return false;
+  }
+  accepted = r.accepted;
+  append_token(rs, *t, out);
+  return true;
+}
+
+caf::error engine::attach_draft_model(std::unique_ptr<backend> draft) {
+  if (draft_)
+    return make_engine_error(engine_errc::bad_request, "this engine already has a draft model");
+  auto d = draft_model::make(std::move(draft), *backend_, max_model_len_);
+  if (!d)
+    return std::move(d.error());
+  draft_ = std::move(*d);
+  return {};
 }
 
 std::optional<request_output> engine::abort(uint64_t id) {

@@ -44,6 +44,7 @@ namespace tessera::engine {
 
 class tokenizer;
 class structured_output;
+class draft_model;
 
 /// Engine settings.
 struct engine_config {
@@ -60,8 +61,8 @@ struct engine_config {
   /// random key (process_kv_hash_key).
   kv_hash_key hash_key = process_kv_hash_key();
   /// Speculative decoding for requests whose params do not say
-  /// (sampling_params::speculative); method draft is refused (no draft
-  /// model in this engine). Default: none.
+  /// (sampling_params::speculative); method draft needs a draft model
+  /// (engine::attach_draft_model). Default: none.
   speculative_params speculative;
 };
 
@@ -236,6 +237,16 @@ public:
   /// leading blocks of `hashes` cached afterwards.
   size_t extend_cached_prefix(std::span<const kv_block_hash> hashes, const block_source& fetch);
 
+  /// Makes `draft` (a smaller model with the same tokenizer, its own KV
+  /// pool) this engine's draft model for speculative method draft
+  /// (draft_model.hpp). Call before adding requests. Errors (bad_request,
+  /// naming the difference): a vocabulary or special tokens other than the
+  /// target's, a draft pool smaller than one longest sequence, or a draft
+  /// model already attached.
+  [[nodiscard]] caf::error attach_draft_model(std::unique_ptr<backend> draft);
+  /// The draft model, or null.
+  [[nodiscard]] const draft_model* get_draft_model() const { return draft_.get(); }
+
   /// Counters and pool occupancy, as of now.
   [[nodiscard]] engine_stats stats() const;
   /// The backend (owned by the engine), e.g. for kv_pool_memory.
@@ -273,6 +284,11 @@ private:
   /// Verifies seq's drafts against its 1 + num_draft logits rows from
   /// `first_row` and appends what holds.
   void verify_drafts(request_state& rs, size_t first_row, request_output& out);
+  /// Verifies one draft drawn from a draft model's q (sampled requests) by
+  /// the rejection rule; appends the token it emits. False if the request
+  /// failed; `accepted` tells whether the draft stood.
+  bool verify_sampled_draft(request_state& rs, std::span<float> row, int32_t draft,
+                            std::span<const float> q, request_output& out, bool& accepted);
 
   std::unique_ptr<backend> backend_;
   engine_config cfg_;
@@ -283,9 +299,12 @@ private:
   uint64_t next_arrival_ = 0;
   std::unique_ptr<kv_cache> cache_;
   std::unique_ptr<scheduler> scheduler_;
+  // Before requests_: their draft caches return blocks to it.
+  std::unique_ptr<draft_model> draft_;
   std::unordered_map<uint64_t, std::unique_ptr<request_state>> requests_;
   std::vector<float> logits_;
   std::vector<int32_t> drafts_;
+  std::vector<float> target_probs_;
   sampler_scratch scratch_;
   std::unique_ptr<structured_output> structured_;
   engine_stats stats_;

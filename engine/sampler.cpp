@@ -281,63 +281,68 @@ double sampler_uniform(uint64_t seed, uint64_t step) {
   return static_cast<double>(splitmix64(seed ^ splitmix64(step)) >> 11) * 0x1.0p-53;
 }
 
-caf::expected<sampled_token> sample(std::span<const float> logits, const sampling_params& params,
-                                    uint64_t seed, uint64_t step, std::span<const int32_t> prompt,
-                                    std::span<const int32_t> output, sampler_scratch& scratch) {
+namespace {
+
+/// Step 1 of sample(): validates the raw logits and fills `result`'s
+/// top_logprobs (when asked); returns the raw log-normaliser (0 when no
+/// logprobs were asked for) in `log_norm` and the scan in `scan`.
+caf::error raw_pass(std::span<const float> logits, const sampling_params& params,
+                    sampler_scratch& scratch, sampled_token& result, double& log_norm,
+                    max_scan& scan) {
   const size_t vocab = logits.size();
   TESSERA_ASSERT(vocab > 0 && vocab <= static_cast<size_t>(std::numeric_limits<int32_t>::max()),
                  "logits must have between 1 and 2^31-1 entries");
   const float* raw = logits.data();
-  sampled_token result;
-
   // 1. The raw distribution: log_softmax(logits) = logit - (max + log sum exp(logit - max)).
-  const max_scan raw_scan = scan_max(raw, vocab);
-  const float raw_max = raw_scan.max;
+  scan = scan_max(raw, vocab);
   // NaN or infinite logits mean a corrupt KV cache or weights: this
   // sequence cannot go on, but the others in the batch can.
-  if (raw_scan.has_nan || !std::isfinite(raw_max)) [[unlikely]]
-    return bad_logits(raw, vocab, raw_scan);
+  if (scan.has_nan || !std::isfinite(scan.max)) [[unlikely]]
+    return bad_logits(raw, vocab, scan);
   // Only requests that asked for logprobs pay for the exp pass over the
   // vocabulary (a greedy step without them is one max scan).
-  double log_norm = 0.0;
+  log_norm = 0.0;
   if (params.logprobs) {
     std::vector<float>& e = scratch.probs; // [vocab] by token id
     e.resize(vocab);
-    unnormalised_probs(raw, raw_max, vocab, e.data());
-    log_norm = static_cast<double>(raw_max) + std::log(sum_lanes(e.data(), vocab));
+    unnormalised_probs(raw, scan.max, vocab, e.data());
+    log_norm = static_cast<double>(scan.max) + std::log(sum_lanes(e.data(), vocab));
   }
-  auto raw_logprob = [&](size_t id) {
-    return params.logprobs ? static_cast<float>(static_cast<double>(raw[id]) - log_norm) : 0.0f;
-  };
   if (params.logprobs && *params.logprobs > 0) {
     top_logits(logits, std::min(static_cast<size_t>(*params.logprobs), vocab),
                result.top_logprobs);
     for (token_logprob& t : result.top_logprobs)
-      t.logprob = raw_logprob(static_cast<size_t>(t.token));
+      t.logprob = static_cast<float>(static_cast<double>(raw[static_cast<size_t>(t.token)]) - log_norm);
   }
+  return {};
+}
 
-  // 2. Penalties, on a copy.
+bool is_greedy(const sampling_params& params) {
+  return params.temperature < greedy_temperature || params.top_k == 1;
+}
+
+/// Step 2 of sample(): whether penalties apply; if so, or when sampling,
+/// scratch.logits holds the (penalised) copy of the logits.
+bool penalised_copy(std::span<const float> logits, const sampling_params& params,
+                    std::span<const int32_t> prompt, std::span<const int32_t> output,
+                    sampler_scratch& scratch) {
   const bool penalise =
     (params.repetition_penalty != 1.0f && (!prompt.empty() || !output.empty()))
     || ((params.frequency_penalty != 0.0f || params.presence_penalty != 0.0f)
         && !output.empty());
-  const bool greedy = params.temperature < greedy_temperature || params.top_k == 1;
-  if (penalise || !greedy)
-    scratch.logits.assign(raw, raw + vocab);
+  if (penalise || !is_greedy(params))
+    scratch.logits.assign(logits.begin(), logits.end());
   if (penalise)
     apply_penalties(scratch.logits, params, prompt, output, scratch.token_counts);
+  return penalise;
+}
 
-  // 3. Greedy.
-  if (greedy) {
-    const float* x = penalise ? scratch.logits.data() : raw;
-    const float max = penalise ? scan_max(x, vocab).max : raw_max;
-    const size_t best = first_index_of(x, vocab, max);
-    result.token = static_cast<int32_t>(best);
-    result.logprob = raw_logprob(best);
-    return result;
-  }
-
-  // 4. Temperature, top-k, softmax, top-p, min-p, draw.
+/// Step 4 of sample() up to the draw: temperature, top-k, softmax, top-p,
+/// min-p over scratch.logits. The kept candidates are scratch.sort_keys[0,
+/// returned count), best first; their unnormalised probabilities are in
+/// scratch.probs by id, and their sum in `kept`.
+size_t kept_candidates(const sampling_params& params, sampler_scratch& scratch, double& kept) {
+  const size_t vocab = scratch.logits.size();
   float* x = scratch.logits.data();
   const float temperature = params.temperature;
   if (temperature != 1.0f)
@@ -396,14 +401,51 @@ caf::expected<sampled_token> sample(std::span<const float> logits, const samplin
   while (n_keep > 1 && (prob_at(n_keep - 1) < min_e || prob_at(n_keep - 1) == 0.0f))
     --n_keep;
 
-  double kept = 0.0;
+  kept = 0.0;
   for (size_t j = 0; j < n_keep; ++j)
     kept += prob_at(j);
+  return n_keep;
+}
+
+} // namespace
+
+caf::expected<sampled_token> sample(std::span<const float> logits, const sampling_params& params,
+                                    uint64_t seed, uint64_t step, std::span<const int32_t> prompt,
+                                    std::span<const int32_t> output, sampler_scratch& scratch) {
+  const size_t vocab = logits.size();
+  const float* raw = logits.data();
+  sampled_token result;
+  double log_norm = 0.0;
+  max_scan raw_scan;
+  if (auto err = raw_pass(logits, params, scratch, result, log_norm, raw_scan)) [[unlikely]]
+    return err;
+  auto raw_logprob = [&](size_t id) {
+    return params.logprobs ? static_cast<float>(static_cast<double>(raw[id]) - log_norm) : 0.0f;
+  };
+
+  // 2. Penalties, on a copy.
+  const bool penalise = penalised_copy(logits, params, prompt, output, scratch);
+
+  // 3. Greedy.
+  if (is_greedy(params)) {
+    const float* x = penalise ? scratch.logits.data() : raw;
+    const float max = penalise ? scan_max(x, vocab).max : raw_scan.max;
+    const size_t best = first_index_of(x, vocab, max);
+    result.token = static_cast<int32_t>(best);
+    result.logprob = raw_logprob(best);
+    return result;
+  }
+
+  // 4. Temperature, top-k, softmax, top-p, min-p, draw.
+  double kept = 0.0;
+  const size_t n_keep = kept_candidates(params, scratch, kept);
+  const auto& keys = scratch.sort_keys;
+  const auto& e = scratch.probs;
   const double target = sampler_uniform(seed, step) * kept;
   size_t pick = n_keep - 1; // only reached through rounding
   double cum = 0.0;
   for (size_t j = 0; j < n_keep; ++j) {
-    cum += prob_at(j);
+    cum += e[key_id(keys[j])];
     if (cum > target) {
       pick = j;
       break;
@@ -412,6 +454,54 @@ caf::expected<sampled_token> sample(std::span<const float> logits, const samplin
   const int32_t token = key_id(keys[pick]);
   result.token = token;
   result.logprob = raw_logprob(static_cast<size_t>(token));
+  return result;
+}
+
+bool sampling_is_greedy(const sampling_params& params) {
+  return is_greedy(params);
+}
+
+caf::error sampling_distribution(std::span<const float> logits, const sampling_params& params,
+                                 std::span<const int32_t> prompt, std::span<const int32_t> output,
+                                 sampler_scratch& scratch, std::vector<float>& probs) {
+  const size_t vocab = logits.size();
+  sampling_params no_logprobs = params;
+  no_logprobs.logprobs.reset();
+  sampled_token unused;
+  double log_norm = 0.0;
+  max_scan raw_scan;
+  if (auto err = raw_pass(logits, no_logprobs, scratch, unused, log_norm, raw_scan)) [[unlikely]]
+    return err;
+  const bool penalise = penalised_copy(logits, params, prompt, output, scratch);
+  probs.assign(vocab, 0.0f);
+  if (is_greedy(params)) {
+    const float* x = penalise ? scratch.logits.data() : logits.data();
+    const float max = penalise ? scan_max(x, vocab).max : raw_scan.max;
+    probs[first_index_of(x, vocab, max)] = 1.0f;
+    return {};
+  }
+  double kept = 0.0;
+  const size_t n_keep = kept_candidates(params, scratch, kept);
+  for (size_t j = 0; j < n_keep; ++j) {
+    const int32_t id = key_id(scratch.sort_keys[j]);
+    probs[static_cast<size_t>(id)] = static_cast<float>(scratch.probs[static_cast<size_t>(id)] / kept);
+  }
+  return {};
+}
+
+caf::expected<sampled_token> token_logprobs(std::span<const float> logits,
+                                            const sampling_params& params, int32_t token,
+                                            sampler_scratch& scratch) {
+  TESSERA_ASSERT(token >= 0 && static_cast<size_t>(token) < logits.size(), "the token is in the row");
+  sampled_token result;
+  double log_norm = 0.0;
+  max_scan scan;
+  if (auto err = raw_pass(logits, params, scratch, result, log_norm, scan)) [[unlikely]]
+    return err;
+  result.token = token;
+  result.logprob = params.logprobs
+                     ? static_cast<float>(static_cast<double>(logits[static_cast<size_t>(token)]) - log_norm)
+                     : 0.0f;
   return result;
 }
 

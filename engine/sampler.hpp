@@ -60,6 +60,30 @@ struct sampler_scratch {
                                                   std::span<const int32_t> output,
                                                   sampler_scratch& scratch);
 
+/// Whether sample() picks the argmax for `params` (temperature below 1e-5,
+/// as vLLM, or top_k 1) rather than drawing.
+[[nodiscard]] bool sampling_is_greedy(const sampling_params& params);
+
+/// The distribution sample() draws from at these inputs, normalised, by
+/// token id, into `probs` ([logits.size()]): penalties, temperature, top-k,
+/// softmax, top-p and min-p exactly as sample() applies them (zero outside
+/// the kept candidates); one-hot at sample()'s pick when greedy.
+/// Speculative decoding's rejection rule needs it (speculative.hpp). Errors
+/// as sample().
+[[nodiscard]] caf::error sampling_distribution(std::span<const float> logits,
+                                               const sampling_params& params,
+                                               std::span<const int32_t> prompt,
+                                               std::span<const int32_t> output,
+                                               sampler_scratch& scratch, std::vector<float>& probs);
+
+/// What sample() reports for `token` when it picks it from `logits`: its
+/// raw logprob and the top logprobs params.logprobs asks for (the same
+/// values, bit for bit). For a token chosen by another rule (speculative
+/// rejection sampling). Errors as sample().
+[[nodiscard]] caf::expected<sampled_token> token_logprobs(std::span<const float> logits,
+                                                          const sampling_params& params,
+                                                          int32_t token, sampler_scratch& scratch);
+
 /// exp(x) as the sampler computes probabilities, for x <= 0 (larger x give
 /// 1): Cephes' polynomial from basic IEEE operations, within about 2 ulp,
 /// independent of libm, and 0 below -87.3 (where exp is subnormal).

@@ -6,6 +6,7 @@
 #include "actors/node/worker_supervisor.hpp"
 #include "cluster/cluster_secret.hpp"
 #include "common/error.hpp"
+#include "engine/draft_model.hpp"
 #include "engine/engine_errc.hpp"
 #include "engine/kv_int8.hpp"
 #include "transport/loopback/loopback_transport.hpp"
@@ -64,6 +65,16 @@ caf::expected<std::unique_ptr<serve_node>> serve_node::start(caf::actor_system& 
   auto model = detail::load_model(opts.model_dir, opts.engine.kind);
   if (!model)
     return model.error();
+  std::shared_ptr<const detail::loaded_model> draft;
+  if (!opts.draft_model_dir.empty()) {
+    say("loading draft model " + opts.draft_model_dir.string());
+    auto d = detail::load_model(opts.draft_model_dir, opts.engine.kind);
+    if (!d)
+      return d.error();
+    if (auto err = engine::check_draft_tokenizer(*model->tokenizer, *d->tokenizer))
+      return err;
+    draft = std::make_shared<const detail::loaded_model>(std::move(*d));
+  }
 
   auto p = std::make_unique<impl>(sys);
   p->model_name = opts.model_name.empty() ? opts.model_dir.filename().string() : opts.model_name;
@@ -127,6 +138,7 @@ caf::expected<std::unique_ptr<serve_node>> serve_node::start(caf::actor_system& 
     spec.engine = opts.engine;
     spec.max_model_len = opts.max_model_len;
     spec.speculative = opts.speculative;
+    spec.draft = draft;
     spec.worker_id = id_base + static_cast<uint64_t>(i);
     spec.router = {node_id, "router"};
     spec.metrics = metrics;

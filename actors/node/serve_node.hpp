@@ -52,6 +52,10 @@ struct serve_options {
   /// Speculative decoding for requests that do not ask for their own
   /// (engine_config::speculative; --speculative). Default: none.
   engine::speculative_params speculative;
+  /// Draft model folder for speculative method draft (--draft-model): a
+  /// smaller model with the target's tokenizer, loaded once and attached to
+  /// every worker's engine (decode workers draft). Empty: none.
+  std::filesystem::path draft_model_dir;
   /// The routing policy and its options.
   router_config router;
   /// --chat-template: a family name, a file, or a template; empty: the
