@@ -134,7 +134,9 @@ private:
     const int64_t k = outs.begin()->w.shape[1];
     matmul_multi(pool_, x, m, k, k, std::span{mo, n});
   }
-  // Runs fn(row) for rows [0, n), split over the pool when worth it.
+  // Runs fn(row) for rows [0, n), split over the pool when worth it: in
+  // runs of rows (about four per thread) taken by whichever thread is free,
+  // so a descheduled thread does not hold the others up.
   template <class F>
   void for_rows(int64_t n, F&& fn) {
     if (n < 4) {
@@ -142,8 +144,9 @@ private:
         fn(i);
       return;
     }
-    pool_.parallel_for(n, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i)
+    const int64_t per = std::max<int64_t>(1, n / (4 * static_cast<int64_t>(pool_.size())));
+    pool_.run_chunks((n + per - 1) / per, [&](int64_t c) {
+      for (int64_t i = c * per, e = std::min(n, i + per); i < e; ++i)
         fn(i);
     });
   }
