@@ -8,6 +8,7 @@
 
 #include "actors/common/token_sink.hpp"
 #include "actors/frontend/sdk_gateway.hpp"
+#include "actors/kvstore/kvstore_intake.hpp"
 #include "actors/node/router_gateway.hpp"
 #include "actors/node/worker_supervisor.hpp"
 #include "cluster/host_port.hpp"
@@ -97,6 +98,7 @@ std::shared_ptr<const bridge_protocol> node_protocol() {
   auto p = std::make_shared<bridge_protocol>();
   p->add<worker_actor>().add<token_sink_actor>().add<router_actor>().add<kvstore_actor>().add<router_api_actor>();
   p->add<sdk_gateway_actor>(); // SDK clients (sdk/)
+  p->add<kvstore_intake_actor>(); // offers from workers of other nodes (store_node.hpp)
   return p;
 }
 
@@ -117,6 +119,13 @@ caf::expected<started_worker> start_worker(caf::actor_system& sys, bridge& br,
   ec.speculative = spec.speculative;
   ec.hash_key = spec.hash_key;
   auto eng = std::make_shared<engine::engine>(std::move(*be), ec, model.tokenizer);
+  if (spec.draft) {
+    auto dbe = engine::make_backend({spec.draft->config, spec.draft->weights, spec.draft->tokenizer}, bo);
+    if (!dbe)
+      return dbe.error();
+    if (auto err = eng->attach_draft_model(std::move(*dbe)))
+      return err;
+  }
   out.max_model_len = eng->max_model_len();
   auto region = br.register_region(eng->get_backend().kv_pool_memory());
   if (!region)
@@ -136,8 +145,12 @@ caf::expected<started_worker> start_worker(caf::actor_system& sys, bridge& br,
   wc.store = spec.store;
   wc.store_writer = spec.store_writer;
   wc.offer_max_bytes = spec.offer_max_bytes;
-  if (spec.store)
+  if (spec.store) {
     wc.store_at = {spec.node, kvstore_config{}.name}; // start_kvstore_actor publishes it there
+  } else if (!spec.store_node.empty()) { // store_node.hpp publishes both there
+    wc.store_at = {spec.store_node, kvstore_config{}.name};
+    wc.remote_store = {spec.store_node, kvstore_intake_name};
+  }
   out.engine = eng;
   out.actor = spawn_worker(sys, std::move(eng), wc);
   caf::anon_send(br.actor(), publish_atom_v, spec.name, caf::actor_cast<caf::actor>(out.actor));

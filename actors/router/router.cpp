@@ -228,7 +228,8 @@ caf::expected<route_answer> route(router_pointer self, const route_query& q) {
   std::vector<worker_load> loads;
   for (auto& [id, w] : st.workers) {
     w.load.healthy = w.health.check(now, st.cfg.health).healthy && !st.drained.contains(w.join.at.node);
-    auto store = st.stores.find(w.join.at.node);
+    const auto uses = st.cfg.store_nodes.find(w.join.at.node); // a store node's, else its own
+    auto store = st.stores.find(uses != st.cfg.store_nodes.end() ? uses->second : w.join.at.node);
     w.load.store_id = store != st.stores.end() && now - store->second.last_seen <= st.cfg.store_timeout
                         ? store->second.id
                         : 0;
@@ -261,7 +262,7 @@ caf::expected<route_answer> route(router_pointer self, const route_query& q) {
   prefill.load.queued_prefill_tokens += f.prefill_tokens;
   const auto& units = st.cfg.options.units;
   f.prefill_units = units.per_input_token * static_cast<double>(std::max<int64_t>(0, f.prefill_tokens));
-  f.decode_units = units.per_output_token * static_cast<double>(req.max_tokens) + units.per_request;
+  f.decode_units = units.decode(static_cast<int64_t>(q.prompt.size()), req.max_tokens) + units.per_request;
   add_units(prefill, f.prefill_units);
   add_units(decode, f.decode_units);
   st.scale.demanded[role_index(prefill.load.role)].add(f.prefill_units);

@@ -95,6 +95,8 @@ void resend_kv_view(worker_pointer self) {
 /// what offer_max_bytes leaves, and leaves the puts to the store's writer.
 void offer(worker_pointer self, std::span<const int32_t> tokens, const std::string& cache_salt) {
   auto& st = self->state;
+  if (!st.cfg.store)
+    return offer_remote(self, tokens, cache_salt); // worker_remote_offers.cpp
   auto c = copy_offer(*st.eng, *st.cfg.store, tokens, cache_salt, st.offers.room());
   auto ticket = st.offers.sent(c.offer.payload_bytes());
   if (!ticket)
@@ -131,19 +133,25 @@ void count_step(worker_state& st, std::chrono::steady_clock::time_point started,
 }
 
 /// Counts what `out` did of `t`'s work in model units: its prompt with its
-/// first output, b per token, c when it is `done` here.
+/// first output, b + d * context per token, c when it is `done` here; what
+/// is left is priced from the context it has now.
 void account_units(worker_state& st, tracked& t, const engine::request_output& out, bool done) {
   const auto& u = st.cfg.units;
   double served = 0;
   if (!t.prefilled && (!out.tokens.empty() || done)) {
-    served += u.per_input_token * static_cast<double>(t.original.prompt.size());
+    served += u.per_input_token * static_cast<double>(t.context);
     t.prefilled = true;
   }
-  served += u.per_output_token * static_cast<double>(out.tokens.size());
+  const auto n = static_cast<int64_t>(out.tokens.size());
+  served += u.decode(t.context, n);
+  t.context += n;
+  t.output_left = std::max<int64_t>(0, t.output_left - n);
   if (done)
     served += u.per_request;
   st.units_served += served;
-  t.units_left = done ? 0 : std::max(0.0, t.units_left - served);
+  t.units_left = done ? 0
+                      : (t.prefilled ? 0.0 : u.per_input_token * static_cast<double>(t.context))
+                          + u.decode(t.context, t.output_left) + u.per_request;
 }
 
 void on_step(worker_pointer self) {
@@ -259,6 +267,8 @@ caf::error admit(worker_pointer self, wire::request_handoff h) {
   auto& t = st.requests[id] = tracked{h.reply_to, start.prefill_only ? h.decode_at : wire::actor_address{},
                                       std::move(h.request), {}, {}};
   t.units_left = start.units;
+  t.context = start.context;
+  t.output_left = start.output_left;
   if (offering(st) && !start.prefill_only) {
     t.tokens = t.original.prompt;
     t.tokens.insert(t.tokens.end(), h.resume_output.begin(), h.resume_output.end());

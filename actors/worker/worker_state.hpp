@@ -20,9 +20,11 @@
 
 #include "actors/bridge/remote_actor.hpp"
 #include "actors/kvstore/kvstore_actor.hpp"
+#include "actors/kvstore/kvstore_intake.hpp"
 #include "actors/worker/handoff_receiver.hpp"
 #include "actors/worker/handoff_sender.hpp"
 #include "actors/worker/prefix_fetch.hpp"
+#include "actors/worker/remote_offers.hpp"
 #include "actors/worker/store_offers.hpp"
 #include "actors/worker/worker_actor.hpp"
 #include "actors/worker/worker_metrics.hpp"
@@ -52,8 +54,13 @@ struct tracked {
   std::vector<int32_t> tokens;
   std::string cache_salt;
   /// Model units of its work still to do here (worker_config::units): a *
-  /// prompt until prefilled, b per output token left, c until it ends.
+  /// prompt until prefilled, b + d * context per output token left (from
+  /// its current context), c until it ends.
   double units_left = 0;
+  /// Tokens before its next output (the KV its next decode step reads),
+  /// and the output tokens it has left to generate here.
+  int64_t context = 0;
+  int64_t output_left = 0;
   /// Whether its prompt is computed (its first output came, or its KV was
   /// handed over from a prefill worker).
   bool prefilled = false;
@@ -93,6 +100,14 @@ struct worker_state {
   double emulated_exported = 0;
   /// Offers the store's writer has not answered yet (store_offers.hpp).
   store_offers offers{0};
+  /// With worker_config::remote_store: its intake, the blocks that store
+  /// is known to hold (remote_offers.hpp), and when a failed offer was
+  /// last logged.
+  remote_actor_cache<kvstore_intake_actor> intakes;
+  remote_store_memory remote_held;
+  std::chrono::steady_clock::time_point offer_failure_logged;
+  /// When a failed prefix fetch was last logged (worker_fetch.cpp).
+  std::chrono::steady_clock::time_point fetch_failure_logged;
   uint64_t next_batch = 1;
   uint64_t next_event = 0; // the router expects a worker's first event to be 0
   /// Whether a prefix fetch pays (fetch_cost.hpp), and the engine's
@@ -105,9 +120,10 @@ struct worker_state {
 
 using worker_pointer = worker_impl::stateful_pointer<worker_state>;
 
-/// Whether finished sequences are offered to the node's kv store.
+/// Whether finished sequences are offered to a kv store (the node's, or
+/// another node's: worker_config::remote_store).
 [[nodiscard]] inline bool offering(const worker_state& st) {
-  return st.cfg.store && st.cfg.store_writer;
+  return (st.cfg.store && st.cfg.store_writer) || !st.cfg.remote_store.empty();
 }
 
 // worker.cpp
@@ -136,6 +152,11 @@ void on_expire(worker_pointer self, uint64_t id);
 void cancel_handoff(worker_pointer self, uint64_t id, const std::string& reason);
 /// Fails every hand-off in progress here, both sides (a crash).
 void fail_handoffs(worker_pointer self, const std::string& why);
+
+// worker_remote_offers.cpp
+/// Offers the blocks of `tokens` to the remote store's intake
+/// (worker_config::remote_store), in chunks, within offer_max_bytes.
+void offer_remote(worker_pointer self, std::span<const int32_t> tokens, const std::string& cache_salt);
 
 // worker_fetch.cpp
 /// Starts the prefix fetch of `h` when its prompt's prefix is in a store
