@@ -1,6 +1,7 @@
 #include "bench/units_bench.hpp"
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
@@ -105,21 +106,42 @@ int run_units_bench(const units_bench_options& o) {
       samples.push_back({in, out, ms});
     }
   auto fit = engine::fit_model_units(samples);
-  if (!fit) {
-    std::fprintf(stderr, "bench units: %s\n", error_text(fit.error()).c_str());
+  // The same samples without the context term (d = 0), for comparison.
+  auto linear = engine::fit_model_units(samples, false);
+  if (!fit || !linear) {
+    std::fprintf(stderr, "bench units: %s\n", error_text(fit ? linear.error() : fit.error()).c_str());
     return 1;
   }
   const auto& u = fit->units;
   std::printf("\nmodel units for %s on %s (1 unit = 1 ms of one worker, %d requests at once)\n",
               o.model.c_str(), key.c_str(), o.concurrency);
-  std::printf("  a = %.6g per input token, b = %.6g per output token, c = %.6g per request\n",
-              u.per_input_token, u.per_output_token, u.per_request);
-  std::printf("\n%8s %8s %14s %14s %9s\n", "input", "output", "measured ms", "predicted ms", "error");
-  for (size_t i = 0; i < samples.size(); ++i)
-    std::printf("%8lld %8lld %14.4f %14.4f %8.1f%%\n", static_cast<long long>(samples[i].input_tokens),
-                static_cast<long long>(samples[i].output_tokens), samples[i].cost, fit->predicted[i],
-                100.0 * (fit->predicted[i] - samples[i].cost) / samples[i].cost);
-  std::printf("relative RMS error: %.2f%%\n", 100.0 * fit->rms_relative_error);
+  std::printf("  a = %.6g per input token, b = %.6g per output token, c = %.6g per request,\n"
+              "  d = %.6g per output token per token of context\n",
+              u.per_input_token, u.per_output_token, u.per_request, u.per_context_token);
+  const auto& l = linear->units;
+  std::printf("  without d: a = %.6g, b = %.6g, c = %.6g\n", l.per_input_token, l.per_output_token,
+              l.per_request);
+  std::printf("\n%8s %8s %14s %14s %9s %14s %9s\n", "input", "output", "measured ms", "predicted ms", "error",
+              "without d ms", "error");
+  size_t worst = 0, worst_linear = 0;
+  auto rel = [&](const engine::units_fit& f, size_t i) { return (f.predicted[i] - samples[i].cost) / samples[i].cost; };
+  for (size_t i = 0; i < samples.size(); ++i) {
+    std::printf("%8lld %8lld %14.4f %14.4f %8.1f%% %14.4f %8.1f%%\n",
+                static_cast<long long>(samples[i].input_tokens), static_cast<long long>(samples[i].output_tokens),
+                samples[i].cost, fit->predicted[i], 100.0 * rel(*fit, i), linear->predicted[i],
+                100.0 * rel(*linear, i));
+    if (std::abs(rel(*fit, i)) > std::abs(rel(*fit, worst)))
+      worst = i;
+    if (std::abs(rel(*linear, i)) > std::abs(rel(*linear, worst_linear)))
+      worst_linear = i;
+  }
+  std::printf("relative RMS error: %.2f%% (without d: %.2f%%)\n", 100.0 * fit->rms_relative_error,
+              100.0 * linear->rms_relative_error);
+  std::printf("worst point: %+.1f%% at (%lld, %lld) (without d: %+.1f%% at (%lld, %lld))\n",
+              100.0 * rel(*fit, worst), static_cast<long long>(samples[worst].input_tokens),
+              static_cast<long long>(samples[worst].output_tokens), 100.0 * rel(*linear, worst_linear),
+              static_cast<long long>(samples[worst_linear].input_tokens),
+              static_cast<long long>(samples[worst_linear].output_tokens));
 
   const engine::fitted_units fitted{u, utc_now(), fit->rms_relative_error};
   if (!o.json_path.empty()) {
@@ -130,12 +152,16 @@ int run_units_bench(const units_bench_options& o) {
     j["a"] = u.per_input_token;
     j["b"] = u.per_output_token;
     j["c"] = u.per_request;
+    j["d"] = u.per_context_token;
     j["rms_error"] = fit->rms_relative_error;
+    j["without_d"] = {{"a", l.per_input_token}, {"b", l.per_output_token}, {"c", l.per_request},
+                      {"rms_error", linear->rms_relative_error}};
     j["fitted_at"] = fitted.fitted_at;
     auto& pts = j["points"] = nlohmann::json::array();
     for (size_t i = 0; i < samples.size(); ++i)
       pts.push_back({{"input", samples[i].input_tokens}, {"output", samples[i].output_tokens},
-                     {"measured_ms", samples[i].cost}, {"predicted_ms", fit->predicted[i]}});
+                     {"measured_ms", samples[i].cost}, {"predicted_ms", fit->predicted[i]},
+                     {"predicted_without_d_ms", linear->predicted[i]}});
     std::ofstream f{o.json_path};
     f << j.dump(2) << "\n";
     if (!f) {

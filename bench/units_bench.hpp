@@ -6,10 +6,11 @@
 /// caching off) and takes the request's cost as the engine time the batch
 /// took divided by the requests in it, in milliseconds: wall time on the
 /// CPU engine, modelled GPU time on the sim (which then runs without
-/// waiting). One unit is then one millisecond of one worker's time. a, b, c
-/// come from a least-squares fit of cost = a * in + b * out + c; the table
-/// shows each point measured against predicted and the fit's relative RMS
-/// error; --write stores the fit in the model folder's serving config
+/// waiting). One unit is then one millisecond of one worker's time. a, b,
+/// c, d come from a non-negative least-squares fit of cost = a * in + c +
+/// b * out + d * (in * out + out * (out - 1) / 2) (model_units::cost); the
+/// table shows each point measured against predicted, with d and without it
+/// (the a, b, c model), and both fits' relative RMS errors; --write stores the fit in the model folder's serving config
 /// (tessera_serving.json) under the engine's key ("cpu", "sim-h100").
 
 #include <string>

@@ -1,5 +1,6 @@
 #include "engine/model_units.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -58,14 +59,16 @@ caf::expected<json> load(const std::filesystem::path& path) {
 }
 
 caf::error check_units(const model_units& u, const std::string& where) {
-  const std::array<std::pair<const char*, double>, 3> fields{
-    {{"a", u.per_input_token}, {"b", u.per_output_token}, {"c", u.per_request}}};
+  const std::array<std::pair<const char*, double>, 4> fields{{{"a", u.per_input_token},
+                                                              {"b", u.per_output_token},
+                                                              {"c", u.per_request},
+                                                              {"d", u.per_context_token}}};
   for (const auto& [name, v] : fields)
     if (!std::isfinite(v) || v < 0)
       return make_engine_error(engine_errc::bad_config,
                                where + "." + name + " must be finite and >= 0, got " + num(v));
-  if (u.per_input_token == 0 && u.per_output_token == 0 && u.per_request == 0)
-    return make_engine_error(engine_errc::bad_config, where + ": a, b and c are all 0 (every request free)");
+  if (u.per_input_token == 0 && u.per_output_token == 0 && u.per_request == 0 && u.per_context_token == 0)
+    return make_engine_error(engine_errc::bad_config, where + ": a, b, c and d are all 0 (every request free)");
   return {};
 }
 
@@ -90,6 +93,9 @@ caf::expected<fitted_units> entry_of(const json& e, const std::string& where) {
     return err;
   if (auto err = number("c", out.units.per_request))
     return err;
+  if (e.contains("d")) // written before the context term: d = 0
+    if (auto err = number("d", out.units.per_context_token))
+      return err;
   if (auto err = check_units(out.units, where))
     return err;
   if (auto it = e.find("fitted_at"); it != e.end()) {
@@ -105,9 +111,17 @@ caf::expected<fitted_units> entry_of(const json& e, const std::string& where) {
   return out;
 }
 
-/// Solves the k x k system m * x = r (k <= 3) in place; false if singular.
-bool solve(std::array<std::array<double, 3>, 3> m, std::array<double, 3> r, size_t k,
-           std::array<double, 3>& x) {
+constexpr size_t num_features = 4; // in, out, 1, context (in * out + out * (out - 1) / 2)
+using vec = std::array<double, num_features>;
+
+vec features(const units_sample& x) {
+  const auto in = static_cast<double>(x.input_tokens);
+  const auto out = static_cast<double>(x.output_tokens);
+  return {in, out, 1.0, in * out + out * (out - 1) / 2};
+}
+
+/// Solves the k x k system m * x = r (k <= 4) in place; false if singular.
+bool solve(std::array<vec, num_features> m, vec r, size_t k, vec& x) {
   double scale = 0;
   for (size_t i = 0; i < k; ++i)
     scale = std::max(scale, std::abs(m[i][i]));
@@ -116,7 +130,7 @@ bool solve(std::array<std::array<double, 3>, 3> m, std::array<double, 3> r, size
     for (size_t i = col + 1; i < k; ++i)
       if (std::abs(m[i][col]) > std::abs(m[piv][col]))
         piv = i;
-    if (std::abs(m[piv][col]) <= 1e-12 * scale)
+    if (std::abs(m[piv][col]) <= 1e-10 * scale)
       return false;
     std::swap(m[piv], m[col]);
     std::swap(r[piv], r[col]);
@@ -136,20 +150,33 @@ bool solve(std::array<std::array<double, 3>, 3> m, std::array<double, 3> r, size
   return true;
 }
 
-/// Least squares over the features in `mask` (bit 0: in, 1: out, 2: 1),
+/// Least squares over the features in `mask` (bit f: features()[f]),
 /// weighted by 1/cost^2 (the relative error is what is minimised: a long
-/// request's noise must not swamp a short one's cost). nullopt: singular.
-std::optional<std::array<double, 3>> fit_subset(std::span<const units_sample> s, unsigned mask) {
-  std::array<size_t, 3> cols{};
+/// request's noise must not swamp a short one's cost). Each column is
+/// scaled to a largest value of 1 first, so the context term's millions
+/// sit beside the intercept's 1 without losing the system's condition.
+/// nullopt: singular.
+std::optional<vec> fit_subset(std::span<const units_sample> s, unsigned mask) {
+  std::array<size_t, num_features> cols{};
   size_t k = 0;
-  for (size_t f = 0; f < 3; ++f)
+  for (size_t f = 0; f < num_features; ++f)
     if (mask & (1u << f))
       cols[k++] = f;
-  std::array<std::array<double, 3>, 3> m{};
-  std::array<double, 3> r{};
+  vec colscale{};
   for (const auto& x : s) {
-    const std::array<double, 3> feat{static_cast<double>(x.input_tokens),
-                                     static_cast<double>(x.output_tokens), 1.0};
+    const auto feat = features(x);
+    for (size_t f = 0; f < num_features; ++f)
+      colscale[f] = std::max(colscale[f], std::abs(feat[f]));
+  }
+  for (size_t i = 0; i < k; ++i)
+    if (colscale[cols[i]] == 0)
+      return std::nullopt; // a feature 0 everywhere: nothing to fit
+  std::array<vec, num_features> m{};
+  vec r{};
+  for (const auto& x : s) {
+    auto feat = features(x);
+    for (size_t f = 0; f < num_features; ++f)
+      feat[f] = colscale[f] > 0 ? feat[f] / colscale[f] : 0;
     const double w = 1.0 / (x.cost * x.cost);
     for (size_t i = 0; i < k; ++i) {
       for (size_t j = 0; j < k; ++j)
@@ -157,12 +184,12 @@ std::optional<std::array<double, 3>> fit_subset(std::span<const units_sample> s,
       r[i] += w * feat[cols[i]] * x.cost;
     }
   }
-  std::array<double, 3> sol{};
+  vec sol{};
   if (!solve(m, r, k, sol))
     return std::nullopt;
-  std::array<double, 3> out{};
+  vec out{};
   for (size_t i = 0; i < k; ++i)
-    out[cols[i]] = sol[i];
+    out[cols[i]] = sol[i] / colscale[cols[i]];
   return out;
 }
 
@@ -196,14 +223,14 @@ caf::expected<model_units> serving_units(const std::string& model_dir, std::stri
   if (!f)
     return f.error();
   if (!*f) {
-    spdlog::info("model units for {} on {} are not fitted (no \"{}\" in {}): a = 1, b = 1, c = 0 "
+    spdlog::info("model units for {} on {} are not fitted (no \"{}\" in {}): a = 1, b = 1, c = 0, d = 0 "
                  "(tokens); run `tessera bench units --model-dir {} --write`",
                  model_dir, engine_key, engine_key, serving_config_file, model_dir);
     return model_units{};
   }
   const auto& u = (*f)->units;
-  spdlog::info("model units for {} on {}: a = {:.6g}, b = {:.6g}, c = {:.6g} (fitted {}, error {:.1f}%)",
-               model_dir, engine_key, u.per_input_token, u.per_output_token, u.per_request,
+  spdlog::info("model units for {} on {}: a = {:.6g}, b = {:.6g}, c = {:.6g}, d = {:.6g} (fitted {}, error {:.1f}%)",
+               model_dir, engine_key, u.per_input_token, u.per_output_token, u.per_request, u.per_context_token,
                (*f)->fitted_at, 100.0 * (*f)->rms_error);
   return u;
 }
@@ -223,6 +250,7 @@ caf::error write_model_units(const std::string& model_dir, std::string_view engi
   (*j)[std::string{engine_key}] = json{{"a", u.units.per_input_token},
                                        {"b", u.units.per_output_token},
                                        {"c", u.units.per_request},
+                                       {"d", u.units.per_context_token},
                                        {"fitted_at", u.fitted_at},
                                        {"rms_error", u.rms_error}};
   auto tmp = path;
@@ -247,7 +275,7 @@ caf::error write_model_units(const std::string& model_dir, std::string_view engi
   return {};
 }
 
-caf::expected<units_fit> fit_model_units(std::span<const units_sample> samples) {
+caf::expected<units_fit> fit_model_units(std::span<const units_sample> samples, bool context_term) {
   if (samples.size() < 3)
     return make_engine_error(engine_errc::bad_request, "fitting a, b and c needs at least 3 samples, got "
                                                          + std::to_string(samples.size()));
@@ -263,32 +291,38 @@ caf::expected<units_fit> fit_model_units(std::span<const units_sample> samples) 
   if (!fit_subset(samples, 7u))
     return make_engine_error(engine_errc::bad_request,
                              "the samples cannot separate a, b and c: vary both input and output lengths");
-  // Non-negative least squares by trying every set of free coefficients
-  // (7 of them): the best fit whose coefficients are all >= 0.
-  auto rel_sse = [&](const std::array<double, 3>& x) {
+  // Non-negative least squares: the NNLS optimum is the unconstrained fit
+  // on its own set of non-zero coefficients, so the best fit with all
+  // coefficients >= 0 over every subset (15 with d, 7 without) is it.
+  auto rel_sse = [&](const vec& x) {
     double e = 0;
     for (const auto& s : samples) {
-      const double p = x[0] * static_cast<double>(s.input_tokens) + x[1] * static_cast<double>(s.output_tokens) + x[2];
+      const auto f = features(s);
+      double p = 0;
+      for (size_t i = 0; i < num_features; ++i)
+        p += x[i] * f[i];
       e += ((p - s.cost) / s.cost) * ((p - s.cost) / s.cost);
     }
     return e;
   };
-  std::optional<std::array<double, 3>> best;
+  std::optional<vec> best;
   double best_err = std::numeric_limits<double>::infinity();
-  for (unsigned mask = 1; mask < 8; ++mask) {
+  const unsigned masks = context_term ? 16u : 8u;
+  for (unsigned mask = 1; mask < masks; ++mask) {
     auto x = fit_subset(samples, mask);
-    if (!x || (*x)[0] < 0 || (*x)[1] < 0 || (*x)[2] < 0)
+    if (!x || std::any_of(x->begin(), x->end(), [](double v) { return !(v >= 0); }))
       continue;
+    // Ties (within rounding) keep the earlier subset: the one without d.
     const double e = rel_sse(*x);
-    if (e < best_err) {
+    if (e < best_err - 1e-12) {
       best_err = e;
       best = x;
     }
   }
   if (!best)
-    return make_engine_error(engine_errc::bad_request, "no fit with a, b, c >= 0 exists for these samples");
+    return make_engine_error(engine_errc::bad_request, "no fit with a, b, c, d >= 0 exists for these samples");
   units_fit out;
-  out.units = {(*best)[0], (*best)[1], (*best)[2]};
+  out.units = {(*best)[0], (*best)[1], (*best)[2], (*best)[3]};
   for (const auto& s : samples)
     out.predicted.push_back(out.units.cost(s.input_tokens, s.output_tokens));
   out.rms_relative_error = std::sqrt(best_err / static_cast<double>(samples.size()));

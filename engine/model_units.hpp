@@ -2,9 +2,12 @@
 /// @file
 /// Model units: one currency for capacity. A request's cost is
 ///
-///   units = a * input_tokens + b * output_tokens + c
+///   units = a * in + c + sum over its output tokens of (b + d * context)
+///         = a * in + c + b * out + d * (in * out + out * (out - 1) / 2)
 ///
-/// with a, b, c fitted per model and engine from measured step times
+/// where a generated token's context is the tokens before it (its decode
+/// step reads their KV: the k-th output token, k from 0, reads in + k).
+/// a, b, c, d are fitted per model and engine from measured step times
 /// (`tessera bench units`) and stored in the model folder's serving config.
 /// The router counts outstanding units per worker, the frontend charges
 /// tenants' rate limits in them, and the autoscaling signal is units
@@ -29,20 +32,35 @@ struct model_units {
   double per_output_token = 1.0;
   /// c: units per request (fixed overhead).
   double per_request = 0.0;
+  /// d: units per generated token per token of context (the KV its decode
+  /// step reads). 0 in serving configs written before it existed.
+  double per_context_token = 0.0;
 
   /// What admission charges: a * input + c.
   [[nodiscard]] double admission(int64_t input_tokens) const {
     return per_input_token * static_cast<double>(input_tokens) + per_request;
   }
-  /// A whole request's cost.
+  /// Generating `tokens` tokens, the first of them after `context` tokens
+  /// (the next after context + 1, ...): b * tokens + d * (context * tokens
+  /// + tokens * (tokens - 1) / 2). 0 for tokens <= 0; a negative context
+  /// counts as 0.
+  [[nodiscard]] double decode(int64_t context, int64_t tokens) const {
+    if (tokens <= 0)
+      return 0;
+    const auto n = static_cast<double>(tokens);
+    const auto ctx = static_cast<double>(context < 0 ? 0 : context);
+    return per_output_token * n + per_context_token * (ctx * n + n * (n - 1) / 2);
+  }
+  /// A whole request's cost: admission(in) + decode(in, out).
   [[nodiscard]] double cost(int64_t input_tokens, int64_t output_tokens) const {
-    return admission(input_tokens) + per_output_token * static_cast<double>(output_tokens);
+    return admission(input_tokens) + decode(input_tokens, output_tokens);
   }
 };
 
 /// The serving config's file in a model folder: a JSON object with one
 /// entry per engine key ("cpu", "sim-h100", ...), each
-/// {"a", "b", "c", "fitted_at", "rms_error"}; other top-level keys are
+/// {"a", "b", "c", "d", "fitted_at", "rms_error"} ("d" optional: absent
+/// reads as 0, so configs written before it still load); other top-level keys are
 /// kept as they are when an entry is written.
 inline constexpr const char* serving_config_file = "tessera_serving.json";
 
@@ -62,8 +80,8 @@ struct fitted_units {
 /// The units fitted for `engine_key` in `model_dir`'s serving config;
 /// nullopt when the file or the key's entry is absent. Errors (bad_config,
 /// naming the file and the field): not a JSON object, an entry whose a, b
-/// or c is missing, not a number, negative or not finite, or a, b and c
-/// all 0; the file over 1 MiB.
+/// or c is missing, whose a, b, c or d is not a number, negative or not
+/// finite, or a, b, c and d all 0; the file over 1 MiB.
 [[nodiscard]] caf::expected<std::optional<fitted_units>>
 read_model_units(const std::string& model_dir, std::string_view engine_key);
 
@@ -90,7 +108,7 @@ struct units_sample {
   double cost = 0;
 };
 
-/// A least-squares fit of cost = a * in + b * out + c.
+/// A least-squares fit of cost = model_units::cost(in, out).
 struct units_fit {
   model_units units;
   /// Each sample's predicted cost, in the samples' order.
@@ -99,13 +117,17 @@ struct units_fit {
   double rms_relative_error = 0;
 };
 
-/// Fits a, b, c by ordinary least squares on the samples (normal
-/// equations, solved by Gaussian elimination with partial pivoting).
-/// Coefficients that come out negative (noise around a term worth ~0) are
-/// clamped to 0 and the others refitted without them. Errors (bad_request):
-/// fewer than 3 samples, a sample with a negative count or a cost not
-/// finite and > 0, or a grid whose input or output lengths do not vary
-/// (a singular system).
-[[nodiscard]] caf::expected<units_fit> fit_model_units(std::span<const units_sample> samples);
+/// Fits a, b, c and (with `context_term`) d by non-negative least squares
+/// on the samples, minimising the relative error (each sample weighted by
+/// 1 / cost^2): the best least-squares fit over every subset of the
+/// coefficients whose solution is >= 0 (normal equations on scaled
+/// columns, Gaussian elimination with partial pivoting); the others are 0.
+/// A subset the samples cannot separate is skipped (d needs 4 samples and
+/// an input x output grid). Without `context_term` d is 0 (the a, b, c
+/// model). Errors (bad_request): fewer than 3 samples, a sample with a
+/// negative count or a cost not finite and > 0, or a grid whose input or
+/// output lengths do not vary (a, b and c cannot be separated).
+[[nodiscard]] caf::expected<units_fit> fit_model_units(std::span<const units_sample> samples,
+                                                       bool context_term = true);
 
 } // namespace tessera::engine

@@ -171,7 +171,9 @@ void on_tokens(frontend_pointer self, wire::token_chunk chunk) {
       c.last_token = now;
       st.metrics->generated.inc(static_cast<double>(out.tokens.size()));
       if (j.limited)
-        st.limits.charge_output(j.tenant->name, static_cast<int64_t>(out.tokens.size()), now);
+        st.limits.charge_output(j.tenant->name, static_cast<int64_t>(out.tokens.size()),
+                                int64_t{j.prompt_tokens} + c.order.received() - static_cast<int64_t>(out.tokens.size()),
+                                now);
     }
     // The first chunk comes from the worker that computed the prompt: its
     // count is the prefix-cache hit (a decode worker that received the KV

@@ -63,12 +63,13 @@ tenant_admission tenant_limits::admit(const std::string& tenant, const tenant_li
   return a;
 }
 
-void tenant_limits::charge_output(const std::string& tenant, int64_t tokens, clock::time_point now) {
+void tenant_limits::charge_output(const std::string& tenant, int64_t tokens, int64_t context,
+                                  clock::time_point now) {
   auto it = tenants_.find(tenant);
   if (it == tenants_.end() || tokens <= 0 || !it->second.limit.units_per_minute)
     return;
   refill(it->second, now);
-  it->second.balance -= units_.per_output_token * static_cast<double>(tokens);
+  it->second.balance -= units_.decode(context, tokens);
 }
 
 void tenant_limits::release(const std::string& tenant) {

@@ -8,7 +8,8 @@
 /// Each tenant with `units_per_minute` has a token bucket of that capacity,
 /// full at first and refilled continuously at units_per_minute / 60 per
 /// second. A request is charged a * input + c when it is admitted and
-/// b per output token as the tokens arrive; output charges may take the
+/// b + d * context per output token as the tokens arrive (context: the
+/// prompt and the output before that token); output charges may take the
 /// balance below zero, and the tenant's next admission waits until the
 /// bucket holds its cost again. `max_concurrent` bounds the tenant's
 /// requests in flight (admitted and not yet released).
@@ -76,10 +77,10 @@ class tenant_limits {
 public:
   using clock = std::chrono::steady_clock;
 
-  /// `units` prices the output tokens charge_output charges (b).
+  /// `units` prices the output tokens charge_output charges (b, d).
   explicit tenant_limits(engine::model_units units = {}) : units_(units) {}
 
-  /// The unit prices (a, b, c).
+  /// The unit prices (a, b, c, d).
   [[nodiscard]] const engine::model_units& units() const { return units_; }
 
   /// Admits a request of tenant `tenant` (limits `limit`, which replace
@@ -89,9 +90,11 @@ public:
   [[nodiscard]] tenant_admission admit(const std::string& tenant, const tenant_limit& limit,
                                        double admission_units, clock::time_point now);
 
-  /// Charges `tokens` output tokens (b each) of an admitted request of
-  /// `tenant`. A tenant the table does not have is ignored.
-  void charge_output(const std::string& tenant, int64_t tokens, clock::time_point now);
+  /// Charges `tokens` output tokens of an admitted request of `tenant`,
+  /// the first of them after `context` tokens (prompt and output so far):
+  /// model_units::decode(context, tokens), b + d * context each. A tenant
+  /// the table does not have is ignored.
+  void charge_output(const std::string& tenant, int64_t tokens, int64_t context, clock::time_point now);
 
   /// Ends an admitted request of `tenant` (however it ended). A tenant the
   /// table does not have, or one with none in flight, is ignored.

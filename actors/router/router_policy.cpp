@@ -320,12 +320,13 @@ caf::expected<std::unique_ptr<router_policy>> make_router_policy(std::string_vie
     return make_router_error(router_errc::invalid_options,
                              std::string{"sticky_break_factor must be 0 (never) or finite and >= 1, got "} + buf);
   }
-  for (double u : {opts.units.per_input_token, opts.units.per_output_token, opts.units.per_request})
+  for (double u : {opts.units.per_input_token, opts.units.per_output_token, opts.units.per_request,
+                   opts.units.per_context_token})
     if (!std::isfinite(u) || u < 0) {
       char buf[64];
       std::snprintf(buf, sizeof buf, "%g", u);
       return make_router_error(router_errc::invalid_options,
-                               std::string{"model units a, b, c must be finite and >= 0, got "} + buf);
+                               std::string{"model units a, b, c, d must be finite and >= 0, got "} + buf);
     }
   if (opts.max_local_prefill_tokens < 0)
     return make_router_error(router_errc::invalid_options,

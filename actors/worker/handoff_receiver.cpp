@@ -10,6 +10,18 @@ namespace tessera::actors {
 using engine::engine_errc;
 using engine::make_engine_error;
 
+namespace {
+
+/// The first decode step's context of hand-off `h`: the exported sequence
+/// (prompt and the prefill's token), or without one the prompt and a token.
+int64_t decode_context(const transport::wire::request_handoff& h) {
+  if (h.kv)
+    return static_cast<int64_t>(h.kv->tokens.size());
+  return static_cast<int64_t>(h.request.prompt.size()) + 1;
+}
+
+} // namespace
+
 handoff_receiver::handoff_receiver(std::string name, std::chrono::milliseconds timeout)
   : name_(std::move(name)), timeout_(timeout) {}
 
@@ -32,6 +44,7 @@ bool handoff_receiver::try_grant(waiter& w, clock::time_point now, const reserve
       g.tokens = w.handoff.kv->tokens;
     g.cache_salt = w.handoff.request.cache_salt;
     g.max_tokens = w.handoff.request.params.max_tokens;
+    g.context = decode_context(w.handoff);
     g.deadline = now + timeout_;
   }
   out.push_back({w.ticket, std::move(grant)});
@@ -130,14 +143,16 @@ std::vector<handoff_receiver::granted> handoff_receiver::fail_all(const std::str
 }
 
 double handoff_receiver::outstanding(const engine::model_units& u) const {
-  auto decode = [&u](int32_t max_tokens) {
-    return u.per_output_token * static_cast<double>(std::max(0, max_tokens - 1)) + u.per_request;
+  // The first token came from the prefill worker: the decode makes the
+  // rest, the first of them after the prompt and that token.
+  auto decode = [&u](int64_t context, int32_t max_tokens) {
+    return u.decode(context, std::max(0, max_tokens - 1)) + u.per_request;
   };
   double sum = 0;
   for (const auto& [id, g] : grants_)
-    sum += decode(g.max_tokens);
+    sum += decode(g.context, g.max_tokens);
   for (const auto& w : waiting_)
-    sum += decode(w.handoff.request.params.max_tokens);
+    sum += decode(decode_context(w.handoff), w.handoff.request.params.max_tokens);
   return sum;
 }
 

@@ -55,6 +55,9 @@ public:
     std::string cache_salt;
     /// The request's max_tokens (the decode's units).
     int32_t max_tokens = 0;
+    /// The first decode step's context: the prompt and the token the
+    /// prefill worker made.
+    int64_t context = 0;
     /// When the commit is late: the worker's timer calls expire() then.
     clock::time_point deadline;
   };

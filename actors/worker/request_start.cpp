@@ -9,18 +9,20 @@ request_start plan_start(const transport::wire::request_handoff& h, const engine
   request_start s;
   s.request = h.request;
   s.prefill_only = !h.decode_at.empty() && s.request.params.max_tokens > 1;
-  const auto prompt = static_cast<int64_t>(h.request.prompt.size());
+  // A migrated stream's output so far is computed with its prompt.
+  s.context = static_cast<int64_t>(h.request.prompt.size() + h.resume_output.size());
   if (s.prefill_only) {
     auto& r = s.request;
     r.keep_kv = true;
     r.continues_elsewhere = true; // the decode worker emits what could start a stop string
     r.params.max_tokens = 1;
     r.params.min_tokens = std::min(r.params.min_tokens, 1);
-    s.units = u.cost(prompt, 1);
+    s.output_left = 1;
   } else {
-    s.units = u.cost(prompt, std::max<int64_t>(0, int64_t{h.request.params.max_tokens}
-                                                    - static_cast<int64_t>(h.resume_output.size())));
+    s.output_left = std::max<int64_t>(0, int64_t{h.request.params.max_tokens}
+                                           - static_cast<int64_t>(h.resume_output.size()));
   }
+  s.units = u.cost(s.context, s.output_left);
   return s;
 }
 

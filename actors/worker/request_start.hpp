@@ -33,6 +33,11 @@ struct request_start {
   bool prefill_only = false;
   /// Model units of its work here (worker_config::units).
   double units = 0;
+  /// Tokens the engine computes before the first output here (the prompt,
+  /// with a migrated stream's output so far): the first output's context.
+  int64_t context = 0;
+  /// Output tokens this worker generates (1 when it only prefills).
+  int64_t output_left = 0;
 };
 
 /// The start of `h` on a worker whose model units are `u`.

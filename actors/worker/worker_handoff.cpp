@@ -137,8 +137,11 @@ caf::result<void> on_commit(worker_pointer self, const wire::kv_transfer_batch& 
     return err;
   }
   auto& t = st.requests[d.request_id] = tracked{g->reply_to, {}, {}, std::move(g->tokens), std::move(g->cache_salt)};
-  t.units_left = st.cfg.units.per_output_token * static_cast<double>(std::max(0, g->max_tokens - 1))
-                 + st.cfg.units.per_request;
+  // The prefill worker made the first token: the first decode here reads
+  // the prompt and it.
+  t.context = g->context;
+  t.output_left = std::max(0, g->max_tokens - 1);
+  t.units_left = st.cfg.units.decode(t.context, t.output_left) + st.cfg.units.per_request;
   t.prefilled = true;
   kick(self);
   return caf::unit;

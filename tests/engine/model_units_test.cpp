@@ -1,6 +1,7 @@
 // Model units: the serving config's reader and writer (absent, merge,
 // malformed input named by file and field, atomic replace) and the
-// least-squares fit (recovers known a, b, c; refuses what cannot be fitted).
+// least-squares fit (recovers known a, b, c, d; refuses what cannot be
+// fitted); configs written before d read with d = 0, a bad d is refused.
 #include "engine/model_units.hpp"
 
 #include <cmath>
@@ -115,6 +116,49 @@ TEST(ModelUnitsTest, MalformedConfigsNameTheFileAndTheField) {
   EXPECT_FALSE(fs::exists(file));
 }
 
+TEST(ModelUnitsTest, AConfigWrittenBeforeTheContextTermLoadsWithDZero) {
+  tessera::test::temp_dir dir{"units-old"};
+  const auto d = dir.path().string();
+  write_file(dir.path() / serving_config_file,
+             R"({"sim-h100": {"a": 0.0267, "b": 0.848, "c": 0, "fitted_at": "2026-11-30T10:00:00Z", "rms_error": 0.07}})");
+  auto u = serving_units(d, "sim-h100");
+  ASSERT_TRUE(u) << tessera::error_text(u.error());
+  EXPECT_DOUBLE_EQ(u->per_input_token, 0.0267);
+  EXPECT_DOUBLE_EQ(u->per_output_token, 0.848);
+  EXPECT_EQ(u->per_context_token, 0.0);
+  // With d = 0 a request costs what the a, b, c model said.
+  EXPECT_DOUBLE_EQ(u->cost(8192, 256), 0.0267 * 8192 + 0.848 * 256);
+  // A fit with d is written and read back with it; only d set is not free.
+  fitted_units f{{0.01, 0.5, 1, 2.5e-5}, "2026-12-02T06:00:00Z", 0.01};
+  ASSERT_FALSE(write_model_units(d, "cpu", f));
+  auto back = read_model_units(d, "cpu");
+  ASSERT_TRUE(back && back->has_value());
+  EXPECT_DOUBLE_EQ((*back)->units.per_context_token, 2.5e-5);
+  EXPECT_DOUBLE_EQ((*back)->units.cost(1000, 10), 0.01 * 1000 + 1 + 0.5 * 10 + 2.5e-5 * (1000 * 10 + 45));
+  EXPECT_FALSE(write_model_units(d, "cpu", fitted_units{{0, 0, 0, 1e-4}, "", 0}));
+}
+
+TEST(ModelUnitsTest, ABadDIsRefusedByName) {
+  tessera::test::temp_dir dir{"units-bad-d"};
+  const auto d = dir.path().string();
+  const auto file = (dir.path() / serving_config_file).string();
+  write_file(file, R"({"cpu": {"a": 1, "b": 1, "c": 0, "d": -0.001}})");
+  EXPECT_NE(config_error(d).find("\"cpu\".d must be finite and >= 0, got -0.001"), std::string::npos)
+    << config_error(d);
+  write_file(file, R"({"cpu": {"a": 1, "b": 1, "c": 0, "d": "0.1"}})");
+  EXPECT_NE(config_error(d).find("\"cpu\".d must be a number, got string"), std::string::npos) << config_error(d);
+  write_file(file, R"({"cpu": {"a": 1, "b": 1, "c": 0, "d": null}})");
+  EXPECT_NE(config_error(d).find("\"cpu\".d must be a number, got null"), std::string::npos) << config_error(d);
+  write_file(file, R"({"cpu": {"a": 0, "b": 0, "c": 0, "d": 0}})");
+  EXPECT_NE(config_error(d).find("a, b, c and d are all 0"), std::string::npos) << config_error(d);
+  fs::remove(file);
+  auto err = write_model_units(d, "cpu", fitted_units{{1, 1, 0, NAN}, "", 0});
+  ASSERT_TRUE(err);
+  EXPECT_NE(tessera::error_text(err).find(".d must be finite"), std::string::npos) << tessera::error_text(err);
+  EXPECT_TRUE(write_model_units(d, "cpu", fitted_units{{1, 1, 0, INFINITY}, "", 0}));
+  EXPECT_FALSE(fs::exists(file));
+}
+
 TEST(ModelUnitsTest, OversizedConfigIsRefused) {
   tessera::test::temp_dir dir{"units-big"};
   write_file(dir.path() / serving_config_file, "{\"x\": \"" + std::string(size_t{2} << 20, 'a') + "\"}");
@@ -180,6 +224,46 @@ TEST(ModelUnitsTest, FitRefusesWhatCannotBeFitted) {
   EXPECT_FALSE(fit_model_units(std::vector<units_sample>{{1, 1, 1}, {2, 3, 2}, {4, 1, NAN}}));
   EXPECT_FALSE(fit_model_units(std::vector<units_sample>{{1, 1, 1}, {2, 3, 2}, {4, 1, -3}}));
   EXPECT_FALSE(fit_model_units(std::vector<units_sample>{{1, 1, 1}, {2, 3, 2}, {-4, 1, 3}}));
+}
+
+TEST(ModelUnitsTest, FitRecoversKnownUnitsWithAContextTerm) {
+  // Decode reads the context's KV each token: at 2048 in, 256 out the
+  // context term is about as large as b's.
+  const model_units truth{0.025, 0.6, 2.0, 3e-4};
+  auto fit = fit_model_units(grid(truth, 0, 3));
+  ASSERT_TRUE(fit) << tessera::error_text(fit.error());
+  EXPECT_NEAR(fit->units.per_input_token, 0.025, 1e-9);
+  EXPECT_NEAR(fit->units.per_output_token, 0.6, 1e-9);
+  EXPECT_NEAR(fit->units.per_request, 2.0, 1e-7);
+  EXPECT_NEAR(fit->units.per_context_token, 3e-4, 1e-12);
+  EXPECT_LT(fit->rms_relative_error, 1e-9);
+  // Under 2 % noise, within 10 %.
+  auto noisy = fit_model_units(grid(truth, 0.02, 11));
+  ASSERT_TRUE(noisy);
+  EXPECT_NEAR(noisy->units.per_context_token, 3e-4, 3e-5);
+  EXPECT_NEAR(noisy->units.per_output_token, 0.6, 0.06);
+  // The a, b, c model cannot follow it: its error is what d removes.
+  auto linear = fit_model_units(grid(truth, 0, 3), false);
+  ASSERT_TRUE(linear);
+  EXPECT_EQ(linear->units.per_context_token, 0.0);
+  EXPECT_GT(linear->rms_relative_error, 0.05);
+  // Data with no context cost fits d = 0 (never negative).
+  auto flat = fit_model_units(grid(model_units{0.012, 0.85, 3.5}, 0.02, 5));
+  ASSERT_TRUE(flat);
+  EXPECT_GE(flat->units.per_context_token, 0.0);
+  EXPECT_LT(flat->units.per_context_token, 1e-5);
+}
+
+TEST(ModelUnitsTest, FitWithTooFewPointsForDFitsABC) {
+  // 3 samples cannot separate 4 coefficients: d stays 0, a, b, c exact.
+  const model_units truth{0.5, 2.0, 1.0};
+  std::vector<units_sample> s{{10, 1, truth.cost(10, 1)}, {20, 4, truth.cost(20, 4)}, {40, 2, truth.cost(40, 2)}};
+  auto fit = fit_model_units(s);
+  ASSERT_TRUE(fit) << tessera::error_text(fit.error());
+  EXPECT_EQ(fit->units.per_context_token, 0.0);
+  EXPECT_NEAR(fit->units.per_input_token, 0.5, 1e-9);
+  EXPECT_NEAR(fit->units.per_output_token, 2.0, 1e-9);
+  EXPECT_NEAR(fit->units.per_request, 1.0, 1e-9);
 }
 
 } // namespace

@@ -59,7 +59,7 @@ TEST(TenantLimitsTest, OutputTokensAreChargedAndMayTakeTheBalanceNegative) {
   auto t = table();
   const tenant_limit lim{.units_per_minute = 60, .max_concurrent = {}};
   ASSERT_TRUE(t.admit("alice", lim, 50, t0).admitted);
-  t.charge_output("alice", 20, t0); // 40 units at b = 2
+  t.charge_output("alice", 20, 0, t0); // 40 units at b = 2
   EXPECT_DOUBLE_EQ(*t.balance("alice", t0), -30);
   // The next admission of 10 waits for 40 units at 1 unit/s.
   auto r = t.admit("alice", lim, 10, t0);
@@ -68,9 +68,27 @@ TEST(TenantLimitsTest, OutputTokensAreChargedAndMayTakeTheBalanceNegative) {
   EXPECT_DOUBLE_EQ(r.retry_after_s, 40.0);
   EXPECT_TRUE(t.admit("alice", lim, 10, t0 + 40s).admitted);
   // Charges for tenants it does not know, or of no tokens, change nothing.
-  t.charge_output("bob", 1000, t0);
-  t.charge_output("alice", -5, t0 + 40s);
+  t.charge_output("bob", 1000, 0, t0);
+  t.charge_output("alice", -5, 0, t0 + 40s);
   EXPECT_DOUBLE_EQ(*t.balance("alice", t0 + 40s), 0);
+}
+
+TEST(TenantLimitsTest, OutputTokensAreChargedForTheContextTheyRead) {
+  // b = 2, d = 0.01: a token after 1000 tokens of context costs 12 units,
+  // one after 10 costs 2.1.
+  tenant_limits t{{.per_input_token = 1, .per_output_token = 2, .per_request = 10, .per_context_token = 0.01}};
+  const tenant_limit lim{.units_per_minute = 6000, .max_concurrent = {}};
+  ASSERT_TRUE(t.admit("long", lim, 0, t0).admitted);
+  ASSERT_TRUE(t.admit("short", lim, 0, t0).admitted);
+  t.charge_output("long", 4, 1000, t0);  // 4 * 2 + 0.01 * (4000 + 6)
+  t.charge_output("short", 4, 10, t0);   // 4 * 2 + 0.01 * (40 + 6)
+  EXPECT_NEAR(*t.balance("long", t0), 6000 - 48.06, 1e-9);
+  EXPECT_NEAR(*t.balance("short", t0), 6000 - 8.46, 1e-9);
+  // Charged in pieces, the same total as at once.
+  ASSERT_TRUE(t.admit("pieces", lim, 0, t0).admitted);
+  t.charge_output("pieces", 1, 1000, t0);
+  t.charge_output("pieces", 3, 1001, t0);
+  EXPECT_NEAR(*t.balance("pieces", t0), *t.balance("long", t0), 1e-9);
 }
 
 TEST(TenantLimitsTest, MaxConcurrentCountsRequestsInFlightUntilReleased) {
@@ -149,7 +167,7 @@ TEST(TenantLimitsTest, AReloadDropsTenantsButKeepsTheCountsOfTheirRequestsInFlig
   EXPECT_EQ(t.size(), 0u);
   // A late release or charge for a forgotten tenant is harmless.
   t.release("alice");
-  t.charge_output("alice", 10, t0);
+  t.charge_output("alice", 10, 0, t0);
   EXPECT_EQ(t.size(), 0u);
 }
 
