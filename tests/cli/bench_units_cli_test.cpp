@@ -43,6 +43,11 @@ TEST(BenchUnitsCliTest, FitsTheSimEngineAndWritesTheServingConfig) {
   EXPECT_GE(j["a"].get<double>(), 0);
   EXPECT_GT(j["b"].get<double>(), 0); // decoding a token costs time
   EXPECT_LT(j["rms_error"].get<double>(), 0.5);
+  // The context term: fitted (>= 0), printed beside the a, b, c fit, which
+  // can only fit worse.
+  EXPECT_GE(j["d"].get<double>(), 0);
+  EXPECT_NE(r.out.find("without d"), std::string::npos) << r.out;
+  EXPECT_LE(j["rms_error"].get<double>(), j["without_d"]["rms_error"].get<double>() + 1e-12);
   for (const auto& p : j["points"])
     EXPECT_GT(p["measured_ms"].get<double>(), 0);
 
@@ -50,6 +55,7 @@ TEST(BenchUnitsCliTest, FitsTheSimEngineAndWritesTheServingConfig) {
   auto serving = nlohmann::json::parse(sc);
   ASSERT_TRUE(serving.contains("sim-h100")) << serving.dump();
   EXPECT_DOUBLE_EQ(serving["sim-h100"]["b"].get<double>(), j["b"].get<double>());
+  EXPECT_DOUBLE_EQ(serving["sim-h100"]["d"].get<double>(), j["d"].get<double>());
   EXPECT_DOUBLE_EQ(serving["cpu"]["a"].get<double>(), 0.5); // kept
 }
 
