@@ -424,7 +424,7 @@ int run_serve_bench(const serve_bench_options& o) {
   }
 
   std::shared_ptr<sdk::client> sdk_client;
-  const sdk_target sdk_at{o.sdk_address, o.sdk_secret_file, o.api_key};
+  const sdk_target sdk_at{o.sdk_address, o.sdk_secret_file, o.api_key, o.sdk_threads};
   if (!o.sdk_address.empty()) {
     if (o.spawn_server) {
       say("--sdk needs a tessera node cluster (--url and --sdk), not --spawn-server");

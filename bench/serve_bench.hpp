@@ -91,6 +91,9 @@ struct serve_bench_options {
   std::string sdk_address;
   /// Its cluster secret file, and the tenant's API key if it has keys.
   std::string sdk_secret_file;
+  /// With sdk_address: a blocking thread per in-flight request instead of
+  /// the SDK's callbacks (serve_sdk_level.hpp).
+  bool sdk_threads = false;
   std::string api_key;
   /// With --sdk: each level runs this many times over each transport, in
   /// ABBA order (HTTP, SDK, SDK, HTTP, ...; serve_rounds.hpp); the table

@@ -2,10 +2,15 @@
 /// @file
 /// `tessera bench serve --sdk`: one load level over the native client SDK
 /// (sdk/), the same requests `tessera bench serve` sends over HTTP (prompt
-/// ids load_prompt(seed, index), max_tokens with ignore_eos, greedy): C
-/// threads share one client, each sending its next request as soon as the
-/// previous one ends (closed loop). Arrivals are timed as the HTTP driver
-/// times SSE chunks, so the two summaries compare like for like.
+/// ids load_prompt(seed, index), max_tokens with ignore_eos, greedy), C in
+/// flight on one client, each slot sending its next request as soon as the
+/// previous one ends (closed loop). By default chunks arrive through the
+/// SDK's on_chunk callback on its receive thread and one driver thread
+/// submits (the SDK's asynchronous style, as the HTTP driver is one Asio
+/// thread); `threads` instead gives each slot a thread blocking in
+/// stream::next() (the synchronous style: a thread wake-up per chunk).
+/// Arrivals are timed as the HTTP driver times SSE chunks, so the two
+/// summaries compare like for like.
 
 #include <memory>
 #include <string>
@@ -28,6 +33,8 @@ struct sdk_target {
   std::string secret_file;
   /// The tenant's API key when the cluster has keys.
   std::string api_key;
+  /// One blocking thread per slot instead of callbacks.
+  bool threads = false;
 };
 
 /// A connected SDK client for the levels; the error's text when it fails.

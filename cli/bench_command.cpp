@@ -247,6 +247,9 @@ void add_serve(CLI::App* bench, std::vector<std::pair<CLI::App*, std::function<i
                   "(host:port of a tessera node cluster; --url is its HTTP)");
   srv->add_option("--cluster-secret-file", o.sdk_secret_file, "With --sdk: the cluster secret file");
   srv->add_option("--api-key", o.api_key, "With --sdk: the tenant's API key (SDK requests only)");
+  srv->add_flag("--sdk-threads", o.sdk_threads,
+                "With --sdk: one thread blocking in stream::next() per request in flight, instead of "
+                "the SDK's chunk callbacks and one submitting thread");
   srv->add_option("--rounds", o.rounds, "With --sdk: runs of each level per transport, in ABBA order "
                                        "(HTTP, SDK, SDK, HTTP, ...); medians, min and max reported")
       ->capture_default_str()->check(CLI::Range(1, 100));
