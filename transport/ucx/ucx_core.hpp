@@ -434,9 +434,12 @@ private:
   /// `local`: over the same-host endpoint with its keys.
   void start_put_transfer(peer& p, const std::shared_ptr<transfer_batch>& b,
                           const completion& done, bool local = false);
-  /// Where `rkey` maps byte 0 of the peer's region at `base` into our
-  /// address space (ucp_rkey_ptr), or null.
-  static std::byte* mapping_of(ucp_rkey_h rkey, uint64_t base);
+  /// Where `rkey` maps byte 0 of the peer's `size`-byte region at `base`
+  /// into our address space (ucp_rkey_ptr), or null: also null unless its
+  /// last byte maps `size - 1` bytes further on, so that a region announced
+  /// larger than the segment behind its key is never copied into here
+  /// (that would write past the mapping).
+  static std::byte* mapping_of(ucp_rkey_h rkey, uint64_t base, uint64_t size);
   /// The "blocks arrived" message of `b` to `p` (am_batch, on the cluster
   /// endpoint); `done` gets its send's result.
   void send_batch_notice(peer& p, const transfer_batch& b, completion done);

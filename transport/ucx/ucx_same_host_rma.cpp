@@ -142,7 +142,7 @@ void ucx_core::on_local_regions(peer& p, reader& rd) {
     r.base = base;
     r.size = size;
     r.local_rkey = rkey;
-    r.local_mapped = mapping_of(rkey, base);
+    r.local_mapped = mapping_of(rkey, base, size);
   }
   if (!rd.ok)
     return refuse_peer(p, rejection::malformed, "a truncated same-host region list");

@@ -162,15 +162,19 @@ bool ucx_core::decode_region(peer& p, reader& rd) {
   r.base = base;
   r.size = size;
   r.rkey = rkey;
-  r.mapped = mapping_of(rkey, base);
+  r.mapped = mapping_of(rkey, base, size);
   return true;
 }
 
-std::byte* ucx_core::mapping_of(ucp_rkey_h rkey, uint64_t base) {
-  void* ptr = nullptr;
-  if (rkey == nullptr || ucp_rkey_ptr(rkey, base, &ptr) != UCS_OK)
+std::byte* ucx_core::mapping_of(ucp_rkey_h rkey, uint64_t base, uint64_t size) {
+  void* first = nullptr;
+  void* last = nullptr;
+  if (rkey == nullptr || size == 0 || base + (size - 1) < base
+      || ucp_rkey_ptr(rkey, base, &first) != UCS_OK
+      || ucp_rkey_ptr(rkey, base + (size - 1), &last) != UCS_OK
+      || static_cast<std::byte*>(last) != static_cast<std::byte*>(first) + (size - 1))
     return nullptr;
-  return static_cast<std::byte*>(ptr);
+  return static_cast<std::byte*>(first);
 }
 
 void ucx_core::decode_regions(peer& p, reader& rd) {
