@@ -135,8 +135,10 @@ std::string request_body(const std::string& model, uint64_t seed, uint64_t index
 /// turns each connection's stream into a request_sample.
 class http_level_driver final : public http_stream_observer {
 public:
-  http_level_driver(std::string label, std::string model, const load_level& level)
+  http_level_driver(std::string label, std::string model, const load_level& level,
+                    std::string authorization)
       : label_(std::move(label)), model_(std::move(model)), level_(level),
+        authorization_(std::move(authorization)),
         t0_(clock_type::now()), last_progress_(t0_),
         deadline_(t0_ + std::chrono::duration_cast<clock_type::duration>(
                           std::chrono::duration<double>(level.duration_s))),
@@ -153,7 +155,7 @@ public:
     auto& a = active_[static_cast<size_t>(conn)];
     a = {};
     a.sample.start_s = now_s();
-    return http_post{"/v1/completions", std::move(body)};
+    return http_post{"/v1/completions", std::move(body), authorization_};
   }
 
   void on_response(int conn, int status) override {
@@ -200,6 +202,7 @@ private:
   std::string label_;
   std::string model_;
   load_level level_;
+  std::string authorization_; // "Bearer KEY", or empty
   clock_type::time_point t0_;
   clock_type::time_point last_progress_;
   clock_type::time_point deadline_;
@@ -308,6 +311,7 @@ int run_serve_bench(const serve_bench_options& o) {
     say("give the server's --url, or --spawn-server");
     return 2;
   }
+  const std::string bearer = o.api_key.empty() ? std::string{} : "Bearer " + o.api_key;
   if (o.rounds < 1 || (o.rounds > 1 && o.sdk_address.empty())) {
     say("--rounds must be at least 1, and more than 1 only with --sdk");
     return 2;
@@ -372,7 +376,7 @@ int run_serve_bench(const serve_bench_options& o) {
       return false;
     }
     if (model.empty()) {
-      auto m = first_model(ep);
+      auto m = first_model(ep, bearer);
       if (!m) {
         say(error_text(m.error()));
         return false;
@@ -382,7 +386,7 @@ int run_serve_bench(const serve_bench_options& o) {
     if (o.warmup_requests > 0) {
       auto w = warmup_level();
       say("warm-up: " + std::to_string(w.requests) + " request(s)");
-      http_level_driver d{"warm-up", model, w};
+      http_level_driver d{"warm-up", model, w, bearer};
       copts.connections = 1;
       if (auto err = run_stream_clients(ep, copts, d)) {
         say(error_text(err));
@@ -489,7 +493,7 @@ int run_serve_bench(const serve_bench_options& o) {
       }
       auto http_level = r.level;
       http_level.first_index = next_index;
-      http_level_driver d{"server", model, http_level};
+      http_level_driver d{"server", model, http_level, bearer};
       copts.connections = c;
       const double cpu0 = self_cpu_s();
       const double server0 = server ? process_cpu_s(server->child.pid()) : -1;

@@ -89,11 +89,13 @@ struct serve_bench_options {
   /// both. Needs a `tessera node` cluster (--url its frontend's HTTP), not
   /// --spawn-server (whose `tessera serve` has no cluster wire).
   std::string sdk_address;
-  /// Its cluster secret file, and the tenant's API key if it has keys.
+  /// Its cluster secret file.
   std::string sdk_secret_file;
   /// With sdk_address: a blocking thread per in-flight request instead of
   /// the SDK's callbacks (serve_sdk_level.hpp).
   bool sdk_threads = false;
+  /// The tenant's API key when the server has keys: sent with every HTTP
+  /// request (Authorization: Bearer) and every SDK request.
   std::string api_key;
   /// With --sdk: each level runs this many times over each transport, in
   /// ABBA order (HTTP, SDK, SDK, HTTP, ...; serve_rounds.hpp); the table

@@ -246,7 +246,7 @@ void add_serve(CLI::App* bench, std::vector<std::pair<CLI::App*, std::function<i
                   "Also run every level over the native client SDK at this frontend node's cluster address "
                   "(host:port of a tessera node cluster; --url is its HTTP)");
   srv->add_option("--cluster-secret-file", o.sdk_secret_file, "With --sdk: the cluster secret file");
-  srv->add_option("--api-key", o.api_key, "With --sdk: the tenant's API key (SDK requests only)");
+  srv->add_option("--api-key", o.api_key, "The tenant's API key, sent with every request (HTTP and, with --sdk, SDK)");
   srv->add_flag("--sdk-threads", o.sdk_threads,
                 "With --sdk: one thread blocking in stream::next() per request in flight, instead of "
                 "the SDK's chunk callbacks and one submitting thread");

@@ -458,6 +458,24 @@ TEST_F(SdkClusterTest, ManyThreadsShareOneClient) {
   EXPECT_EQ(same.load(), 32);
 }
 
+// `tessera bench serve --api-key` against a node with keys: its HTTP side
+// (the model lookup and every completion) and its SDK side send the key.
+TEST_F(SdkClusterTest, BenchServeSendsTheApiKeyOverHttpAndSdk) {
+  const auto out = dir_->path() / "bench.json";
+  auto r = tessera::test::run_tessera("bench serve --url " + http_ + " --sdk " + address_ +
+                                      " --cluster-secret-file " + (dir_->path() / "cluster.secret").string() +
+                                      " --api-key " + api_key + " --quick --json " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const json j = json::parse(std::ifstream(out));
+  for (const auto& level : j.at("levels")) {
+    EXPECT_EQ(level.at("errors").get<int>(), 0);
+    EXPECT_EQ(level.at("sdk").at("errors").get<int>(), 0);
+    EXPECT_GT(level.at("output_tokens").get<int64_t>(), 0);
+  }
+  auto bad = tessera::test::run_tessera("bench serve --url " + http_ + " --api-key sk-not-a-key --quick");
+  EXPECT_NE(bad.exit_code, 0) << "a wrong key must not bench: " << bad.out;
+}
+
 TEST_F(SdkClusterTest, HealthAndModels) {
   auto c = sdk::client::connect(address_, opts());
   EXPECT_EQ(c->models(), (std::vector<std::string>{"nano"}));
