@@ -86,7 +86,11 @@ TEST(RequestStartTest, AResumedStreamCountsOnlyTheTokensLeftAndKeepsTheRequestAs
   EXPECT_FALSE(s.request.keep_kv);
   EXPECT_EQ(s.request.params.max_tokens, 10) << "the request passes through untouched";
   EXPECT_EQ(s.request.params.seed, std::optional<uint64_t>{9});
-  EXPECT_DOUBLE_EQ(s.units, 3 + 6);
+  // The tokens left to generate, and the prompt plus the output so far as
+  // context: the resuming worker recomputes all of it (a * 7 + b * 6).
+  EXPECT_EQ(s.output_left, 6);
+  EXPECT_EQ(s.context, 3 + 4);
+  EXPECT_DOUBLE_EQ(s.units, (3 + 4) + 6);
 }
 
 } // namespace
