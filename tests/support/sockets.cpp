@@ -5,6 +5,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <mutex>
+#include <set>
+
 namespace tessera::test {
 
 sockaddr_in loopback_address(uint16_t port) {
@@ -15,7 +18,9 @@ sockaddr_in loopback_address(uint16_t port) {
   return a;
 }
 
-uint16_t free_port() {
+namespace {
+
+uint16_t bind_any_port() {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   auto a = loopback_address(0);
   ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
@@ -23,6 +28,23 @@ uint16_t free_port() {
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
   ::close(fd);
   return ntohs(a.sin_port);
+}
+
+} // namespace
+
+uint16_t free_port() {
+  // The kernel may hand the port it just gave back out again on the next
+  // bind: a test asking for several ports before anything listens would
+  // then give two listeners one port (seen: a node's metrics and another
+  // node's http). A port is returned at most once per process.
+  static std::mutex mu;
+  static std::set<uint16_t> given;
+  std::lock_guard lock{mu};
+  uint16_t port = bind_any_port();
+  for (int tries = 0; given.count(port) != 0 && tries < 1000; ++tries)
+    port = bind_any_port();
+  given.insert(port);
+  return port;
 }
 
 bool raw_send(uint16_t port, const std::vector<uint8_t>& bytes, std::chrono::milliseconds linger) {

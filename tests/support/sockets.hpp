@@ -14,7 +14,8 @@ namespace tessera::test {
 /// 127.0.0.1:`port` as a socket address.
 [[nodiscard]] sockaddr_in loopback_address(uint16_t port);
 
-/// A TCP port on 127.0.0.1 that was free a moment ago (bound, read, closed).
+/// A TCP port on 127.0.0.1 that was free a moment ago (bound, read,
+/// closed), and that no earlier call in this process returned.
 [[nodiscard]] uint16_t free_port();
 
 /// Connects to 127.0.0.1:`port`, sends `bytes`, then waits up to `linger`
