@@ -13,6 +13,7 @@
 #include "cluster/nearest_name.hpp"
 #include "cluster/toml_reader.hpp"
 #include "common/error.hpp"
+#include "engine/speculative.hpp"
 #include "transport/wire/limits.hpp"
 
 namespace tessera::cluster {
@@ -42,6 +43,8 @@ const std::vector<std::string> top_keys{"model",
                                         "kv_cache_mb",
                                         "kv_dtype",
                                         "max_model_len",
+                                        "speculative",
+                                        "draft_model",
                                         "kvstore_host_mb",
                                         "kvstore_disk_dir",
                                         "kvstore_disk_mb",
@@ -202,6 +205,23 @@ void read_membership(reader& r, const toml::node_view<const toml::node>& root, c
         r.problem(std::string{"'"} + key + "' needs membership = \"etcd\"");
 }
 
+/// speculative and draft_model: the setting as tessera serve's
+/// --speculative reads it, and draft:K only with a draft model (whether
+/// the folder loads is the node's to find out: it loads it).
+void read_speculative(reader& r, const toml::node_view<const toml::node>& root, cluster_config& c) {
+  r.str(root["speculative"], "speculative", c.speculative);
+  r.str(root["draft_model"], "draft_model", c.draft_model);
+  auto spec = engine::parse_speculative(c.speculative);
+  if (!spec)
+    r.problem("'speculative' must be ngram:K or draft:K with K in [1, " +
+              std::to_string(engine::speculative_params::max_tokens) + "], or none, got " +
+              quote_input(c.speculative));
+  else if (spec->method == engine::speculative_params::method_kind::draft && c.draft_model.empty())
+    r.problem("'speculative' " + quote_input(c.speculative) +
+              " needs a draft model: set draft_model = \"DIR\" (a smaller model with the model's tokenizer), "
+              "or use ngram:K");
+}
+
 /// The kv store nodes: a node's `store` names a node with the role
 /// kvstore, and is set only on a node with workers and no store of its
 /// own; a kvstore node keeps a store (kvstore_host_mb > 0).
@@ -331,6 +351,7 @@ config_reading read_cluster_config(std::string_view text, const std::string& nam
     r.problem("'kv_dtype' must be bf16, int8, f32 or f16, got " + quote_input(c.kv_dtype));
   // A prompt longer than the wire carries could never reach a worker.
   r.num(root["max_model_len"], "max_model_len", 0, max_tokens, c.max_model_len);
+  read_speculative(r, root, c);
   r.num(root["kvstore_host_mb"], "kvstore_host_mb", 0, int64_t{1} << 30, c.kvstore_host_mb);
   r.str(root["kvstore_disk_dir"], "kvstore_disk_dir", c.kvstore_disk_dir);
   r.num(root["kvstore_disk_mb"], "kvstore_disk_mb", 1, int64_t{1} << 30, c.kvstore_disk_mb);

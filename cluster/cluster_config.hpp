@@ -32,6 +32,12 @@
 ///   kv_cache_mb = 256               # per worker; 0: the backend's default
 ///   kv_dtype = "bf16"               # KV pool elements: bf16 or int8 (per-token scales)
 ///   max_model_len = 0               # 0: the model's; at most 1048576
+///   speculative = "none"            # ngram:K or draft:K (K 1-16): speculative
+///                                   # decoding for requests that ask for none
+///                                   # (tessera serve's --speculative)
+///   draft_model = ""                # the draft model folder (as model: a path
+///                                   # as given) for draft:K and requests' method
+///                                   # draft; every worker node loads it
 ///   kvstore_host_mb = 1024          # per node with workers or the role kvstore; 0: none
 ///   kvstore_disk_dir = ""           # RocksDB tier under <dir>/<node id>
 ///   kvstore_disk_mb = 16384         # its capacity per node
@@ -189,6 +195,18 @@ struct cluster_config {
   /// "int8", "f32" or "f16". Nodes that hand KV to each other need the
   /// same one (a mismatch is refused at hand-off). Default: "bf16".
   std::string kv_dtype = "bf16";
+  /// Every worker's speculative decoding for requests that ask for none
+  /// (engine_config::speculative), as engine::parse_speculative reads it:
+  /// "none", "ngram:K" or "draft:K" (draft needs draft_model). Default:
+  /// "none".
+  std::string speculative = "none";
+  /// The draft model folder (a smaller model with the model's tokenizer)
+  /// for speculative method draft, the config's or a request's: loaded by
+  /// every node with workers and attached to each worker's engine (the
+  /// decode worker drafts); a folder that does not load, or whose
+  /// tokenizer differs, stops the node's start naming the key. Empty:
+  /// none. Default: empty.
+  std::string draft_model;
   /// Each node with workers keeps a kv store: host memory (0: none),
   /// and a disk tier under kvstore_disk_dir/<node id> when that is set.
   /// kvstore_int8 keeps its blocks as int8 with per-head scales in both
@@ -249,7 +267,8 @@ struct config_reading {
 /// line); an unknown key, with the nearest known one ("did you mean
 /// 'kv_cache_mb'?"); a key of the wrong type or out of range (max_model_len
 /// at most the wire's max_tokens); an unknown role, router policy, engine
-/// or transport; no router node;
+/// or transport; a speculative setting engine::parse_speculative refuses,
+/// or draft:K without draft_model; no router node;
 /// a node id empty, over the wire's 1024 bytes (wire_limits::max_name_bytes)
 /// or with a '/'; an address that is not host:port (IPv6 only as
 /// [addr]:port, and not for node addresses: the transport is IPv4); ids

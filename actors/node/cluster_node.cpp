@@ -17,8 +17,10 @@
 #include "cluster/cluster_secret.hpp"
 #include "cluster/kv_hash_key.hpp"
 #include "common/error.hpp"
+#include "engine/draft_model.hpp"
 #include "engine/engine_errc.hpp"
 #include "engine/kv_int8.hpp"
+#include "engine/speculative.hpp"
 #include "transport/faults/fault_transport.hpp"
 #include "transport/ucx/ucx_transport.hpp"
 
@@ -106,6 +108,25 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
                                      engine::units_engine_key(engine::to_string(engine.kind), engine.sim.gpu));
   if (!units)
     return units.error();
+  // The draft model, for the workers only: each attaches it to its engine
+  // (a prefill worker too, so it takes the requests that name method draft
+  // as the decode worker does; the decode worker drafts).
+  std::shared_ptr<const detail::loaded_model> draft;
+  if (me->has_workers() && !cfg.draft_model.empty()) {
+    say("loading draft model " + cfg.draft_model);
+    auto refused = [&](const caf::error& why) {
+      return detail::bad_option("draft_model '" + cfg.draft_model + "': " + error_message(why));
+    };
+    auto d = detail::load_model(cfg.draft_model, engine.kind);
+    if (!d)
+      return refused(d.error());
+    if (auto err = engine::check_draft_tokenizer(*model->tokenizer, *d->tokenizer))
+      return refused(err);
+    draft = std::make_shared<const detail::loaded_model>(std::move(*d));
+  }
+  engine::speculative_params speculative; // read_cluster_config refused what the parser does not take
+  if (auto s = engine::parse_speculative(cfg.speculative))
+    speculative = *s;
 
   transport::transport_options to;
   to.cluster_secret = secret;
@@ -230,6 +251,8 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
       spec.kv_dtype = engine::parse_kv_dtype(cfg.kv_dtype).value_or(engine::dtype::bf16); // checked by the parser
       spec.engine = engine;
       spec.max_model_len = cfg.max_model_len;
+      spec.speculative = speculative;
+      spec.draft = draft;
       spec.worker_id = id_base + static_cast<uint64_t>(i);
       spec.router = router_at;
       spec.more_routers = more_routers;

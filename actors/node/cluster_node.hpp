@@ -26,7 +26,9 @@ public:
   /// Starts node `node_id` of `cfg` with the model in `model_dir` (the
   /// config's model, or the demo model the caller resolved). `progress`
   /// gets one line per step (may be empty). Errors: unknown node id, the
-  /// model, the transport (address in use), the HTTP port; a cluster of
+  /// model, on a node with workers the draft model (cfg.draft_model: a
+  /// folder that does not load or has another tokenizer, named), the
+  /// transport (address in use), the HTTP port; a cluster of
   /// several nodes without a cluster secret (cfg.cluster_secret_file)
   /// unless `insecure`, or a secret file that cannot be used
   /// (load_cluster_secret), checked before the model loads. With a secret,

@@ -2,7 +2,8 @@
 // one config, talking over UCX on loopback: every prompt prefills on the
 // prefill node, its KV goes to the decode node by RMA, and the tokens come
 // back to the frontend; the output equals one engine alone, token for
-// token (greedy and seeded).
+// token (greedy and seeded); likewise with speculative decoding set in the
+// config.
 
 #include <gtest/gtest.h>
 
@@ -15,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
+#include <tuple>
 
 #include "common/child_process.hpp"
 #include "common/error.hpp"
@@ -470,6 +472,129 @@ TEST(ClusterTest, ADrainedNodesStreamsMoveAndItGetsNoNewRequestUntilTakenBack) {
   EXPECT_EQ(back.first, 200) << back.second;
   EXPECT_EQ(tessera::test::http_get(url + "/health").body.find("drained by an operator"), std::string::npos);
   stop_nodes(nodes);
+}
+
+} // namespace
+
+namespace {
+
+// speculative and draft_model in the config reach every worker the nodes
+// start: with speculative = "draft:4" and the target itself as its draft
+// (so every draft stands), a prefill + decode cluster answers greedy
+// requests exactly as one engine alone without speculation, in fewer
+// decode steps than tokens (the decode worker drafts); a request's own
+// {"method": "ngram"} overrides the config, seeded sampling included.
+TEST(ClusterTest, SpeculationFromTheConfigDraftsOnTheDecodeNodeAndEqualsOneEngine) {
+  tessera::test::temp_dir dir;
+  const auto http = free_port();
+  const auto decode_metrics = free_port();
+  const auto nano = tessera::test::test_model_dir("nano").string();
+  std::ofstream(dir.path() / "c.toml")
+    << "model = \"" << nano << "\"\nspeculative = \"draft:4\"\ndraft_model = \"" << nano << "\"\n"
+    << "served_model_name = \"nano\"\nmax_local_prefill_tokens = 0\nthreads_per_worker = 1\n"
+    << "kv_cache_mb = 8\nucx_tls = \"tcp\"\n" << secret_line(dir.path())
+    << "[[node]]\nid = \"front\"\naddress = \"127.0.0.1:" << free_port()
+    << "\"\nroles = [\"frontend\", \"router\"]\nhttp = \"127.0.0.1:" << http << "\"\n"
+    << "[[node]]\nid = \"prefill\"\naddress = \"127.0.0.1:" << free_port() << "\"\nroles = [\"prefill\"]\n"
+    << "[[node]]\nid = \"decode\"\naddress = \"127.0.0.1:" << free_port()
+    << "\"\nroles = [\"decode\"]\nmetrics = \"127.0.0.1:" << decode_metrics << "\"\n";
+  auto nodes = start_nodes(dir.path() / "c.toml", {"decode", "prefill", "front"});
+  ASSERT_EQ(nodes.size(), 3u);
+  const std::string url = "http://127.0.0.1:" + std::to_string(http);
+  ASSERT_TRUE(wait_healthy(url, 2)) << "the cluster did not come up";
+  auto decode_steps = [&] {
+    return tessera::test::metric_sum(
+      tessera::test::http_get("http://127.0.0.1:" + std::to_string(decode_metrics) + "/metrics").body,
+      "tessera_engine_steps_total");
+  };
+  auto complete = [&](const std::vector<int32_t>& prompt, float temperature, const json& speculative) {
+    json body = {{"model", "nano"}, {"prompt", prompt}, {"max_tokens", 32}, {"temperature", temperature},
+                 {"seed", 5},       {"ignore_eos", true}, {"logprobs", 0}};
+    if (!speculative.is_null())
+      body["speculative"] = speculative;
+    auto out = tessera::test::http_post_json(url + "/v1/completions", body.dump());
+    EXPECT_EQ(out.status, 200) << out.body;
+    return json::parse(out.body, nullptr, false);
+  };
+  const double steps_before = decode_steps();
+  int tokens = 0;
+  for (int len : {7, 33, 50}) {
+    const auto prompt = tessera::test::random_prompt(len, static_cast<uint64_t>(len));
+    auto j = complete(prompt, 0.0f, nullptr);
+    ASSERT_TRUE(j.is_object() && j.contains("choices")) << j.dump();
+    EXPECT_EQ(tessera::test::from_completion(j), tessera::test::run_alone("nano", prompt, 32, 0.0f, 5)) << len;
+    tokens += 32;
+  }
+  // The prefill node computes each first token; the decode node the other
+  // 31, five a step while the drafts stand (plain decoding: one a step).
+  const double steps = decode_steps() - steps_before;
+  EXPECT_GT(steps, 0) << "the decode node ran no step";
+  EXPECT_LT(steps, tokens / 2) << "the decode node did not draft: " << steps << " steps for " << tokens
+                               << " tokens";
+  for (float temperature : {0.0f, 0.8f}) {
+    const auto prompt = tessera::test::random_prompt(20, 7);
+    auto j = complete(prompt, temperature, {{"method", "ngram"}, {"num_tokens", 4}});
+    ASSERT_TRUE(j.is_object() && j.contains("choices")) << j.dump();
+    EXPECT_EQ(tessera::test::from_completion(j), tessera::test::run_alone("nano", prompt, 32, temperature, 5))
+      << "t=" << temperature;
+  }
+  stop_nodes(nodes);
+}
+
+/// Runs `tessera node --config config --node id` until it exits (at most
+/// 60 s): its exit code (-1: it did not exit) and all it printed.
+std::pair<int, std::string> run_node_to_exit(const std::filesystem::path& config, const std::string& id) {
+  const std::string bin = std::string{getenv("TESSERA_BINARY_DIR")} + "/cli/tessera";
+  auto n = child_process::spawn("/bin/sh",
+                                {"-c", "exec '" + bin + "' node --config '" + config.string() + "' --node " + id + " 2>&1"});
+  if (!n)
+    return {-1, error_text(n.error())};
+  std::string out;
+  const auto until = std::chrono::steady_clock::now() + 60s;
+  while (std::chrono::steady_clock::now() < until) {
+    auto line = n->read_line(60s);
+    if (!line)
+      break;
+    out.append(*line).push_back('\n');
+  }
+  auto code = n->wait(5s);
+  if (!code) {
+    n->kill(SIGKILL);
+    return {-1, out};
+  }
+  return {*code, out};
+}
+
+// A draft model that cannot serve stops a worker node's start, named: a
+// folder that does not load, or one whose tokenizer is not the model's;
+// draft:K without draft_model is refused before anything loads.
+TEST(ClusterTest, ANodeRefusesADraftModelThatCannotServeNamingTheKey) {
+  tessera::test::temp_dir dir;
+  const auto nano = tessera::test::test_model_dir("nano").string();
+  auto write = [&](const std::string& settings) {
+    std::ofstream(dir.path() / "c.toml")
+      << "model = \"" << nano << "\"\n" << settings << "threads_per_worker = 1\nkv_cache_mb = 8\n"
+      << "[[node]]\nid = \"solo\"\naddress = \"127.0.0.1:" << free_port()
+      << "\"\nroles = [\"frontend\", \"router\", \"worker\"]\nhttp = \"127.0.0.1:" << free_port() << "\"\n";
+  };
+  const auto nowhere = (dir.path() / "nowhere").string();
+  write("speculative = \"draft:4\"\ndraft_model = \"" + nowhere + "\"\n");
+  auto [code, out] = run_node_to_exit(dir.path() / "c.toml", "solo");
+  EXPECT_NE(code, 0) << out;
+  EXPECT_NE(code, -1) << "the node started with a draft model folder that does not exist";
+  EXPECT_NE(out.find("draft_model '" + nowhere + "'"), std::string::npos) << out;
+  // Another vocabulary and tokenizer (the micro shape's).
+  const auto micro = tessera::test::test_model_dir("micro").string();
+  write("draft_model = \"" + micro + "\"\n");
+  std::tie(code, out) = run_node_to_exit(dir.path() / "c.toml", "solo");
+  EXPECT_NE(code, 0) << out;
+  EXPECT_NE(code, -1) << "the node started with a draft model of another vocabulary";
+  EXPECT_NE(out.find("draft_model '" + micro + "'"), std::string::npos) << out;
+  EXPECT_NE(out.find("tokenizer"), std::string::npos) << out;
+  write("speculative = \"draft:4\"\n");
+  std::tie(code, out) = run_node_to_exit(dir.path() / "c.toml", "solo");
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("'speculative' 'draft:4' needs a draft model: set draft_model"), std::string::npos) << out;
 }
 
 } // namespace
