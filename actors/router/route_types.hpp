@@ -41,6 +41,11 @@ struct worker_load {
   worker_role role = worker_role::both;
   /// False while membership or heartbeats say the worker is down.
   bool healthy = true;
+  /// Unhealthy only by lateness (health_fault::late: its node connected,
+  /// no canary failed with an error, a heartbeat or canary answer late)
+  /// and not drained: panic routing may use it
+  /// (router_options::panic_routing). Meaningless while healthy.
+  bool late = false;
   /// KV blocks held by the worker's running requests (decode load), in
   /// blocks of the requests' block_tokens.
   int64_t active_decode_blocks = 0;
@@ -94,6 +99,9 @@ struct route_decision {
   int32_t cached_blocks = 0;
   /// True when the decode worker came from the session table.
   bool sticky = false;
+  /// True when no worker that can decode was healthy and the workers
+  /// were chosen among the healthy and the late ones (panic routing).
+  bool panic = false;
   /// A kv store on another node than the prefill worker's that holds more
   /// leading blocks of the prompt than the prefill worker's pool and its
   /// node's store (the one holding most): the prefill worker fetches them
@@ -177,6 +185,21 @@ struct router_options {
   /// above; so an idle cluster keeps sessions where they are). 0: never.
   /// Finite, 0 or >= 1. Default: 2.
   double sticky_break_factor = 2.0;
+  /// Panic routing (Envoy's panic threshold set to zero healthy, but
+  /// narrower: Envoy then balances over every host): when no
+  /// worker of role decode or both is healthy, route among the healthy
+  /// workers and those whose only fault is lateness (worker_load::late)
+  /// instead of refusing the request with no_healthy_worker. A worker
+  /// whose node is down, whose canary failed with an error, or that an
+  /// operator drained is never used. On a host too busy to run the
+  /// workers' threads in time every worker turns late at once although
+  /// all of them are alive; a request served late beats a 503 that the
+  /// client retries into the same overload. The cost: a worker that is
+  /// late because its process is stopped (SIGSTOP) or hung gets requests
+  /// while it is the only kind left, and they wait for it (the frontend
+  /// moves or fails them as it does for any stalled stream). /health and
+  /// /ready still report the workers unhealthy. Default: true.
+  bool panic_routing = true;
   /// Seed of the policy's random numbers (the random policy, tie breaks).
   /// Default: 0.
   uint64_t seed = 0;

@@ -6,6 +6,7 @@
 #include <optional>
 #include <random>
 #include <set>
+#include <span>
 #include <unordered_map>
 
 #include <spdlog/spdlog.h>
@@ -100,6 +101,15 @@ struct router_state {
   /// knew where they are (a restarted router hears events before joins):
   /// asked to resend their view when they join.
   std::set<uint64_t> resync_on_join;
+  /// Panic routing (router_options::panic_routing): whether the workers
+  /// called for it when last looked at, since when, and the policy's
+  /// panic_routes() then (each episode is logged once, when it starts and
+  /// when it ends).
+  bool panic = false;
+  clock_type::time_point panic_since;
+  uint64_t panic_routes_before = 0;
+  /// tessera_router_panic_routes_total; null without cfg.metrics.
+  cluster::metric_counter* panic_routes = nullptr;
 };
 
 size_t role_index(worker_role r) {
@@ -122,6 +132,13 @@ void drop_units(router_state& st, uint64_t id, double units) {
 constexpr const char* drained_reason = "drained by an operator (POST /admin/drain)";
 
 using router_pointer = router_impl::stateful_pointer<router_state>;
+
+/// tessera_router_panic_routes_total in `reg`.
+cluster::metric_counter& panic_routes_counter(cluster::metrics_registry& reg) {
+  return reg.counter("tessera_router_panic_routes_total",
+                     "Requests routed while no worker that can decode was healthy, among the workers that were "
+                     "only late (panic routing).");
+}
 
 std::string key_of(const wire::actor_address& a) {
   return a.node + "/" + a.actor;
@@ -220,14 +237,13 @@ void on_heartbeat(router_pointer self, const wire::heartbeat& h) {
     }
 }
 
-caf::expected<route_answer> route(router_pointer self, const route_query& q) {
-  auto& st = self->state;
-  if (st.workers.empty())
-    return make_router_error(router_errc::no_healthy_worker, "no worker has joined yet");
-  const auto now = clock_type::now();
+/// Every worker's load as of `now`, with its health (healthy, late) and
+/// its usable kv store brought up to date.
+std::vector<worker_load> current_loads(router_state& st, clock_type::time_point now) {
   std::vector<worker_load> loads;
+  loads.reserve(st.workers.size());
   for (auto& [id, w] : st.workers) {
-    w.load.healthy = w.health.check(now, st.cfg.health).healthy && !st.drained.contains(w.join.at.node);
+    set_health(w.load, w.health.check(now, st.cfg.health), st.drained.contains(w.join.at.node));
     const auto uses = st.cfg.store_nodes.find(w.join.at.node); // a store node's, else its own
     auto store = st.stores.find(uses != st.cfg.store_nodes.end() ? uses->second : w.join.at.node);
     w.load.store_id = store != st.stores.end() && now - store->second.last_seen <= st.cfg.store_timeout
@@ -235,6 +251,45 @@ caf::expected<route_answer> route(router_pointer self, const route_query& q) {
                         : 0;
     loads.push_back(w.load);
   }
+  return loads;
+}
+
+/// Logs a panic episode (router_options::panic_routing) once as it starts
+/// and once as it ends: routing is decided per request, but a host that
+/// stays saturated would otherwise log every request.
+void note_panic(router_state& st, std::span<const worker_load> loads, clock_type::time_point now) {
+  const bool panic = panic_applies(loads, st.policy->options());
+  if (panic == st.panic)
+    return;
+  st.panic = panic;
+  if (panic) {
+    st.panic_since = now;
+    st.panic_routes_before = st.policy->panic_routes();
+    size_t late = 0;
+    for (const auto& l : loads)
+      late += !l.healthy && l.late ? 1 : 0;
+    spdlog::warn("router: no worker that can decode is healthy, {} of {} are only late (heartbeats or canaries "
+                 "overdue, nothing failed): panic routing, requests go to the healthy and the late workers "
+                 "until one that can decode is healthy again (/health still reports them unhealthy)",
+                 late, loads.size());
+  } else {
+    spdlog::info("router: panic routing ended after {:.1f} s ({} request(s) routed in panic): {}",
+                 std::chrono::duration<double>(now - st.panic_since).count(),
+                 st.policy->panic_routes() - st.panic_routes_before,
+                 std::any_of(loads.begin(), loads.end(),
+                             [](const worker_load& l) { return l.healthy && l.role != worker_role::prefill; })
+                   ? "a worker that can decode is healthy again"
+                   : "no worker that can decode is only late any more");
+  }
+}
+
+caf::expected<route_answer> route(router_pointer self, const route_query& q) {
+  auto& st = self->state;
+  if (st.workers.empty())
+    return make_router_error(router_errc::no_healthy_worker, "no worker has joined yet");
+  const auto now = clock_type::now();
+  const auto loads = current_loads(st, now);
+  note_panic(st, loads, now);
   // Every worker serves the same model: the first one's seed and block
   // size name the prompt's blocks.
   const auto& ref = st.workers.begin()->second.join;
@@ -248,6 +303,8 @@ caf::expected<route_answer> route(router_pointer self, const route_query& q) {
   auto d = st.policy->route(req, loads, st.index);
   if (!d)
     return d.error();
+  if (d->panic && st.panic_routes)
+    st.panic_routes->inc();
   auto& decode = st.workers.at(d->decode_worker);
   auto& prefill = st.workers.at(d->prefill_worker);
   inflight f;
@@ -324,14 +381,16 @@ worker_status status_of(const known_worker& w, clock_type::time_point now, const
   s.role = w.load.role;
   s.healthy = v.healthy;
   s.reason = std::move(v.reason);
+  s.fault = v.fault;
   s.last_seen_ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - w.health.last_seen()).count();
   if (auto l = w.health.last_canary_latency())
     s.canary_ms = l->count();
   return s;
 }
 
-/// Canary `id` ended: passed (no error) or failed with `why`.
-void on_canary_result(router_pointer self, uint64_t id, const std::string* why) {
+/// Canary `id` ended: passed (no error) or failed with `why` (timed out
+/// on its way when `timed_out`: lateness).
+void on_canary_result(router_pointer self, uint64_t id, const std::string* why, bool timed_out = false) {
   auto& st = self->state;
   auto c = st.canaries.find(id);
   if (c == st.canaries.end())
@@ -346,7 +405,10 @@ void on_canary_result(router_pointer self, uint64_t id, const std::string* why) 
     w->second.health.canary_passed(id, now);
     return;
   }
-  w->second.health.canary_failed(id, *why, now);
+  if (timed_out)
+    w->second.health.canary_timed_out(id, *why, now);
+  else
+    w->second.health.canary_failed(id, *why, now);
 }
 
 /// Sends worker `w` a canary: a 1-token prompt, max_tokens 1, greedy, at
@@ -371,7 +433,8 @@ void send_canary(router_pointer self, uint64_t worker_id, known_worker& w, clock
     .then([]() {}, // admitted; its token decides
           [self, id](caf::error& err) {
             const std::string why = "not admitted: " + error_text(err);
-            on_canary_result(self, id, &why);
+            // No answer in time is lateness (a busy host), not a failure.
+            on_canary_result(self, id, &why, err == caf::sec::request_timeout);
           });
 }
 
@@ -479,6 +542,8 @@ void health_tick(router_pointer self) {
                    w.join.at.node);
     w.logged_unhealthy = !v.healthy;
   }
+  if (!st.workers.empty())
+    note_panic(st, current_loads(st, now), now);
   const auto tick = canaries_on(st) ? std::max(st.cfg.health.canary_interval / 4, std::chrono::milliseconds{50})
                                     : std::chrono::milliseconds{250};
   self->delayed_send(self, tick, step_atom_v);
@@ -491,6 +556,8 @@ router_impl::behavior_type router_fn(router_pointer self, std::shared_ptr<router
   self->state.policy = std::move(policy);
   self->state.cfg = std::move(cfg);
   self->state.next_canary = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
+  if (self->state.cfg.metrics)
+    self->state.panic_routes = &panic_routes_counter(*self->state.cfg.metrics);
   self->send(self, step_atom_v);
   return {
     [self](join_atom, const wire::worker_join& j) { on_join(self, j); },
@@ -572,13 +639,17 @@ router_impl::behavior_type router_fn(router_pointer self, std::shared_ptr<router
     [self](workers_atom) {
       std::vector<router_worker_view> out;
       const auto now = clock_type::now();
-      for (const auto& [id, w] : self->state.workers) {
-        router_worker_view v{w.join, w.load, status_of(w, now, self->state.cfg.health)};
-        if (self->state.drained.contains(w.join.at.node)) {
+      auto& st = self->state;
+      const auto loads = current_loads(st, now);
+      const bool panic = panic_applies(loads, st.policy->options());
+      for (const auto& [id, w] : st.workers) {
+        router_worker_view v{w.join, w.load, status_of(w, now, st.cfg.health)};
+        if (st.drained.contains(w.join.at.node)) {
           v.status.healthy = false;
           v.status.reason = drained_reason;
         }
         v.load.healthy = v.status.healthy;
+        v.panic_target = panic && !w.load.healthy && w.load.late;
         out.push_back(std::move(v));
       }
       return out;
@@ -598,6 +669,8 @@ caf::expected<router_local_actor> spawn_router(caf::actor_system& sys, router_co
   auto policy = make_router_policy(cfg.policy, cfg.options);
   if (!policy)
     return policy.error();
+  if (cfg.metrics) // on /metrics (at 0) from now, not from the actor's start
+    panic_routes_counter(*cfg.metrics);
   std::shared_ptr<router_policy> shared = std::move(*policy);
   return caf::actor_cast<router_local_actor>(sys.spawn(router_fn, shared, std::move(cfg)));
 }

@@ -83,6 +83,11 @@ struct router_worker_view {
   transport::wire::worker_join join;
   worker_load load;
   worker_status status;
+  /// The router routes new requests to this worker although it is
+  /// unhealthy: it is only late and no worker that can decode is healthy
+  /// (panic routing, router_options::panic_routing). A stream on it has
+  /// nowhere better to go.
+  bool panic_target = false;
 };
 
 } // namespace tessera::actors
@@ -95,8 +100,11 @@ namespace tessera::actors {
 
 /// The frontend's view of its (local) router.
 using router_local_actor = router_actor::extend<
-  /// Picks the workers for a request. Errors (router_errc):
-  /// no_healthy_worker (no worker joined, or none can take it).
+  /// Picks the workers for a request; while no worker that can decode is
+  /// healthy, among the late ones too (panic routing, counted in
+  /// tessera_router_panic_routes_total). Errors (router_errc):
+  /// no_healthy_worker (no worker joined, or none can take it: every one
+  /// down, failed, drained, or full).
   caf::replies_to<route_atom, route_query>::with<route_answer>,
   /// The request's prompt is prefilled (its first token arrived): its
   /// prompt tokens leave the prefill worker's queue estimate.
@@ -140,8 +148,9 @@ struct router_config {
   std::map<std::string, std::string> store_nodes;
   /// Where the autoscaling signal goes (autoscale.hpp): units demanded and
   /// served per second and the recommended workers, per role; the TTFT and
-  /// ITL histograms the frontend records there are read for the SLO test.
-  /// Null: no signal.
+  /// ITL histograms the frontend records there are read for the SLO test;
+  /// and the router's counter tessera_router_panic_routes_total.
+  /// Null: no signal, no counter.
   std::shared_ptr<cluster::metrics_registry> metrics;
   /// The signal's SLOs and capacity.
   autoscale_options autoscale;

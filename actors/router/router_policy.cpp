@@ -92,8 +92,10 @@ int32_t cached_blocks_of(const std::vector<worker_overlap>& overlaps, std::span<
   return static_cast<int32_t>(credited);
 }
 
-bool eligible(const worker_load& w) {
-  return w.healthy && (w.max_requests <= 0 || w.active_requests < w.max_requests);
+/// Whether `w` may take a request: healthy (or late, in panic) and under
+/// max_requests.
+bool eligible(const worker_load& w, bool panic) {
+  return (w.healthy || (panic && w.late)) && (w.max_requests <= 0 || w.active_requests < w.max_requests);
 }
 
 int64_t uncached_tokens(const route_request& req, int32_t cached_blocks) {
@@ -165,15 +167,18 @@ caf::expected<route_decision> router_policy::route(const route_request& req,
       store_ids.push_back(w->store_id);
   std::vector<candidate> decode;
   std::vector<candidate> prefill;
+  const bool panic = panic_applies(workers, opts_);
   int64_t unhealthy = 0;
+  int64_t late = 0;
   int64_t full = 0;
   int64_t prefill_only = 0;
   for (const worker_load* w : sorted) {
-    if (!w->healthy) {
+    if (!w->healthy && !(panic && w->late)) {
       ++unhealthy;
       continue;
     }
-    if (!eligible(*w)) {
+    late += w->healthy ? 0 : 1;
+    if (!eligible(*w, panic)) {
       ++full;
       continue;
     }
@@ -190,7 +195,8 @@ caf::expected<route_decision> router_policy::route(const route_request& req,
     return make_router_error(router_errc::no_healthy_worker,
                              "no healthy worker can decode: " + str(static_cast<int64_t>(workers.size()))
                                + " known, " + str(unhealthy) + " unhealthy, " + str(full)
-                               + " at max_requests, " + str(prefill_only) + " prefill-only");
+                               + " at max_requests, " + str(prefill_only) + " prefill-only"
+                               + (panic ? " (panic routing: " + str(late) + " late)" : std::string{}));
   const route_context ctx{req, decode, prefill};
 
   // Step 1: the decode worker.
@@ -204,7 +210,10 @@ caf::expected<route_decision> router_policy::route(const route_request& req,
     return it == list.end() ? nullptr : &*it;
   };
   route_decision out;
+  out.panic = panic;
   std::string reason{name()};
+  if (panic)
+    reason += " (panic: no healthy worker can decode; " + str(late) + " late ones used)";
   const candidate* d = binding ? find_in(decode, binding->decode_worker) : nullptr;
   std::string broke;
   if (d && opts_.sticky_break_factor > 0) {
@@ -280,6 +289,8 @@ caf::expected<route_decision> router_policy::route(const route_request& req,
     reason += " (" + str(remote->blocks) + " in store " + str(static_cast<int64_t>(remote->worker_id)) + ")";
   }
   out.reason = std::move(reason);
+  if (panic)
+    ++panic_routes_;
 
   if (sticky_sessions) {
     session_binding b;
@@ -291,6 +302,20 @@ caf::expected<route_decision> router_policy::route(const route_request& req,
     sessions_.put(session_key, b);
   }
   return out;
+}
+
+bool panic_applies(std::span<const worker_load> workers, const router_options& opts) {
+  if (!opts.panic_routing)
+    return false;
+  bool late = false;
+  for (const auto& w : workers) {
+    if (w.role == worker_role::prefill)
+      continue;
+    if (w.healthy)
+      return false;
+    late |= w.late;
+  }
+  return late;
 }
 
 std::span<const std::string_view> router_policy_names() {

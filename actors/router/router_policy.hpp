@@ -23,6 +23,12 @@
 ///
 /// The session table then maps the session to (D, P). A sticky worker that
 /// is unhealthy, full or gone is replaced and the mapping updated.
+///
+/// Panic routing (router_options::panic_routing): when no worker of role
+/// decode or both is healthy but some are only late (worker_load::late),
+/// every late worker counts as healthy for the three steps above, and the
+/// decision says so (route_decision::panic). One healthy decode worker
+/// ends it: then late workers get nothing, as before.
 
 #include <cstdint>
 #include <memory>
@@ -71,6 +77,9 @@ public:
   /// Sticky bindings given up because the sticky worker's load exceeded
   /// router_options::sticky_break_factor times the least-loaded one's.
   [[nodiscard]] uint64_t sticky_breaks() const { return sticky_breaks_; }
+
+  /// Requests routed in panic (route_decision::panic).
+  [[nodiscard]] uint64_t panic_routes() const { return panic_routes_; }
 
   /// Forgets a session's binding (the conversation ended).
   void forget_session(std::string_view session_id);
@@ -128,7 +137,14 @@ private:
   uint64_t rng_state_;
   session_table sessions_;
   uint64_t sticky_breaks_ = 0;
+  uint64_t panic_routes_ = 0;
 };
+
+/// Whether `workers` call for panic routing under `opts`: panic_routing is
+/// on, no worker of role decode or both is healthy, and at least one of
+/// them is late (worker_load::late). router_policy::route decides with it;
+/// the router actor calls it to log each panic episode once.
+[[nodiscard]] bool panic_applies(std::span<const worker_load> workers, const router_options& opts);
 
 /// The policy names make_router_policy knows: "kv", "round-robin",
 /// "random", "least-loaded".

@@ -52,6 +52,14 @@ bool worker_health::canary_failed(uint64_t id, std::string why, clock::time_poin
     return false;
   canary_id_.reset();
   canary_error_ = why.empty() ? std::string{"unknown error"} : std::move(why);
+  canary_error_late_ = false;
+  return true;
+}
+
+bool worker_health::canary_timed_out(uint64_t id, std::string why, clock::time_point now) {
+  if (!canary_failed(id, std::move(why), now))
+    return false;
+  canary_error_late_ = true;
   return true;
 }
 
@@ -61,21 +69,47 @@ std::optional<uint64_t> worker_health::expire_canary(clock::time_point now, cons
   const auto id = *canary_id_;
   canary_id_.reset();
   canary_error_ = "no answer within " + seconds_text(opts.canary_timeout);
+  canary_error_late_ = true;
   return id;
 }
 
 health_verdict worker_health::check(clock::time_point now, const health_options& opts) const {
   if (down_node_)
-    return {false, "node '" + *down_node_ + "' disconnected " + seconds_text(now - down_since_) + " ago"};
+    return {false, "node '" + *down_node_ + "' disconnected " + seconds_text(now - down_since_) + " ago",
+            health_fault::node_down};
+  const bool failed = !canary_error_.empty() && !canary_error_late_;
+  // A lateness reason comes first; a canary's error, if there is one, is
+  // named after it, since it is what keeps the worker from panic routing.
+  auto late = [&](std::string reason) -> health_verdict {
+    if (failed)
+      return {false, reason + "; health canary failed: " + canary_error_, health_fault::canary_failed};
+    return {false, std::move(reason), health_fault::late};
+  };
   if (now - last_seen_ > opts.heartbeat_timeout)
-    return {false, "no heartbeat for " + seconds_text(now - last_seen_) + " (timeout " +
-                     seconds_text(opts.heartbeat_timeout) + ")"};
+    return late("no heartbeat for " + seconds_text(now - last_seen_) + " (timeout " +
+                seconds_text(opts.heartbeat_timeout) + ")");
   if (canary_id_ && now - canary_sent_at_ > opts.canary_timeout)
-    return {false, "health canary unanswered for " + seconds_text(now - canary_sent_at_) + " (timeout " +
-                     seconds_text(opts.canary_timeout) + ")"};
+    return late("health canary unanswered for " + seconds_text(now - canary_sent_at_) + " (timeout " +
+                seconds_text(opts.canary_timeout) + ")");
   if (!canary_error_.empty())
-    return {false, "health canary failed: " + canary_error_};
-  return {true, {}};
+    return {false, "health canary failed: " + canary_error_,
+            canary_error_late_ ? health_fault::late : health_fault::canary_failed};
+  return {true, {}, health_fault::none};
+}
+
+const char* to_string(health_fault f) {
+  switch (f) {
+    case health_fault::none: return "none";
+    case health_fault::late: return "late";
+    case health_fault::canary_failed: return "canary_failed";
+    case health_fault::node_down: return "node_down";
+  }
+  return "unknown";
+}
+
+void set_health(worker_load& w, const health_verdict& v, bool drained) {
+  w.healthy = v.healthy && !drained;
+  w.late = v.fault == health_fault::late && !drained;
 }
 
 const char* to_string(serving_status s) {

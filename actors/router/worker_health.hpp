@@ -19,12 +19,20 @@
 ///                           canary passes
 ///     none by timeout ----> late: unhealthy at once (check()); expire()
 ///                           turns it into a failure so the next one goes
+///                           (a timed-out one, still counted as lateness)
 ///
 /// check() says unhealthy, with the first reason that holds, in this
 /// order: node down, no heartbeat for heartbeat_timeout, canary late,
 /// canary failed. Detection after a worker's process dies or stops is
 /// therefore at most heartbeat_timeout (or the bridge's node_down, when
 /// the connection fails first).
+///
+/// The verdict also says what kind of fault it is (health_fault), the
+/// worst that holds: node_down, then canary_failed (a canary ended with an
+/// error), then late (a heartbeat or a canary's answer did not come in
+/// time: a stopped process, or one a saturated host did not run in time;
+/// nothing failed). Panic routing (router_policy.hpp) uses late workers
+/// when no worker that can decode is healthy; never the other two.
 
 #include <chrono>
 #include <cstdint>
@@ -53,11 +61,32 @@ struct health_options {
   std::chrono::milliseconds canary_timeout{1500};
 };
 
+/// What kind of unhealthy a worker is, from mildest to worst.
+enum class health_fault : uint8_t {
+  /// Healthy.
+  none,
+  /// Only late: its node is connected and no canary failed with an error,
+  /// but a heartbeat is older than heartbeat_timeout or a canary went
+  /// unanswered past canary_timeout. A stopped process and one whose host
+  /// is too busy to run it in time look alike here.
+  late,
+  /// A canary failed with an error (the worker refused it, or its engine
+  /// failed it): the worker cannot compute.
+  canary_failed,
+  /// The bridge lost the connection to its node.
+  node_down,
+};
+
+/// "none", "late", "canary_failed", "node_down".
+const char* to_string(health_fault f);
+
 /// A worker's health as check() sees it.
 struct health_verdict {
   bool healthy = false;
   /// Why it is unhealthy; empty when healthy.
   std::string reason;
+  /// The worst fault that holds; none exactly when healthy.
+  health_fault fault = health_fault::none;
 };
 
 /// The evidence about one worker. Thread-compatible.
@@ -84,8 +113,14 @@ public:
   /// Canary `id` failed (`why` names how). Returns false (and changes
   /// nothing) when `id` is not the outstanding canary.
   bool canary_failed(uint64_t id, std::string why, clock::time_point now);
+  /// Canary `id` timed out on its way (its admission was not answered in
+  /// time, `why` says so): unhealthy with `why` until a canary passes, as
+  /// canary_failed, but the fault is lateness (health_fault::late).
+  /// Returns false (and changes nothing) when `id` is not outstanding.
+  bool canary_timed_out(uint64_t id, std::string why, clock::time_point now);
   /// The outstanding canary, if it is past canary_timeout, becomes a
-  /// failure (so the next one can be sent); returns its id, else nullopt.
+  /// failure (so the next one can be sent) whose fault is lateness;
+  /// returns its id, else nullopt.
   std::optional<uint64_t> expire_canary(clock::time_point now, const health_options& opts);
 
   /// Healthy, or unhealthy with the reason (see the file comment).
@@ -109,8 +144,14 @@ private:
   bool canary_ever_sent_ = false;
   /// The last finished canary's failure; empty once one passes.
   std::string canary_error_;
+  /// Whether that failure was a timeout (lateness), not an error.
+  bool canary_error_late_ = false;
   std::optional<std::chrono::milliseconds> canary_latency_;
 };
+
+/// Sets `w.healthy` and `w.late` (route_types.hpp) from verdict `v`: a
+/// worker an operator drained is neither (drains are never overridden).
+void set_health(worker_load& w, const health_verdict& v, bool drained);
 
 /// One worker's state, as /health reports it.
 struct worker_status {
@@ -121,6 +162,9 @@ struct worker_status {
   bool healthy = false;
   /// Why it is unhealthy; empty when healthy.
   std::string reason;
+  /// What kind of unhealthy (health_verdict::fault). A drained worker is
+  /// unhealthy with its own fault, often none (drains are no fault).
+  health_fault fault = health_fault::none;
   /// Milliseconds since its last heartbeat or join.
   int64_t last_seen_ms = 0;
   /// The last passed canary's round trip; -1 before one passed.

@@ -3,6 +3,9 @@
 // timeout (and gets no more requests), a worker whose canary fails or
 // never finishes turns unhealthy with that reason, and a real worker's
 // canary passes at the engine's top priority even while its queue is full.
+// With panic routing (on by default) a worker that is only late still gets
+// requests while no worker is healthy, counted in
+// tessera_router_panic_routes_total; one whose node is down never does.
 
 #include "actors/router/router_actor.hpp"
 
@@ -10,11 +13,14 @@
 
 #include <chrono>
 #include <functional>
+#include <optional>
+#include <set>
 
 #include "actors/bridge/bridge_actor.hpp"
 #include "actors/common/token_sink.hpp"
 #include "actors/router/router_errc.hpp"
 #include "actors/worker/worker_actor.hpp"
+#include "cluster/metrics.hpp"
 #include "common/error.hpp"
 #include "engine/engine_errc.hpp"
 #include "tests/support/test_model.hpp"
@@ -46,12 +52,15 @@ protected:
       caf::anon_send_exit(router, caf::exit_reason::user_shutdown);
   }
 
-  /// Starts the router; canaries on when `canaries`.
-  void start_router(health_options h, bool canaries) {
+  /// Starts the router; canaries on when `canaries`, panic routing on
+  /// when `panic`.
+  void start_router(health_options h, bool canaries, bool panic = true) {
     router_config rc;
     rc.policy = "round-robin";
     rc.bridge = caf::actor_cast<caf::actor>(br->actor());
     rc.health = h;
+    rc.options.panic_routing = panic;
+    rc.metrics = metrics;
     if (canaries)
       rc.node = "n";
     auto r = spawn_router(sys, rc);
@@ -117,9 +126,22 @@ protected:
     return std::nullopt;
   }
 
+  /// Routes a 3-token prompt: the answer, or the router's error.
+  caf::expected<route_answer> route(uint64_t id) {
+    caf::expected<route_answer> out{caf::make_error(caf::sec::request_timeout)}; // no answer
+    self->request(router, 5s, route_atom_v, route_query{id, {1, 2, 3}, "", "", 4})
+      .receive([&](route_answer& a) { out = std::move(a); }, [&](caf::error& e) { out = std::move(e); });
+    return out;
+  }
+
+  double panic_routes() {
+    return metrics->counter("tessera_router_panic_routes_total", "").value();
+  }
+
   caf::actor_system_config cfg;
   caf::actor_system sys;
   caf::scoped_actor self;
+  std::shared_ptr<cluster::metrics_registry> metrics = std::make_shared<cluster::metrics_registry>();
   std::unique_ptr<bridge> br;
   router_local_actor router;
   std::vector<caf::actor> actors;
@@ -128,7 +150,7 @@ protected:
 TEST_F(RouterHealthTest, AWorkerWhoseHeartbeatsStopIsUnhealthyWithinTheTimeoutAndGetsNoRequests) {
   health_options h;
   h.heartbeat_timeout = 300ms;
-  start_router(h, false);
+  start_router(h, false, /*panic=*/false); // with panic routing: the next test
   beat("w0", 1);
   auto healthy = wait_for("w0", 2s, [](const worker_status& s) { return s.healthy; });
   ASSERT_TRUE(healthy);
@@ -150,6 +172,55 @@ TEST_F(RouterHealthTest, AWorkerWhoseHeartbeatsStopIsUnhealthyWithinTheTimeoutAn
   EXPECT_EQ(err, router_errc::no_healthy_worker) << error_text(err);
   beat("w0", 1);
   EXPECT_TRUE(wait_for("w0", 2s, [](const worker_status& s) { return s.healthy; })) << "back with a heartbeat";
+}
+
+TEST_F(RouterHealthTest, LateWorkersGetRequestsWhileNoneIsHealthyButNeverOnceTheirNodeIsDown) {
+  health_options h;
+  h.heartbeat_timeout = 600ms;
+  start_router(h, false);
+  EXPECT_NE(metrics->render().find("tessera_router_panic_routes_total 0"), std::string::npos)
+    << "exported from the start: " << metrics->render();
+  beat("w0", 1);
+  beat("w1", 2);
+  ASSERT_TRUE(wait_for("w1", 2s, [](const worker_status& s) { return s.healthy; }));
+  ASSERT_TRUE(route(1)) << "healthy";
+  EXPECT_EQ(panic_routes(), 0);
+  // Neither beats any more: both late, none healthy.
+  ASSERT_TRUE(wait_for("w0", 3s, [](const worker_status& s) { return !s.healthy; }));
+  ASSERT_TRUE(wait_for("w1", 3s, [](const worker_status& s) { return !s.healthy; }));
+  for (const auto& v : views()) {
+    EXPECT_EQ(v.status.fault, health_fault::late) << v.status.reason;
+    EXPECT_TRUE(v.panic_target) << v.status.name;
+    EXPECT_FALSE(v.load.healthy) << "/health and /metrics still tell the truth";
+  }
+  std::set<std::string> used;
+  for (uint64_t id = 2; id < 6; ++id) {
+    auto a = route(id);
+    ASSERT_TRUE(a) << "refused though both workers are only late: " << error_text(a.error());
+    EXPECT_NE(a->reason.find("panic"), std::string::npos) << a->reason;
+    used.insert(a->decode.actor);
+  }
+  EXPECT_EQ(used, (std::set<std::string>{"w0", "w1"}));
+  EXPECT_EQ(panic_routes(), 4);
+  EXPECT_NE(metrics->render().find("tessera_router_panic_routes_total 4"), std::string::npos) << metrics->render();
+  // w1 beats again: the panic ends and w1 alone takes requests.
+  beat("w1", 2);
+  ASSERT_TRUE(wait_for("w1", 2s, [](const worker_status& s) { return s.healthy; }));
+  for (uint64_t id = 6; id < 9; ++id) {
+    auto a = route(id);
+    ASSERT_TRUE(a) << error_text(a.error());
+    EXPECT_EQ(a->decode.actor, "w1");
+  }
+  EXPECT_EQ(panic_routes(), 4);
+  for (const auto& v : views())
+    EXPECT_FALSE(v.panic_target) << v.status.name;
+  // Their node fails: down is no lateness, and nothing is routed.
+  self->send(router, node_down_atom_v, std::string{"n"});
+  ASSERT_TRUE(wait_for("w1", 1s, [](const worker_status& s) { return s.fault == health_fault::node_down; }));
+  auto refused = route(9);
+  ASSERT_FALSE(refused) << "routed to " << refused->decode.actor << " on a node that is down";
+  EXPECT_EQ(refused.error(), router_errc::no_healthy_worker) << error_text(refused.error());
+  EXPECT_EQ(panic_routes(), 4);
 }
 
 TEST_F(RouterHealthTest, ANodeDownFromTheBridgeIsUnhealthyAtOnce) {
@@ -179,6 +250,10 @@ TEST_F(RouterCanaryTest, ACanaryTheWorkerFailsMakesItUnhealthyWithTheReason) {
   auto down = wait_for("w0", 3s, [](const worker_status& s) { return !s.healthy; });
   ASSERT_TRUE(down) << "a worker that fails its canary stayed healthy";
   EXPECT_EQ(down->reason, "health canary failed: engine on fire");
+  EXPECT_EQ(down->fault, health_fault::canary_failed);
+  auto a = route(1);
+  ASSERT_FALSE(a) << "panic routing used a worker whose canary failed: " << a->decode.actor;
+  EXPECT_EQ(a.error(), router_errc::no_healthy_worker);
 }
 
 TEST_F(RouterCanaryTest, ACanaryTheWorkerRefusesMakesItUnhealthyWithTheError) {
@@ -197,6 +272,11 @@ TEST_F(RouterCanaryTest, ACanaryThatNeverFinishesMakesAWorkerThatStillBeatsUnhea
   ASSERT_TRUE(down) << "a stuck engine looked healthy";
   EXPECT_NE(down->reason.find("health canary"), std::string::npos) << down->reason;
   EXPECT_LT(down->last_seen_ms, 60000);
+  // Unanswered is late, not failed: with no other worker it is used.
+  EXPECT_EQ(down->fault, health_fault::late) << down->reason;
+  auto a = route(1);
+  ASSERT_TRUE(a) << error_text(a.error());
+  EXPECT_EQ(a->decode.actor, "w0");
 }
 
 TEST_F(RouterCanaryTest, ARealWorkersCanaryPassesWhileItsQueueIsFull) {

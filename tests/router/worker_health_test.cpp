@@ -100,6 +100,106 @@ TEST(WorkerHealthTest, AHeartbeatTimeoutIsReportedBeforeACanaryTimeout) {
   EXPECT_EQ(h.check(t0 + 3s, opts()).reason, "no heartbeat for 3.0 s (timeout 1.5 s)");
 }
 
+// What kind of unhealthy a worker is decides whether panic routing may use
+// it: only late (alive, connected, nothing failed) versus down or failed.
+
+TEST(WorkerHealthTest, AHealthyWorkersVerdictHasNoFault) {
+  worker_health h{t0};
+  EXPECT_EQ(h.check(t0 + 100ms, opts()).fault, health_fault::none);
+}
+
+TEST(WorkerHealthTest, AnOverdueHeartbeatIsLateOnly) {
+  worker_health h{t0};
+  auto v = h.check(t0 + 1600ms, opts());
+  EXPECT_FALSE(v.healthy);
+  EXPECT_EQ(v.fault, health_fault::late);
+  EXPECT_EQ(v.reason, "no heartbeat for 1.6 s (timeout 1.5 s)");
+  h.heard(t0 + 1700ms);
+  EXPECT_EQ(h.check(t0 + 1800ms, opts()).fault, health_fault::none) << "a heartbeat ends it";
+}
+
+TEST(WorkerHealthTest, AnOverdueOrExpiredCanaryIsLateOnly) {
+  worker_health h{t0};
+  h.canary_sent(1, t0);
+  h.heard(t0 + 1500ms);
+  auto v = h.check(t0 + 1600ms, opts());
+  EXPECT_EQ(v.fault, health_fault::late) << v.reason;
+  ASSERT_EQ(h.expire_canary(t0 + 1600ms, opts()), 1u);
+  v = h.check(t0 + 1700ms, opts());
+  EXPECT_FALSE(v.healthy);
+  EXPECT_EQ(v.reason, "health canary failed: no answer within 1.5 s");
+  EXPECT_EQ(v.fault, health_fault::late) << "no answer in time is lateness, not an error";
+  h.canary_sent(2, t0 + 2600ms);
+  EXPECT_TRUE(h.canary_passed(2, t0 + 2650ms));
+  h.heard(t0 + 2650ms);
+  EXPECT_EQ(h.check(t0 + 2700ms, opts()).fault, health_fault::none);
+}
+
+TEST(WorkerHealthTest, ACanaryTimedOutOnItsWayIsLateOnly) {
+  worker_health h{t0};
+  h.canary_sent(4, t0);
+  EXPECT_FALSE(h.canary_timed_out(5, "not admitted: request_timeout", t0 + 1500ms)) << "not the outstanding one";
+  EXPECT_TRUE(h.canary_timed_out(4, "not admitted: request_timeout", t0 + 1500ms));
+  EXPECT_FALSE(h.outstanding_canary());
+  h.heard(t0 + 1500ms);
+  auto v = h.check(t0 + 1510ms, opts());
+  EXPECT_FALSE(v.healthy);
+  EXPECT_EQ(v.reason, "health canary failed: not admitted: request_timeout");
+  EXPECT_EQ(v.fault, health_fault::late);
+}
+
+TEST(WorkerHealthTest, ACanaryErrorIsAFailureEvenWhileHeartbeatsAreLate) {
+  worker_health h{t0};
+  h.canary_sent(1, t0);
+  ASSERT_TRUE(h.canary_failed(1, "engine on fire", t0 + 10ms));
+  auto v = h.check(t0 + 100ms, opts());
+  EXPECT_EQ(v.fault, health_fault::canary_failed);
+  v = h.check(t0 + 1600ms, opts());
+  EXPECT_EQ(v.fault, health_fault::canary_failed) << "late as well, but it failed: never a panic target";
+  EXPECT_EQ(v.reason, "no heartbeat for 1.6 s (timeout 1.5 s); health canary failed: engine on fire");
+  // A timeout after the error replaces it: the last canary decides.
+  h.canary_sent(2, t0 + 1100ms);
+  ASSERT_TRUE(h.canary_timed_out(2, "not admitted: request_timeout", t0 + 2600ms));
+  EXPECT_EQ(h.check(t0 + 2700ms, opts()).fault, health_fault::late);
+  // And an error after a timeout replaces that.
+  h.canary_sent(3, t0 + 3600ms);
+  ASSERT_TRUE(h.canary_failed(3, "the GPU fell off the bus", t0 + 3610ms));
+  EXPECT_EQ(h.check(t0 + 3620ms, opts()).fault, health_fault::canary_failed);
+}
+
+TEST(WorkerHealthTest, NodeDownIsTheWorstFaultWhateverElseHolds) {
+  worker_health h{t0};
+  h.canary_sent(1, t0);
+  ASSERT_TRUE(h.canary_failed(1, "engine on fire", t0 + 10ms));
+  h.node_down("decode", t0 + 20ms);
+  auto v = h.check(t0 + 3s, opts());
+  EXPECT_EQ(v.fault, health_fault::node_down);
+  EXPECT_EQ(v.reason, "node 'decode' disconnected 3.0 s ago");
+  worker_health late{t0};
+  late.node_down("decode", t0 + 2s);
+  EXPECT_EQ(late.check(t0 + 2100ms, opts()).fault, health_fault::node_down)
+    << "a killed worker is late too, but its node is down";
+}
+
+TEST(WorkerHealthTest, SetHealthMarksOnlyLateUndrainedWorkersLate) {
+  worker_load w;
+  set_health(w, {true, {}, health_fault::none}, false);
+  EXPECT_TRUE(w.healthy);
+  EXPECT_FALSE(w.late);
+  set_health(w, {false, "x", health_fault::late}, false);
+  EXPECT_FALSE(w.healthy);
+  EXPECT_TRUE(w.late);
+  set_health(w, {false, "x", health_fault::late}, true);
+  EXPECT_FALSE(w.late) << "drained";
+  set_health(w, {true, {}, health_fault::none}, true);
+  EXPECT_FALSE(w.healthy) << "drained";
+  for (auto f : {health_fault::canary_failed, health_fault::node_down}) {
+    set_health(w, {false, "x", f}, false);
+    EXPECT_FALSE(w.healthy);
+    EXPECT_FALSE(w.late) << to_string(f);
+  }
+}
+
 worker_status status(std::string name, worker_role role, bool healthy, std::string reason = {}) {
   worker_status s;
   s.name = std::move(name);
