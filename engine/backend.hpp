@@ -72,6 +72,17 @@ public:
     (void) start_pos;
     return std::nullopt;
   }
+  /// Wall seconds loading `bytes` of blocks (layout().block_bytes() each)
+  /// from host memory into the pool is expected to take, where the backend
+  /// models its device (the sim backend: the real bytes over the modelled
+  /// host link x time_scale, what write_block charges to the next step);
+  /// nullopt otherwise. With prefill_wall_seconds it lets a worker weigh a
+  /// prefix fetch against computing it in the device's time, not the
+  /// host's.
+  [[nodiscard]] virtual std::optional<double> load_wall_seconds(uint64_t bytes) const {
+    (void) bytes;
+    return std::nullopt;
+  }
 
   /// Runs one forward step over `seqs` (all tokens of all sequences as one
   /// batch), writing each computed token's K and V into its block. The

@@ -40,7 +40,8 @@ void fetch_cost_model::observe_compute(uint64_t tokens, double seconds) {
 }
 
 fetch_plan fetch_cost_model::plan(const std::string& source, uint64_t bytes, int64_t tokens,
-                                  std::optional<double> backend_compute_s) {
+                                  std::optional<double> backend_compute_s,
+                                  std::optional<double> backend_load_s) {
   fetch_plan p;
   const auto it = sources_.find(source);
   const bool known = it != sources_.end() && it->second.answers > 0;
@@ -51,8 +52,12 @@ fetch_plan fetch_cost_model::plan(const std::string& source, uint64_t bytes, int
     p.compute_s = *backend_compute_s;
   else if (tokens_ > 0)
     p.compute_s = static_cast<double>(tokens) * compute_seconds_ / tokens_;
+  // Modelled against modelled where the backend models both.
+  if (backend_compute_s && backend_load_s)
+    p.modelled_fetch_s = *backend_load_s;
+  const double fetch_s = p.modelled_fetch_s.value_or(p.fetch_s);
   const double min_skip = std::chrono::duration<double>(opts_.min_skip_fetch).count();
-  if (known && p.compute_s && p.fetch_s > opts_.skip_ratio * *p.compute_s && p.fetch_s > min_skip) {
+  if (known && p.compute_s && fetch_s > opts_.skip_ratio * *p.compute_s && fetch_s > min_skip) {
     auto& skips = it->second.skips;
     p.fetch = ++skips >= opts_.probe_every; // a probe: the store may be fast again
     if (p.fetch)

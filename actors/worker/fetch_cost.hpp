@@ -13,6 +13,16 @@
 /// prefill_wall_seconds), else the prompt tokens over the engine's measured
 /// token rate.
 ///
+/// Like with like. Where the backend models a device (the sim engine), it
+/// also prices loading the prefix's bytes into the pool
+/// (engine::backend::load_wall_seconds), and the decision compares that
+/// modelled load with the modelled compute: on a busy host a fetch waits
+/// for CPU as every message does, but the modelled compute does not stretch
+/// with it, so a host-measured fetch against a modelled compute would give
+/// up hits a real device would take, and make the sim's hit rate a figure
+/// of the host (issue 14). The measured fetch time still sets the deadline,
+/// which is wall time on this host.
+///
 /// Decision: skip the fetch (compute at once, counted as outcome "skipped")
 /// only when the store has answered before and the fetch is estimated
 /// slower than `skip_ratio` x computing (the compute estimate leaves out
@@ -53,8 +63,12 @@ struct fetch_cost_options {
 
 /// What the model says of one fetch.
 struct fetch_plan {
-  /// Estimated seconds to fetch, and to compute instead (nullopt: unknown).
+  /// Estimated seconds to fetch (measured on this host's earlier fetches),
+  /// and to compute instead (nullopt: unknown).
   double fetch_s = 0;
+  /// The backend's modelled seconds to load the blocks, where it models a
+  /// device: then the decision compares it, not fetch_s, with compute_s.
+  std::optional<double> modelled_fetch_s;
   std::optional<double> compute_s;
   /// Whether to fetch at all.
   bool fetch = true;
@@ -72,10 +86,12 @@ public:
   void observe_compute(uint64_t tokens, double seconds);
 
   /// The plan for fetching `bytes` from `source` instead of computing
-  /// `tokens`; `backend_compute_s` is the backend's estimate if it has one.
+  /// `tokens`; `backend_compute_s` and `backend_load_s` are the backend's
+  /// estimates of computing them and of loading the bytes, if it has them.
   /// A plan that skips counts toward the store's next probe.
   [[nodiscard]] fetch_plan plan(const std::string& source, uint64_t bytes, int64_t tokens,
-                                std::optional<double> backend_compute_s);
+                                std::optional<double> backend_compute_s,
+                                std::optional<double> backend_load_s = std::nullopt);
 
 private:
   struct source_rate {

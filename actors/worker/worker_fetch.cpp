@@ -49,8 +49,10 @@ fetch_plan plan_fetch(worker_state& st, const prefix_need& need, const wire::req
   const auto blocks = static_cast<int64_t>(need.hashes.size() - need.cached);
   const int64_t tokens = blocks * layout.block_tokens;
   const int64_t start = static_cast<int64_t>(need.cached) * layout.block_tokens;
-  return st.fetch_costs.plan(from.node + "/" + from.actor, static_cast<uint64_t>(blocks) * layout.block_bytes(),
-                             tokens, st.eng->get_backend().prefill_wall_seconds(tokens, start));
+  const auto bytes = static_cast<uint64_t>(blocks) * layout.block_bytes();
+  const auto& backend = st.eng->get_backend();
+  return st.fetch_costs.plan(from.node + "/" + from.actor, bytes, tokens,
+                             backend.prefill_wall_seconds(tokens, start), backend.load_wall_seconds(bytes));
 }
 
 /// Sends request `id`'s next ask (prefix_fetch::next) to its store and

@@ -254,6 +254,12 @@ std::optional<double> sim_backend::prefill_wall_seconds(int64_t tokens, int64_t 
   return costs_.step({&shape, 1}).seconds * opts_.settings.time_scale;
 }
 
+std::optional<double> sim_backend::load_wall_seconds(uint64_t bytes) const {
+  if (opts_.settings.time_scale <= 0)
+    return std::nullopt;
+  return load_seconds(bytes) * opts_.settings.time_scale;
+}
+
 void sim_backend::copy_block(kv_block_id src, kv_block_id dst) {
   const size_t bb = layout_.block_bytes();
   std::memcpy(pool_ + static_cast<size_t>(dst) * bb, pool_ + static_cast<size_t>(src) * bb, bb);
@@ -269,11 +275,15 @@ void sim_backend::write_block(kv_block_id id, std::span<const std::byte> in) {
   const size_t bb = layout_.block_bytes();
   TESSERA_ASSERT(in.size() == bb);
   std::memcpy(pool_ + static_cast<size_t>(id) * bb, in.data(), bb);
+  ++totals_.loaded_blocks;
+  pending_load_s_ += load_seconds(bb);
+}
+
+double sim_backend::load_seconds(uint64_t host_bytes) const {
   const auto& gpu = costs_.gpu();
   const auto& cal = costs_.calibration();
-  ++totals_.loaded_blocks;
-  pending_load_s_ += static_cast<double>(modelled_block_bytes()) /
-                     (gpu.host_link_bytes_s * cal.host_link_efficiency * costs_.tensor_parallel());
+  const double modelled = static_cast<double>(host_bytes) * opts_.settings.payload_scale;
+  return modelled / (gpu.host_link_bytes_s * cal.host_link_efficiency * costs_.tensor_parallel());
 }
 
 caf::expected<std::unique_ptr<backend>> make_sim_backend(const model_config& cfg,

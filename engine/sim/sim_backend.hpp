@@ -147,6 +147,7 @@ public:
   std::string description() const override;
   double emulated_wall_seconds() const override;
   std::optional<double> prefill_wall_seconds(int64_t tokens, int64_t start_pos) const override;
+  std::optional<double> load_wall_seconds(uint64_t bytes) const override;
   void forward(std::span<const forward_seq> seqs, float* logits) override;
   void copy_block(kv_block_id src, kv_block_id dst) override;
   void read_block(kv_block_id id, std::span<std::byte> out) const override;
@@ -171,6 +172,9 @@ private:
   sim_backend(const model_config& cfg, sim_backend_options opts, kv_layout layout,
               int32_t num_blocks, cost_model costs);
 
+  /// Modelled seconds loading `host_bytes` of (scaled) blocks over the
+  /// host link: their real bytes (x payload_scale) over its bandwidth.
+  [[nodiscard]] double load_seconds(uint64_t host_bytes) const;
   [[nodiscard]] std::byte* digest_slot(kv_block_id block, int32_t slot) const;
   void write_logits(uint64_t digest, float* row) const;
 

@@ -83,6 +83,25 @@ TEST(FetchCostTest, SmallAnswersMeasureLatencyNotBandwidth) {
   EXPECT_TRUE(p.fetch);
 }
 
+TEST(FetchCostTest, AModelledDeviceWeighsItsModelledLoadNotTheHostsFetchTime) {
+  // The sim engine on a busy host: fetches measured at 50 MB/s of wall time
+  // (the store's answers wait for CPU), compute modelled at 0.5 s.
+  fetch_cost_model m;
+  m.observe_fetch("store", 100 << 20, 2.0);
+  EXPECT_FALSE(m.plan("store", 200 << 20, 4096, 0.5).fetch) << "host time against host time: skip";
+  const auto p = m.plan("store", 200 << 20, 4096, 0.5, 0.004); // the modelled link loads it in 4 ms
+  EXPECT_TRUE(p.fetch) << "the device would load it 100x faster than it computes it";
+  ASSERT_TRUE(p.modelled_fetch_s);
+  EXPECT_DOUBLE_EQ(*p.modelled_fetch_s, 0.004);
+  EXPECT_NEAR(p.fetch_s, 4.0, 0.1) << "the measured estimate is kept";
+  EXPECT_GT(p.deadline, std::chrono::milliseconds{16000}) << "the deadline is wall time: 4 x the measured fetch";
+  // A modelled load slower than the modelled compute is still skipped.
+  EXPECT_FALSE(m.plan("store", 200 << 20, 4096, 0.5, 3.0).fetch);
+  // A load estimate without a modelled compute cannot be compared with anything.
+  m.observe_compute(8192, 1.0);
+  EXPECT_FALSE(m.plan("store", 200 << 20, 4096, std::nullopt, 0.004).modelled_fetch_s);
+}
+
 TEST(FetchCostTest, NonsenseObservationsAreIgnored) {
   fetch_cost_model m;
   m.observe_fetch("s", 1 << 20, -1.0);

@@ -349,6 +349,24 @@ TEST(SimBackendTest, BlocksLoadedFromATierCostTheirRealBytesOverTheHostLink) {
   EXPECT_EQ(run_one(*make_sim_engine(llama8b()), make_request(2, r.prompt, 4)).tokens, want.tokens);
 }
 
+TEST(SimBackendTest, ItPricesALoadAsWriteBlockChargesItScaledLikeItsSteps) {
+  auto o = sim_opts();
+  o.settings.time_scale = 0.1;
+  o.sleep_until = [](std::chrono::steady_clock::time_point) {};
+  auto eng = make_sim_engine(llama8b(), o);
+  const auto& be = eng->get_backend();
+  const auto bb = be.layout().block_bytes();
+  const auto load = be.load_wall_seconds(3 * bb);
+  ASSERT_TRUE(load);
+  // 3 real blocks (16 tokens x 128 KiB) over 0.8 of 64 GB/s, x time_scale.
+  EXPECT_DOUBLE_EQ(*load, 3.0 * 16 * 131072 / (64e9 * 0.8) * 0.1);
+  const auto compute = be.prefill_wall_seconds(48, 0);
+  ASSERT_TRUE(compute);
+  EXPECT_LT(*load, *compute) << "an H100 loads 48 tokens of llama3-8b KV faster than it computes them";
+  // Without a clock (time_scale 0) there is no wall time to price.
+  EXPECT_FALSE(make_sim_engine(llama8b())->get_backend().load_wall_seconds(bb));
+}
+
 TEST(SimBackendTest, EosProbabilityEndsRequestsEarlyAndDeterministically) {
   auto o = sim_opts();
   o.settings.eos_probability = 0.2;
