@@ -14,12 +14,7 @@ void completion_stream::on_body(std::string_view bytes, double t_s, request_samp
     auto e = parse_completion_event(data);
     switch (e.kind) {
       case completion_event_kind::text:
-        if (s.first_token_s < 0)
-          s.first_token_s = t_s;
-        else
-          s.token_gaps_s.push_back(t_s - s.last_token_s);
-        s.last_token_s = t_s;
-        ++s.text_chunks;
+        s.add_text_chunk(t_s);
         break;
       case completion_event_kind::usage:
         usage_ = std::move(e);

@@ -88,14 +88,9 @@ std::vector<request_sample> engine_load::run(const load_level& level, const prog
         continue;
       auto& s = samples[it->second];
       if (!o.tokens.empty()) {
-        if (s.first_token_s < 0)
-          s.first_token_s = t;
-        else
-          s.token_gaps_s.push_back(t - s.last_token_s);
-        s.last_token_s = t;
+        s.add_text_chunk(t);
         s.output_tokens += static_cast<int64_t>(o.tokens.size());
         tokens += static_cast<int64_t>(o.tokens.size());
-        ++s.text_chunks;
       }
       if (o.finish != engine::finish_reason::none) {
         s.end_s = t;

@@ -35,6 +35,17 @@ struct request_sample {
   /// Empty when the request succeeded (HTTP 200, [DONE], no error event),
   /// else what went wrong, e.g. "HTTP 503: ..." or "read: end of stream".
   std::string error;
+
+  /// A chunk with new text arrived at `t_s`: the first sets the time to
+  /// first token, each later one adds its gap.
+  void add_text_chunk(double t_s) {
+    if (first_token_s < 0)
+      first_token_s = t_s;
+    else
+      token_gaps_s.push_back(t_s - last_token_s);
+    last_token_s = t_s;
+    ++text_chunks;
+  }
 };
 
 /// Percentiles of a set of latencies, in milliseconds; all 0 when empty.

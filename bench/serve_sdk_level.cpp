@@ -44,12 +44,7 @@ sdk::request make_request(const sdk_target& t, const load_level& level, int inde
 void record_chunk(request_sample& s, const sdk::chunk& ch, double at) {
   if (ch.tokens.empty() && ch.text.empty())
     return;
-  if (s.first_token_s < 0)
-    s.first_token_s = at;
-  else
-    s.token_gaps_s.push_back(at - s.last_token_s);
-  s.last_token_s = at;
-  ++s.text_chunks;
+  s.add_text_chunk(at);
   s.output_tokens += static_cast<int64_t>(ch.tokens.size());
 }
 

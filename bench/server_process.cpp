@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <cstdio>
 #include <thread>
 
 #include <caf/sec.hpp>
@@ -52,13 +53,23 @@ caf::expected<spawned_server> spawn_server(const server_spawn_options& o, const 
   return s;
 }
 
-void stop_server(spawned_server& s, const say_function& say) {
+server_stop stop_server(spawned_server& s, const say_function& say) {
+  const auto t0 = clock_type::now();
   s.child.kill(SIGTERM);
-  if (!s.child.wait(std::chrono::seconds{15})) {
+  server_stop out;
+  if (auto code = s.child.wait(std::chrono::seconds{15})) {
+    out.exit_code = *code;
+    out.seconds = std::chrono::duration<double>(clock_type::now() - t0).count();
+    char line[96];
+    std::snprintf(line, sizeof line, "the server exited with %d, %.1f s after SIGTERM", *code, out.seconds);
+    say(line);
+  } else {
     say("the server did not stop within 15 s of SIGTERM; killing it");
     s.child.kill(SIGKILL);
     (void)s.child.wait(std::chrono::seconds{5});
+    out.seconds = std::chrono::duration<double>(clock_type::now() - t0).count();
   }
+  return out;
 }
 
 caf::error await_health(const http_endpoint& ep, std::chrono::seconds limit, bool retry_unreachable) {

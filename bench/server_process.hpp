@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,8 +55,18 @@ struct spawned_server {
 /// the server exited or printed nothing in time).
 [[nodiscard]] caf::expected<spawned_server> spawn_server(const server_spawn_options& opts, const say_function& say);
 
-/// Stops `s`: SIGTERM, then SIGKILL if it has not exited within 15 s.
-void stop_server(spawned_server& s, const say_function& say);
+/// How a spawned server stopped.
+struct server_stop {
+  /// Seconds from SIGTERM until it exited (or was killed).
+  double seconds = 0;
+  /// Its exit code (a signal's as 128 + N); nullopt when it had to be
+  /// killed after 15 s.
+  std::optional<int> exit_code;
+};
+
+/// Stops `s`: SIGTERM, then SIGKILL if it has not exited within 15 s;
+/// says how it stopped.
+server_stop stop_server(spawned_server& s, const say_function& say);
 
 /// Waits until GET /health answers 200 (a server still starting answers
 /// 503), at most `limit`. A server that cannot be reached fails at once

@@ -195,9 +195,10 @@ int run_trace_bench(const trace_bench_options& o) {
     url = server->url;
     description = server->description;
   }
+  std::optional<server_stop> stopped;
   auto stop = [&] {
     if (server) {
-      stop_server(*server, say);
+      stopped = stop_server(*server, say);
       server.reset();
     }
   };
@@ -338,6 +339,9 @@ int run_trace_bench(const trace_bench_options& o) {
   j["host"] = host_guard_json(verdict, guard);
   j["host_bound"] = verdict.host_bound;
   j["host_bound_allowed"] = o.allow_host_bound;
+  if (stopped)
+    j["server_stop"] = {{"seconds", stopped->seconds},
+                        {"exit_code", stopped->exit_code ? json(*stopped->exit_code) : json(nullptr)}};
   j["client"] = {{"connections_opened", replay->connections_opened}, {"peak_in_flight", replay->peak_in_flight}};
   json ws = json::array();
   for (const auto& w : windows)

@@ -5,10 +5,13 @@
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
+#include <iterator>
 #include <string>
 
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/support/run_tessera.hpp"
 #include "tests/support/sockets.hpp"
 #include "tests/support/test_model.hpp"
 
@@ -59,6 +62,29 @@ inline nlohmann::json read_chaos_report(const std::filesystem::path& path) {
     return nullptr;
   auto j = nlohmann::json::parse(in, nullptr, false);
   return j.is_discarded() ? nlohmann::json{} : j;
+}
+
+/// What a clean run of `tessera chaos` (`r`, its report `j`) shows: exit
+/// 0, more than `min_sent` requests, none wrong, lost or failed, and every
+/// event applied.
+inline void expect_clean_chaos_run(const run_result& r, const nlohmann::json& j, int min_sent) {
+  ASSERT_TRUE(j.is_object()) << r.out;
+  const auto& t = j["totals"];
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_GT(t["sent"].get<int>(), min_sent) << r.out;
+  EXPECT_EQ(t["wrong"], 0) << r.out;
+  EXPECT_EQ(t["lost"], 0) << r.out;
+  EXPECT_EQ(t["failed"], 0) << r.out;
+  EXPECT_EQ(t["completed"], t["sent"]) << r.out;
+  ASSERT_FALSE(j["events"].empty()) << r.out;
+  for (const auto& e : j["events"])
+    EXPECT_EQ(e["error"], "") << e.dump() << "\n" << r.out;
+}
+
+/// The whole text of the file at `p` (empty when it cannot be read).
+inline std::string read_text(const std::filesystem::path& p) {
+  std::ifstream in{p};
+  return {std::istreambuf_iterator<char>{in}, std::istreambuf_iterator<char>{}};
 }
 
 } // namespace tessera::test
