@@ -1,5 +1,7 @@
 #include "actors/kvstore/kvstore_writer.hpp"
 
+#include <optional>
+
 #include <spdlog/spdlog.h>
 
 #include "common/error.hpp"
@@ -34,16 +36,41 @@ uint64_t put_offer(kvstore::block_store& store, const kv_offer& o) {
 
 namespace {
 
+/// What a stopping writer keeps: until when it still writes, and what it
+/// dropped after that.
+struct writer_stop {
+  std::optional<caf::timestamp> write_until;
+  uint64_t dropped_offers = 0;
+  uint64_t dropped_blocks = 0;
+};
+
 kvstore_writer_actor::behavior_type writer_fn(kvstore_writer_actor::pointer self,
                                               std::weak_ptr<kvstore::block_store> store) {
+  auto stopping = std::make_shared<writer_stop>();
   return {
-    [store](offer_atom, const kv_offer& o) -> caf::result<uint64_t> {
+    [store, stopping](offer_atom, const kv_offer& o) -> caf::result<uint64_t> {
       if (std::chrono::steady_clock::now() > o.deadline)
         return caf::make_error(caf::sec::request_timeout, "the offer expired before the kv store writer reached it");
+      if (stopping->write_until && caf::make_timestamp() > *stopping->write_until) {
+        ++stopping->dropped_offers;
+        stopping->dropped_blocks += o.blocks.size();
+        return caf::make_error(caf::sec::request_timeout, "the kv store is stopping");
+      }
       auto s = store.lock();
       return s ? put_offer(*s, o) : uint64_t{0};
     },
-    [self](stop_atom) { self->quit(); },
+    [self, stopping](stop_atom) {
+      if (stopping->dropped_offers > 0)
+        spdlog::info("kv store writer: stopping, {} queued offers ({} blocks) left unwritten",
+                     stopping->dropped_offers, stopping->dropped_blocks);
+      self->quit();
+    },
+    [self, stopping](stop_atom, caf::timestamp until) {
+      if (!stopping->write_until) {
+        stopping->write_until = until;
+        self->send(self, stop_atom_v); // behind the offers already queued
+      }
+    },
   };
 }
 

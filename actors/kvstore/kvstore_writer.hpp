@@ -73,7 +73,15 @@ using kvstore_writer_actor = caf::typed_actor<
   caf::replies_to<offer_atom, kv_offer>::with<uint64_t>,
   /// Stops once the offers received before are written (the node closes
   /// its store after that).
-  caf::reacts_to<stop_atom>>;
+  caf::reacts_to<stop_atom>,
+  /// Stops by about `until` (system clock): writes the offers received
+  /// before until then and answers the rest unwritten (caf::sec::
+  /// request_timeout, "the kv store is stopping"; counted in one log line),
+  /// then quits. Send it with high priority (message_priority::high) so it
+  /// overtakes a backlog: a node stopping on a host that fell behind would
+  /// otherwise write up to offer_timeout's worth of queued offers first,
+  /// past its drain timeout (issue 14).
+  caf::reacts_to<stop_atom, caf::timestamp>>;
 
 /// Puts the blocks of `o` into `store` in order, skipping those it holds
 /// already; stops at the first block the store refuses (logged). Returns

@@ -354,6 +354,7 @@ cluster_node::cluster_node(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
 cluster_node::~cluster_node() = default;
 
 void cluster_node::drain(std::chrono::milliseconds timeout) {
+  impl_->draining(timeout);
   if (impl_->front)
     impl_->front->drain(timeout);
 }

@@ -54,13 +54,27 @@ node_actors::~node_actors() {
   if (store_actor)
     stop_and_wait(sys, store_actor,
                   [&](caf::scoped_actor& self) { self->send_exit(store_actor, caf::exit_reason::user_shutdown); });
-  if (store_writer) // after the offers the workers sent before they stopped
-    stop_and_wait(sys, store_writer, [&](caf::scoped_actor& self) { self->send(store_writer, stop_atom_v); });
+  if (store_writer) { // after the offers the workers sent before they stopped
+    const auto t0 = std::chrono::steady_clock::now();
+    stop_and_wait(sys, store_writer, [&](caf::scoped_actor& self) {
+      if (!stop_by)
+        return self->send(store_writer, stop_atom_v);
+      const auto budget = std::max<caf::timespan>(*stop_by - t0, std::chrono::seconds{1});
+      self->send<caf::message_priority::high>(store_writer, stop_atom_v, caf::make_timestamp() + budget);
+    });
+    spdlog::info("kv store writer stopped in {:.2f} s",
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
   if (router)
     caf::anon_send_exit(router, caf::exit_reason::user_shutdown);
   br.reset();
   supervisor.reset();
-  store.reset(); // writes the spills still queued, if it has a disk tier
+  if (store) {
+    const auto t0 = std::chrono::steady_clock::now();
+    store.reset(); // writes the spills still queued, if it has a disk tier
+    spdlog::info("kv store closed in {:.2f} s",
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
 }
 
 caf::error bad_option(const std::string& what) {

@@ -5,9 +5,11 @@
 /// node's bridge speaks. serve_node (one process) and cluster_node (one
 /// node of many) both use them, so the two run the same actors the same way.
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,6 +50,13 @@ struct node_actors {
   std::shared_ptr<kvstore::block_store> store;
   kvstore_actor store_actor;
   kvstore_writer_actor store_writer;
+  /// When a drain (SIGTERM) said the node must be gone: at stop, the store
+  /// writer writes its queued offers until then (at least 1 s), and drops
+  /// the rest. Default: no drain, so it writes them all.
+  std::optional<std::chrono::steady_clock::time_point> stop_by;
+
+  /// Marks the node as draining for `timeout` (sets stop_by).
+  void draining(std::chrono::milliseconds timeout) { stop_by = std::chrono::steady_clock::now() + timeout; }
 };
 
 /// A bad option or setting, as an error naming it.

@@ -205,6 +205,7 @@ serve_node::serve_node(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
 serve_node::~serve_node() = default;
 
 void serve_node::drain(std::chrono::milliseconds timeout) {
+  impl_->draining(timeout);
   impl_->front->drain(timeout);
 }
 

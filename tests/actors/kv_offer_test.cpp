@@ -192,6 +192,27 @@ TEST_F(KvOfferTest, OffersBeyondTheBoundAreDroppedAndCountedUntilTheWriterAnswer
   EXPECT_EQ(metric(dropped), 11);
 }
 
+TEST_F(KvOfferTest, AStopWithABudgetOvertakesTheBacklogAndDropsWhatIsLeftAfterIt) {
+  // A disk that hangs: request 1's offer waits at the gate, requests 2 and
+  // 3's queue behind it in the writer's mailbox.
+  store->put_gate.hold();
+  auto w = add_worker("w");
+  for (uint64_t id = 1; id <= 3; ++id)
+    (void) run(w, tessera::test::make_request(id, tessera::test::random_prompt(70, id), 12));
+  ASSERT_TRUE(store->put_gate.wait_waiting(1, 10s));
+  self->monitor(writer);
+  self->send<caf::message_priority::high>(writer, stop_atom_v, caf::make_timestamp() + 50ms);
+  std::this_thread::sleep_for(100ms); // past the budget while request 1's puts hang
+  store->put_gate.release();
+  bool down = false;
+  self->receive([&](const caf::down_msg&) { down = true; }, caf::after(10s) >> [] {});
+  EXPECT_TRUE(down) << "the writer quit without writing the queued offers";
+  // Request 1's offer (5 blocks), begun before the stop, was written whole;
+  // the two queued behind it were answered unwritten.
+  EXPECT_EQ(store->put_gate.done(), 5u);
+  EXPECT_TRUE(wait_metric(offered, 5)) << metrics->render();
+}
+
 TEST_F(KvOfferTest, AFetchBeyondTheStoresBoundIsAnsweredBusyAndComputesAtOnce) {
   // One reader and room for one fetch in flight; the disk hangs.
   start_store_actor(1, 1);
