@@ -251,6 +251,11 @@ bool http_outbox::closed(uint64_t seq) const {
   return closed_ || seq != seq_ || phase_ == phase::complete;
 }
 
+bool http_outbox::unwritten() const {
+  std::lock_guard lock(mu_);
+  return !closed_ && queued_bytes_ > 0;
+}
+
 void http_outbox::abandon(uint64_t seq, std::string_view what) {
   std::vector<std::function<void()>> released;
   std::lock_guard lock(mu_);

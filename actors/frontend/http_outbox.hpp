@@ -74,6 +74,9 @@ public:
   void finish(uint64_t seq);
   void on_close(uint64_t seq, std::function<void()> f);
   [[nodiscard]] bool closed(uint64_t seq) const;
+  /// Whether bytes queued here have not all reached the socket yet (and the
+  /// connection is not closed).
+  [[nodiscard]] bool unwritten() const;
 
   /// Response `seq` will never be completed by its owner (it was dropped, or
   /// the handler threw `what`): a 500 if nothing was sent yet, else the

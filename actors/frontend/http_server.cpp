@@ -1,5 +1,8 @@
 #include "actors/frontend/http_server.hpp"
 
+#include <algorithm>
+#include <chrono>
+#include <thread>
 #include <utility>
 
 #include <boost/asio/ip/address.hpp>
@@ -156,6 +159,12 @@ void http_server::stop() {
     raw->acceptor.close(ignored);
     raw->accept_retry.cancel();
   });
+  // What is queued is written while the I/O threads still run, for a
+  // bounded time (a client that reads nothing cannot hold the stop).
+  const auto flush_by = std::chrono::steady_clock::now() + std::chrono::seconds{1};
+  while (std::chrono::steady_clock::now() < flush_by &&
+         std::any_of(open.begin(), open.end(), [](const auto& c) { return c->unwritten(); }))
+    std::this_thread::sleep_for(std::chrono::milliseconds{2});
   // Connections accepted from now on see `stopping` and are dropped; these
   // close on their strands, which cancels everything they have pending, so
   // the io_context runs out of work and the threads return.

@@ -101,10 +101,12 @@ public:
   /// ("http://[::1]:40123" for IPv6).
   [[nodiscard]] std::string url() const { return url_; }
 
-  /// Stops accepting, closes every connection (on_close runs for each
-  /// response in progress; later write() calls return false), and joins the
-  /// I/O threads. Does not wait for streams to finish. Idempotent;
-  /// thread-safe with itself.
+  /// Stops accepting, gives the bytes already queued on open connections
+  /// up to 1 s to reach their sockets (the last chunk and `[DONE]` of a
+  /// stream that finished as the server stopped), closes every connection
+  /// (on_close runs for each response in progress; later write() calls
+  /// return false), and joins the I/O threads. Does not wait for streams
+  /// to finish. Idempotent; thread-safe with itself.
   void stop();
 
 private:

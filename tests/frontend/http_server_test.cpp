@@ -783,6 +783,27 @@ TEST(HttpServerTest, StopReturnsPromptlyWithOpenStreams) {
   streams.clear();
 }
 
+TEST(HttpServerTest, StopWritesWhatIsAlreadyQueuedBeforeItCloses) {
+  // A response queued whole just before the server stops (a stream's last
+  // chunk and [DONE] as a drain ends): larger than the socket buffers, so
+  // most of it is still in the outbox when stop() begins.
+  const std::string body(8 << 20, 'x');
+  mailbox<bool> answered;
+  auto server = start_server({}, [&](http_request, std::shared_ptr<http_response> res) {
+    res->send(200, "text/plain", body);
+    answered.push(true);
+  });
+  ASSERT_TRUE(server);
+  raw_client client(server->port(), 64 << 10);
+  ASSERT_TRUE(client.send("GET / HTTP/1.1\r\nHost: t\r\n\r\n"));
+  ASSERT_TRUE(answered.pop());
+  auto stopped = std::async(std::launch::async, [&server] { server->stop(); });
+  auto r = client.read_response();
+  ASSERT_TRUE(r) << "the response was cut by the stop";
+  EXPECT_EQ(r->body.size(), body.size());
+  ASSERT_EQ(stopped.wait_for(5s), std::future_status::ready);
+}
+
 TEST(HttpServerTest, ReportsAnAddressInUseNamingHostAndPort) {
   auto first = start_server({}, echo_handler);
   ASSERT_TRUE(first);
