@@ -93,6 +93,17 @@ struct frontend_config {
   /// in a row that they do not hold it (its request or its last chunk was
   /// lost on the way), it moves. Default: 1.5 s.
   std::chrono::milliseconds probe_after{1500};
+  /// A worker the router reports only late (health_fault::late: its node
+  /// connected, no canary failed, but a heartbeat or canary overdue) keeps
+  /// its streams while its last heartbeat is younger than `late_grace`, and
+  /// while the router routes new requests to it in panic (no worker that
+  /// can decode is healthy): a busy host runs workers late, and moving
+  /// their streams only recomputes them elsewhere on the same host, and on
+  /// a saturated host failed requests that had nowhere better to go
+  /// (issue 14). A stopped or hung worker's streams move once the grace is
+  /// over (about heartbeat_timeout + late_grace after its last heartbeat).
+  /// Default: 3 s.
+  std::chrono::milliseconds late_grace{3000};
   /// The admin key: set, POST /admin/drain (and /admin/fault with a
   /// supervisor) is served and every /admin/* endpoint needs
   /// "Authorization: Bearer <key>" (401 otherwise); empty, every /admin/*

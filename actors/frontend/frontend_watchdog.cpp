@@ -83,7 +83,8 @@ void probe_quiet_streams(frontend_pointer self) {
 } // namespace
 
 /// The stream watchdog (frontend_config::watch_interval): moves every
-/// running stream whose worker the router reports unhealthy, whose chunks
+/// running stream whose worker the router reports unhealthy (one only late
+/// keeps its streams for late_grace, or while in panic), whose chunks
 /// wait behind a lost one, or that stalled, to another worker.
 void watch_streams(frontend_pointer self) {
   auto& st = self->state;
@@ -96,9 +97,14 @@ void watch_streams(frontend_pointer self) {
       [self](const std::vector<router_worker_view>& ws) {
         auto& st = self->state;
         std::map<std::pair<std::string, std::string>, std::string> unhealthy;
-        for (const auto& w : ws)
-          if (!w.status.healthy)
+        for (const auto& w : ws) {
+          // Only late, and either briefly or with nowhere better to go:
+          // its streams stay (frontend_config::late_grace).
+          const bool late = w.status.fault == health_fault::late;
+          const bool keep = late && (w.panic_target || w.status.last_seen_ms < st.cfg.late_grace.count());
+          if (!w.status.healthy && !keep)
             unhealthy[{w.status.node, w.status.name}] = w.status.reason;
+        }
         const auto now = clock_type::now();
         std::vector<std::tuple<uint64_t, size_t, std::string>> moving;
         for (const auto& [key, j] : st.jobs)

@@ -5,6 +5,11 @@
 // still exits 0 within about the timeout. The sim engine (a config-only
 // llama3-8b at the modelled H100 speed, a few ms per token) makes the
 // streams last long enough to stop mid-way.
+//
+// Also here, since it needs the same slow server: a worker whose steps
+// outlast the router's heartbeat timeout (a saturated host) is only late,
+// and keeps its stream rather than having it moved (frontend_config::
+// late_grace) until the moves fail the request.
 
 #include <gtest/gtest.h>
 
@@ -38,11 +43,13 @@ protected:
   static std::string model() { return (dir_->path() / "llama3-8b").string(); }
 
   /// Starts the server; returns once it listens.
-  child_process start(double drain_timeout_s) {
+  /// `time_scale` stretches the modelled step times (sim_settings).
+  child_process start(double drain_timeout_s, double time_scale = 1) {
     port_ = free_port();
     auto c = child_process::spawn(
       tessera::test::tessera_binary(),
-      {"serve", "--model", model(), "--engine", "sim", "--sim-gpu", "h100", "--sim-time-scale", "1",
+      {"serve", "--model", model(), "--engine", "sim", "--sim-gpu", "h100", "--sim-time-scale",
+       std::to_string(time_scale),
        "--sim-payload-scale", "256", "--kv-cache-mb", "0", "--port", std::to_string(port_),
        "--mode", "agg", "--drain-timeout", std::to_string(drain_timeout_s)},
       {.capture_stdout = true});
@@ -115,6 +122,38 @@ TEST_F(ServeDrainTest, AStreamLongerThanTheDrainTimeoutEndsWithAnErrorEventAndDo
   ASSERT_TRUE(code) << "the server did not exit";
   EXPECT_EQ(*code, 0);
   EXPECT_LT(std::chrono::steady_clock::now() - stopped, 10s);
+}
+
+TEST_F(ServeDrainTest, AWorkerWhoseStepsOutlastTheHeartbeatTimeoutKeepsItsStream) {
+  // Each step lasts ~2 s (a decode step of llama3-8b on an H100 is ~7 ms
+  // modelled, x 300): heartbeats, sent between steps, come past the
+  // router's 1.2 s timeout and canaries wait behind the steps, so the one
+  // worker is late throughout while it serves.
+  auto server = start(10.0, 300);
+  auto client = stream(5);
+  auto events = tessera::test::read_sse_events(client, true);
+  ASSERT_EQ(events.size(), 1u) << "no first token";
+  // While it decodes, the router holds the worker late.
+  bool late = false;
+  std::string health;
+  for (int i = 0; i < 40 && !late; ++i, std::this_thread::sleep_for(100ms)) {
+    health = tessera::test::http_get(url() + "/health").body;
+    late = health.find("no heartbeat") != std::string::npos;
+  }
+  EXPECT_TRUE(late) << "the worker was never late: the test shows nothing\n" << health;
+  for (auto& e : tessera::test::read_sse_events(client))
+    events.push_back(std::move(e));
+  EXPECT_EQ(events.back(), "[DONE]");
+  for (const auto& e : events)
+    EXPECT_EQ(e.find("\"error\""), std::string::npos) << e;
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_NE(events[events.size() - 2].find("\"finish_reason\":\"length\""), std::string::npos)
+    << events[events.size() - 2];
+  auto metrics = tessera::test::http_get(url() + "/metrics");
+  EXPECT_NE(metrics.body.find("tessera_requests_migrated_total 0"), std::string::npos)
+    << "a late worker's stream was moved\n" << metrics.body.substr(0, 4000);
+  server.kill(SIGTERM);
+  EXPECT_TRUE(server.wait(30s));
 }
 
 } // namespace
