@@ -13,7 +13,7 @@
 #include "cluster/nearest_name.hpp"
 #include "cluster/toml_reader.hpp"
 #include "common/error.hpp"
-#include "engine/speculative.hpp"
+#include "protocol/sampling_params.hpp"
 #include "transport/wire/limits.hpp"
 
 namespace tessera::cluster {
@@ -211,12 +211,12 @@ void read_membership(reader& r, const toml::node_view<const toml::node>& root, c
 void read_speculative(reader& r, const toml::node_view<const toml::node>& root, cluster_config& c) {
   r.str(root["speculative"], "speculative", c.speculative);
   r.str(root["draft_model"], "draft_model", c.draft_model);
-  auto spec = engine::parse_speculative(c.speculative);
+  auto spec = protocol::parse_speculative(c.speculative);
   if (!spec)
     r.problem("'speculative' must be ngram:K or draft:K with K in [1, " +
-              std::to_string(engine::speculative_params::max_tokens) + "], or none, got " +
+              std::to_string(protocol::speculative_params::max_tokens) + "], or none, got " +
               quote_input(c.speculative));
-  else if (spec->method == engine::speculative_params::method_kind::draft && c.draft_model.empty())
+  else if (spec->method == protocol::speculative_params::method_kind::draft && c.draft_model.empty())
     r.problem("'speculative' " + quote_input(c.speculative) +
               " needs a draft model: set draft_model = \"DIR\" (a smaller model with the model's tokenizer), "
               "or use ngram:K");

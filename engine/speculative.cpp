@@ -1,42 +1,12 @@
 #include "engine/speculative.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <string>
 
 #include "common/assert.hpp"
 #include "engine/engine_errc.hpp"
 
 namespace tessera::engine {
-
-caf::expected<speculative_params> parse_speculative(std::string_view text) {
-  using method = speculative_params::method_kind;
-  if (text == "none")
-    return speculative_params{};
-  const std::string want = "ngram:K or draft:K with K in [1, " +
-                           std::to_string(speculative_params::max_tokens) + "], or none";
-  auto bad = [&] {
-    return make_engine_error(engine_errc::bad_request,
-                             "--speculative must be " + want + ", got '" + std::string{text} + "'");
-  };
-  const auto colon = text.find(':');
-  if (colon == std::string_view::npos)
-    return bad();
-  speculative_params p;
-  const auto name = text.substr(0, colon);
-  if (name == "ngram")
-    p.method = method::ngram;
-  else if (name == "draft")
-    p.method = method::draft;
-  else
-    return bad();
-  const auto num = text.substr(colon + 1);
-  const auto [end, ec] = std::from_chars(num.data(), num.data() + num.size(), p.num_tokens);
-  if (ec != std::errc{} || end != num.data() + num.size() || p.num_tokens < 1 ||
-      p.num_tokens > speculative_params::max_tokens)
-    return bad();
-  return p;
-}
 
 int32_t ngram_propose(std::span<const int32_t> tokens, int32_t k, std::vector<int32_t>& out,
                       int32_t max_n, int32_t min_n) {

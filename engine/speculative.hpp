@@ -27,10 +27,8 @@
 
 namespace tessera::engine {
 
-/// Parses a command line's speculative setting: "ngram:K" or "draft:K"
-/// (K in [1, speculative_params::max_tokens]), or "none". Errors
-/// (engine_errc::bad_request) name what was wrong.
-[[nodiscard]] caf::expected<speculative_params> parse_speculative(std::string_view text);
+/// The speculative setting's parser (protocol/sampling_params.hpp).
+using protocol::parse_speculative;
 
 /// Longest n-gram the proposer matches.
 inline constexpr int32_t ngram_max_n = 3;

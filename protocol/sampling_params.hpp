@@ -9,9 +9,11 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <caf/error.hpp>
+#include <caf/expected.hpp>
 
 namespace tessera::protocol {
 
@@ -38,6 +40,11 @@ struct speculative_params {
 
   friend bool operator==(const speculative_params&, const speculative_params&) = default;
 };
+
+/// Parses a command line's or a config's speculative setting: "ngram:K"
+/// or "draft:K" (K in [1, speculative_params::max_tokens]), or "none".
+/// Errors (engine_errc::bad_request) name what was wrong.
+[[nodiscard]] caf::expected<speculative_params> parse_speculative(std::string_view text);
 
 /// Constrained decoding (structured output): the output is held to a JSON
 /// grammar by a per-step token mask (engine/grammar). The engine compiles
