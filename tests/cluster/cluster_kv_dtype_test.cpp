@@ -6,19 +6,13 @@
 
 #include "cluster/cluster_config.hpp"
 #include "common/error.hpp"
+#include "tests/cluster/one_node_config.hpp"
 
 namespace {
 
 using namespace tessera::cluster;
 
-const char* one_node = R"(
-model = "/models/m"
-[[node]]
-id = "a"
-address = "127.0.0.1:14000"
-roles = ["frontend", "router", "prefill", "decode"]
-http = "0.0.0.0:9000"
-)";
+const char* const one_node = tessera::test::one_node_config;
 
 TEST(ClusterKvDtypeTest, Bf16UnlessSetAndInt8WhenSet) {
   auto c = parse_cluster_config(one_node, "c.toml");

@@ -1,7 +1,7 @@
 // The cluster TOML's speculative and draft_model (every worker's default
 // speculative decoding and its draft model, the `--speculative` and
 // `--draft-model` of serve): none unless set, ngram:K and draft:K read with
-// the engine's parser, anything else refused naming the key, and draft:K
+// serve's parser, anything else refused naming the key, and draft:K
 // refused without a draft model.
 
 #include <algorithm>
@@ -10,19 +10,13 @@
 
 #include "cluster/cluster_config.hpp"
 #include "common/error.hpp"
+#include "tests/cluster/one_node_config.hpp"
 
 namespace {
 
 using namespace tessera::cluster;
 
-const char* one_node = R"(
-model = "/models/m"
-[[node]]
-id = "a"
-address = "127.0.0.1:14000"
-roles = ["frontend", "router", "prefill", "decode"]
-http = "0.0.0.0:9000"
-)";
+const char* const one_node = tessera::test::one_node_config;
 
 caf::expected<cluster_config> with(const std::string& lines) {
   return parse_cluster_config(lines + one_node, "c.toml");
