@@ -17,6 +17,7 @@
 #include "cli/preflight_checks.hpp"
 #include "common/error.hpp"
 #include "engine/kv_int8.hpp"
+#include "engine/sim/sim_gpu.hpp"
 #include "engine/speculative.hpp"
 
 namespace tessera::cli {
@@ -49,6 +50,10 @@ int run_serve(serve_args& a) {
   sigaddset(&stop, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
+  if (!a.opts.sim_worker_gpus.empty() && a.opts.engine.kind != engine::backend_kind::sim) {
+    std::fputs("tessera serve: --sim-worker-gpus needs --engine sim\n", stderr);
+    return 2;
+  }
   // Preflight: every problem that would stop the server, before the model
   // loads, all at once (exit 2).
   serve_preflight_input check;
@@ -245,6 +250,13 @@ command add_serve_command(CLI::App& app) {
                   "get 503); those left then end with an error")
     ->capture_default_str()->check(CLI::Range(0.0, 3600.0));
   add_engine_options(sub, o.engine);
+  sub->add_option("--sim-worker-gpus", o.sim_worker_gpus,
+                  "sim: the GPU each worker models, in turn within its role (h100,a100: the 1st, 3rd, "
+                  "... prefill and decode workers an H100, the others an A100); each prices its work in "
+                  "its device's fitted units (default: --sim-gpu for all)")
+    ->delimiter(',')
+    ->check(CLI::IsMember(engine::sim::gpu_names()))
+    ->group("Engine");
   return {sub, [a] { return run_serve(*a); }};
 }
 

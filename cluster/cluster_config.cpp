@@ -60,7 +60,7 @@ const std::vector<std::string> top_keys{"model",
                                         "sim",
                                         "node"};
 
-const std::vector<std::string> node_keys{"id", "address", "roles", "workers", "http", "metrics", "store"};
+const std::vector<std::string> node_keys{"id", "address", "roles", "workers", "http", "metrics", "store", "sim_gpu"};
 
 const std::vector<std::string> sim_keys{"gpu",
                                         "time_scale",
@@ -111,6 +111,10 @@ void read_node(reader& r, const toml::node& entry, size_t i, node_spec& n) {
   r.str(v["http"], at + ".http", http);
   r.str(v["metrics"], at + ".metrics", metrics);
   r.str(v["store"], at + ".store", n.store);
+  r.str(v["sim_gpu"], at + ".sim_gpu", n.sim_gpu);
+  if (const auto& gpus = sim_gpu_names();
+      v["sim_gpu"] && std::find(gpus.begin(), gpus.end(), n.sim_gpu) == gpus.end())
+    r.problem(at + ".sim_gpu must be one of " + toml_reader::joined(gpus) + ", got " + quote_input(n.sim_gpu));
   const size_t max_name = transport::wire::wire_limits{}.max_name_bytes;
   if (!v["id"])
     r.problem(at + ".id is missing");

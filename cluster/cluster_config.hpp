@@ -86,6 +86,10 @@
 ///   store = "store-a"               # optional, on a node with workers: use the
 ///                                   # kv store of node store-a (roles =
 ///                                   # ["kvstore"]) instead of one of its own
+///   sim_gpu = "a100"                # optional, with engine = "sim": the GPU
+///                                   # its workers model instead of [sim].gpu
+///                                   # (a fleet of mixed devices; each prices
+///                                   # work in its device's fitted units)
 ///   [[node]]
 ///   id = "store-a"
 ///   address = "127.0.0.1:14003"
@@ -126,6 +130,10 @@ struct node_spec {
   /// fetch prefixes from, over the bridge. Empty: the node opens its own
   /// store (kvstore_host_mb). Default: empty.
   std::string store;
+  /// With the sim engine: the GPU preset its workers model, overriding
+  /// [sim].gpu (a fleet of mixed devices); its workers price their work in
+  /// that device's fitted units. Empty: [sim].gpu. Default: empty.
+  std::string sim_gpu;
 
   [[nodiscard]] bool has(const std::string& role) const;
   /// Whether it runs workers (prefill, decode or worker), and so a kv store.

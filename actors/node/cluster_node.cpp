@@ -108,6 +108,14 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
                                      engine::units_engine_key(engine::to_string(engine.kind), engine.sim.gpu));
   if (!units)
     return units.error();
+  // This node's workers' units: their own device's (node sim_gpu), else
+  // the cluster's.
+  auto worker_units = me->sim_gpu.empty() || engine.kind != engine::backend_kind::sim
+                        ? units
+                        : engine::serving_units(model_dir.string(),
+                                                engine::units_engine_key(engine::to_string(engine.kind), me->sim_gpu));
+  if (!worker_units)
+    return worker_units.error();
   // The draft model, for the workers only: each attaches it to its engine
   // (a prefill worker too, so it takes the requests that name method draft
   // as the decode worker does; the decode worker drafts).
@@ -250,6 +258,8 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
       spec.kv_cache_bytes = cfg.kv_cache_mb << 20;
       spec.kv_dtype = engine::parse_kv_dtype(cfg.kv_dtype).value_or(engine::dtype::bf16); // checked by the parser
       spec.engine = engine;
+      if (!me->sim_gpu.empty())
+        spec.engine.sim.gpu = me->sim_gpu;
       spec.max_model_len = cfg.max_model_len;
       spec.speculative = speculative;
       spec.draft = draft;
@@ -261,7 +271,7 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
       spec.store_writer = p->store_writer;
       spec.store_node = me->store;
       spec.offer_max_bytes = cfg.kvstore_offer_mb << 20;
-      spec.units = *units;
+      spec.units = *worker_units;
       spec.hash_key = hash_key;
       say("starting " + spec.name);
       auto w = p->supervisor->start(spec);

@@ -1,5 +1,7 @@
 #include "actors/node/serve_node.hpp"
 
+#include <algorithm>
+#include <map>
 #include <thread>
 
 #include "actors/node/node_parts.hpp"
@@ -55,6 +57,8 @@ caf::expected<std::unique_ptr<serve_node>> serve_node::start(caf::actor_system& 
   if (opts.decode_workers < 1 || (disagg && opts.prefill_workers < 1))
     return detail::bad_option("--decode (and with disagg --prefill) must be at least 1");
   const int n_workers = opts.decode_workers + (disagg ? opts.prefill_workers : 0);
+  if (!opts.sim_worker_gpus.empty() && opts.engine.kind != engine::backend_kind::sim)
+    return detail::bad_option("--sim-worker-gpus needs --engine sim");
 
   // A bad key file stops the start before the model loads.
   auto api_keys = detail::load_api_keys(opts.api_keys_file);
@@ -82,8 +86,19 @@ caf::expected<std::unique_ptr<serve_node>> serve_node::start(caf::actor_system& 
   p->br = std::make_unique<bridge>(
     sys, std::make_unique<transport::loopback_transport>(transport::loopback_fabric::make()),
     bridge_config{node_id, detail::node_protocol(), std::chrono::seconds{30}, {}});
-  auto units = engine::serving_units(opts.model_dir.string(),
-                                     engine::units_engine_key(engine::to_string(opts.engine.kind), opts.engine.sim.gpu));
+  // Each device's units, read once per preset: the router's and the
+  // frontend's default are engine.sim.gpu's (or the CPU's).
+  std::map<std::string, engine::model_units> units_by_gpu;
+  auto units_for = [&](const std::string& gpu) -> caf::expected<engine::model_units> {
+    if (auto it = units_by_gpu.find(gpu); it != units_by_gpu.end())
+      return it->second;
+    auto u = engine::serving_units(opts.model_dir.string(),
+                                   engine::units_engine_key(engine::to_string(opts.engine.kind), gpu));
+    if (u)
+      units_by_gpu[gpu] = *u;
+    return u;
+  };
+  auto units = units_for(opts.engine.sim.gpu);
   if (!units)
     return units.error();
   auto metrics = std::make_shared<cluster::metrics_registry>();
@@ -118,7 +133,7 @@ caf::expected<std::unique_ptr<serve_node>> serve_node::start(caf::actor_system& 
 
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const uint64_t id_base = detail::random_id_base();
-  std::string backend_name;
+  std::vector<std::string> backend_names; // distinct, in start order
   std::shared_ptr<engine::engine> any_engine;
   p->supervisor = std::make_unique<detail::worker_supervisor>(sys, *p->br, *model,
                                                               detail::supervisor_options{3, std::chrono::seconds{60}, metrics});
@@ -136,6 +151,15 @@ caf::expected<std::unique_ptr<serve_node>> serve_node::start(caf::actor_system& 
     spec.kv_cache_bytes = opts.kv_cache_bytes;
     spec.kv_dtype = opts.kv_dtype;
     spec.engine = opts.engine;
+    spec.units = *units;
+    if (!opts.sim_worker_gpus.empty()) {
+      const int k = disagg && !prefill ? i - opts.prefill_workers : i; // index within its role
+      spec.engine.sim.gpu = opts.sim_worker_gpus[static_cast<size_t>(k) % opts.sim_worker_gpus.size()];
+      auto own = units_for(spec.engine.sim.gpu);
+      if (!own)
+        return own.error();
+      spec.units = *own;
+    }
     spec.max_model_len = opts.max_model_len;
     spec.speculative = opts.speculative;
     spec.draft = draft;
@@ -147,18 +171,21 @@ caf::expected<std::unique_ptr<serve_node>> serve_node::start(caf::actor_system& 
     spec.store_writer = p->store_writer;
     spec.offer_max_bytes = opts.kv_offer_max_bytes;
     spec.hash_key = *hash_key;
-    spec.units = *units;
     say("starting " + spec.name);
     auto w = p->supervisor->start(spec);
     if (!w)
       return w.error();
-    backend_name = w->backend;
+    if (std::find(backend_names.begin(), backend_names.end(), w->backend) == backend_names.end())
+      backend_names.push_back(w->backend);
     any_engine = w->engine;
   }
   p->description = disagg ? std::to_string(opts.prefill_workers) + " prefill + " +
                               std::to_string(opts.decode_workers) + " decode worker(s)"
                           : std::to_string(opts.decode_workers) + " worker(s)";
-  p->description += ", " + backend_name + " each, " + std::string{engine::kv_dtype_name(opts.kv_dtype)} +
+  std::string backends;
+  for (const auto& b : backend_names)
+    backends += (backends.empty() ? "" : " or ") + b;
+  p->description += ", " + backends + " each, " + std::string{engine::kv_dtype_name(opts.kv_dtype)} +
                     " KV, router " + opts.router.policy;
   if (p->store) {
     p->store_actor = detail::start_kvstore_actor(sys, *p->br, p->store, node_id, {node_id, "router"},

@@ -47,6 +47,13 @@ struct serve_options {
   engine::dtype kv_dtype = engine::dtype::bf16;
   /// Every worker's backend (cpu or sim) and the sim's settings.
   engine::backend_choice engine;
+  /// With the sim: the GPU preset each worker models, in turn within its
+  /// role (the k-th prefill worker, and the k-th decode worker, model
+  /// entry k modulo the list's length): a fleet of mixed devices. Each
+  /// worker prices its work in the units fitted for its own device (the
+  /// model's serving config, `tessera bench units --sim-gpu G --write`).
+  /// Empty: every worker models engine.sim.gpu.
+  std::vector<std::string> sim_worker_gpus;
   /// Longest prompt + output; 0: the model's max_position_embeddings.
   int32_t max_model_len = 0;
   /// Speculative decoding for requests that do not ask for their own

@@ -44,7 +44,8 @@ double kv_prefill_cost_units(const worker_load& w, int32_t cached_blocks, const 
 
 double kv_policy::prefill_cost(const candidate& c, const route_request& req) const {
   if (options().load == load_measure::units)
-    return kv_prefill_cost_units(*c.load, c.cached_blocks, req, options().overlap_weight, options().units);
+    return kv_prefill_cost_units(*c.load, c.cached_blocks, req, options().overlap_weight,
+                                 units_of(*c.load, options().units));
   return kv_prefill_cost(*c.load, c.cached_blocks, req, options().overlap_weight);
 }
 

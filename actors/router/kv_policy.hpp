@@ -36,7 +36,9 @@
 ///   cost(w) = overlap_weight * a * uncached(w) + outstanding_units(w)
 ///
 /// and a decode worker prefilling remotely costs outstanding_units(D) +
-/// cost(P*). With load blocks the formulas above hold as written.
+/// cost(P*). `a` is the worker's own (worker_load::units: a slower device
+/// prices the same prompt higher, as its outstanding units already are).
+/// With load blocks the formulas above hold as written.
 ///
 /// Later: per-tier weights (a block in g3 disk is worth less than one in
 /// the g1 pool; prefix_index reports the split in worker_overlap).

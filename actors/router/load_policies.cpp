@@ -41,6 +41,10 @@ double load_in(load_measure m, const worker_load& w, int32_t block_tokens) {
   return std::isfinite(w.outstanding_units) ? std::max(0.0, w.outstanding_units) : 0.0;
 }
 
+const engine::model_units& units_of(const worker_load& w, const engine::model_units& fallback) {
+  return w.units ? *w.units : fallback;
+}
+
 double request_load(load_measure m, const engine::model_units& units, const route_request& req) {
   const int64_t max_tokens = std::max<int32_t>(0, req.max_tokens);
   if (m == load_measure::units)

@@ -65,6 +65,10 @@ protected:
 /// load_blocks.
 [[nodiscard]] double load_in(load_measure m, const worker_load& w, int32_t block_tokens);
 
+/// The units `w` prices work in: its own (worker_load::units), else
+/// `fallback` (router_options::units).
+[[nodiscard]] const engine::model_units& units_of(const worker_load& w, const engine::model_units& fallback);
+
 /// What `req` adds to a worker's load in `m`: units.cost(prompt,
 /// max_tokens), or its blocks ceil((prompt + max_tokens) / block_tokens).
 [[nodiscard]] double request_load(load_measure m, const engine::model_units& units, const route_request& req);

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,10 @@ struct worker_load {
   /// tokens left + c. From its heartbeats, plus what the router routed to
   /// it since, less what finished.
   double outstanding_units = 0;
+  /// The worker's own model units (fitted for its device, from its join):
+  /// what a request costs there. None: the router's (router_options::units),
+  /// as for a worker whose join predates them.
+  std::optional<engine::model_units> units;
   /// Most requests it runs at once; a worker at the limit takes no new
   /// request. 0: no limit.
   int32_t max_requests = 0;

@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/bridge/remote_actor.hpp"
+#include "actors/router/load_policies.hpp"
 #include "actors/router/prefix_index.hpp"
 #include "actors/router/router_errc.hpp"
 #include "cluster/metrics.hpp"
@@ -207,11 +208,16 @@ void on_join(router_pointer self, const wire::worker_join& j) {
   w.join = j;
   w.load.id = j.worker_id;
   w.load.role = role_of(j);
+  if (j.units_a > 0 || j.units_b > 0 || j.units_c > 0 || j.units_d > 0)
+    w.load.units = engine::model_units{j.units_a, j.units_b, j.units_c, j.units_d};
   w.health = worker_health{clock_type::now()};
   st.workers[j.worker_id] = w;
   st.by_address[key_of(j.at)] = j.worker_id;
-  spdlog::info("router: worker {} ({} on node '{}', {}) joined", j.worker_id, j.at.actor, j.at.node,
-               to_string(w.load.role));
+  spdlog::info("router: worker {} ({} on node '{}', {}) joined{}", j.worker_id, j.at.actor, j.at.node,
+               to_string(w.load.role),
+               w.load.units ? fmt::format(", units a {:.4g} b {:.4g} c {:.4g} d {:.4g}", j.units_a, j.units_b,
+                                          j.units_c, j.units_d)
+                            : std::string{});
 }
 
 void on_heartbeat(router_pointer self, const wire::heartbeat& h) {
@@ -317,9 +323,14 @@ caf::expected<route_answer> route(router_pointer self, const route_query& q) {
   decode.load.active_requests += 1;
   decode.load.active_decode_blocks += f.decode_blocks;
   prefill.load.queued_prefill_tokens += f.prefill_tokens;
-  const auto& units = st.cfg.options.units;
-  f.prefill_units = units.per_input_token * static_cast<double>(std::max<int64_t>(0, f.prefill_tokens));
-  f.decode_units = units.decode(static_cast<int64_t>(q.prompt.size()), req.max_tokens) + units.per_request;
+  // Each worker prices its part in its own units (a slower device's are
+  // larger), as its heartbeats do.
+  const auto& prefill_units = units_of(prefill.load, st.cfg.options.units);
+  const auto& decode_units = units_of(decode.load, st.cfg.options.units);
+  f.prefill_units =
+    prefill_units.per_input_token * static_cast<double>(std::max<int64_t>(0, f.prefill_tokens));
+  f.decode_units =
+    decode_units.decode(static_cast<int64_t>(q.prompt.size()), req.max_tokens) + decode_units.per_request;
   add_units(prefill, f.prefill_units);
   add_units(decode, f.decode_units);
   st.scale.demanded[role_index(prefill.load.role)].add(f.prefill_units);

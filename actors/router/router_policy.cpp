@@ -219,11 +219,17 @@ caf::expected<route_decision> router_policy::route(const route_request& req,
   if (d && opts_.sticky_break_factor > 0) {
     // The sticky worker is given up when it carries more than the factor
     // times what the least-loaded one would with this request.
+    // The request is priced on the least-loaded worker, in its units.
     double least = std::numeric_limits<double>::infinity();
+    const worker_load* least_worker = d->load;
     for (const auto& c : decode)
-      least = std::min(least, load_in(opts_.load, *c.load, req.block_tokens));
+      if (const double l = load_in(opts_.load, *c.load, req.block_tokens); l < least) {
+        least = l;
+        least_worker = c.load;
+      }
     const double mine = load_in(opts_.load, *d->load, req.block_tokens);
-    const double bar = opts_.sticky_break_factor * (least + request_load(opts_.load, opts_.units, req));
+    const double bar = opts_.sticky_break_factor
+                       * (least + request_load(opts_.load, units_of(*least_worker, opts_.units), req));
     if (mine > bar) {
       char buf[160];
       std::snprintf(buf, sizeof buf, "load %.6g %s > %g x %.6g", mine, to_string(opts_.load),

@@ -251,6 +251,10 @@ void report_to_router(worker_pointer self) {
   j.block_tokens = be.layout().block_tokens;
   j.num_blocks = be.num_blocks();
   j.hash_seed = st.eng->hash_seed();
+  j.units_a = st.cfg.units.per_input_token;
+  j.units_b = st.cfg.units.per_output_token;
+  j.units_c = st.cfg.units.per_request;
+  j.units_d = st.cfg.units.per_context_token;
   tell_routers(self, caf::make_message(join_atom_v, std::move(j)));
   tell_routers(self, caf::make_message(heartbeat_atom_v, load_of(self)));
   self->delayed_send(self, st.cfg.heartbeat_interval, heartbeat_atom_v);

@@ -1,6 +1,10 @@
 // `tessera bench units` through the binary, on the sim engine (seconds): the
 // fit and its table, --write storing it under the engine's key in the model
-// folder's serving config (merged with what is there), and bad options.
+// folder's serving config (merged with what is there), and bad options. And
+// a serve of mixed sim devices (--sim-worker-gpus), each worker joining the
+// router with its own device's units.
+#include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -8,10 +12,16 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "common/child_process.hpp"
+#include "common/error.hpp"
+#include "tests/support/curl.hpp"
 #include "tests/support/run_tessera.hpp"
+#include "tests/support/sockets.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace {
+
+using namespace std::chrono_literals;
 
 using tessera::test::run_result;
 
@@ -74,6 +84,59 @@ TEST(BenchUnitsCliTest, RefusesAGridThatCannotSeparateTheTerms) {
   r = run("bench units --model-dir " + model.string() + " --engine sim --inputs 16,32 --outputs 2,4 --write");
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_NE(r.out.find("tessera_serving.json: not valid JSON"), std::string::npos) << r.out;
+}
+
+TEST(BenchUnitsCliTest, AMixedSimFleetJoinsEachWorkerInItsOwnDevicesUnits) {
+  tessera::test::temp_dir dir{"tessera-mixed-fleet"};
+  const auto model = dir.path() / "nano";
+  ASSERT_EQ(run("model init --shape nano --no-weights --out " + model.string()).exit_code, 0);
+  {
+    std::ofstream f{model / "tessera_serving.json"};
+    f << R"({"sim-h100": {"a": 0.025, "b": 0.79, "c": 0, "d": 5e-05},)"
+         R"( "sim-a100": {"a": 0.08, "b": 1.27, "c": 0, "d": 0.0001}})";
+  }
+  const uint16_t port = tessera::test::free_port();
+  const std::string cmd = "exec " + tessera::test::tessera_binary() + " serve --model " + model.string() +
+                          " --engine sim --sim-time-scale 0 --sim-worker-gpus h100,a100 --prefill 2 --decode 2"
+                          " --router-load units --port " + std::to_string(port) + " 2>&1";
+  auto c = tessera::child_process::spawn("/bin/sh", {"-c", cmd}, {.capture_stdout = true});
+  ASSERT_TRUE(c) << tessera::error_text(c.error());
+  int h100 = 0, a100 = 0;
+  std::string log;
+  for (;;) {
+    auto line = c->read_line(60s);
+    ASSERT_TRUE(line) << "the server did not start:\n" << log;
+    log += *line + "\n";
+    h100 += line->find("joined, units a 0.025 b 0.79 c 0 d 5e-05") != std::string::npos;
+    a100 += line->find("joined, units a 0.08 b 1.27 c 0 d 0.0001") != std::string::npos;
+    if (line->find("listening on") != std::string::npos)
+      break;
+  }
+  // Two prefill and two decode workers, every other one an A100.
+  EXPECT_EQ(h100, 2) << log;
+  EXPECT_EQ(a100, 2) << log;
+  EXPECT_NE(log.find("sim h100"), std::string::npos) << log;
+  EXPECT_NE(log.find("sim a100"), std::string::npos) << log;
+  auto reply = tessera::test::curl({"-H", "Content-Type: application/json", "-d",
+                                    R"({"model": "nano", "prompt": "hello", "max_tokens": 3})"},
+                                   "http://127.0.0.1:" + std::to_string(port) + "/v1/completions");
+  EXPECT_EQ(reply.status, 200) << reply.body;
+  c->kill(SIGTERM);
+  auto code = c->wait(30s);
+  ASSERT_TRUE(code);
+  EXPECT_EQ(*code, 0);
+}
+
+TEST(BenchUnitsCliTest, MixedSimDevicesNeedTheSimAndKnownPresets) {
+  tessera::test::temp_dir dir{"tessera-mixed-fleet-bad"};
+  const auto model = dir.path() / "nano";
+  ASSERT_EQ(run("model init --shape nano --no-weights --out " + model.string()).exit_code, 0);
+  auto cpu = run("serve --model " + model.string() + " --sim-worker-gpus h100,a100 --port 0");
+  EXPECT_NE(cpu.exit_code, 0) << cpu.out;
+  EXPECT_NE(cpu.out.find("--sim-worker-gpus needs --engine sim"), std::string::npos) << cpu.out;
+  auto unknown = run("serve --model " + model.string() + " --engine sim --sim-worker-gpus h100,b200 --port 0");
+  EXPECT_NE(unknown.exit_code, 0) << unknown.out;
+  EXPECT_NE(unknown.out.find("b200"), std::string::npos) << unknown.out;
 }
 
 } // namespace

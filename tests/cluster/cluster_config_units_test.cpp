@@ -1,5 +1,6 @@
-// The cluster TOML's model-unit keys: router_load, router_sticky_break and
-// the autoscaling SLOs, their defaults and their refusals.
+// The cluster TOML's model-unit keys: router_load, router_sticky_break, the
+// autoscaling SLOs and a node's own sim GPU (a mixed fleet), their defaults
+// and their refusals.
 #include <string>
 
 #include <gtest/gtest.h>
@@ -50,6 +51,20 @@ TEST(ClusterConfigUnitsTest, BadValuesAreNamed) {
   EXPECT_NE(problems_of(std::string{"slo_ttft_ms = -5\n"} + one_router).find("slo_ttft_ms"), std::string::npos);
   EXPECT_NE(problems_of(std::string{"slo_itl_ms = \"fast\"\n"} + one_router).find("slo_itl_ms"), std::string::npos);
   EXPECT_NE(problems_of(std::string{"router_laod = \"units\"\n"} + one_router).find("router_load"), std::string::npos);
+}
+
+TEST(ClusterConfigUnitsTest, ANodesSimGpuOverridesTheClustersAndIsChecked) {
+  const std::string sim = "engine = \"sim\"\n[sim]\ngpu = \"h100\"\n";
+  auto c = parse_cluster_config(sim + one_router + "sim_gpu = \"a100\"\n", "c.toml");
+  ASSERT_TRUE(c) << tessera::error_text(c.error());
+  EXPECT_EQ(c->nodes.at(0).sim_gpu, "a100");
+  EXPECT_EQ(c->sim.gpu, "h100");
+  auto plain = parse_cluster_config(sim + one_router, "c.toml");
+  ASSERT_TRUE(plain) << tessera::error_text(plain.error());
+  EXPECT_EQ(plain->nodes.at(0).sim_gpu, "") << "empty: the node models [sim].gpu";
+  EXPECT_NE(problems_of(sim + one_router + "sim_gpu = \"b200\"\n").find("node[0].sim_gpu must be one of"),
+            std::string::npos);
+  EXPECT_NE(problems_of(sim + one_router + "sim_gpu = 100\n").find("node[0].sim_gpu"), std::string::npos);
 }
 
 } // namespace

@@ -4,6 +4,7 @@
 // selectable; and the autoscaling formula.
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include <gtest/gtest.h>
 
@@ -99,6 +100,50 @@ TEST(UnitsRoutingTest, KvCostInUnitsWeighsTheUncachedPromptByA) {
   p = policy("kv", o);
   d = must_route(*p, req, w, idx);
   EXPECT_EQ(d.decode_worker, 1u) << d.reason;
+}
+
+TEST(UnitsRoutingTest, EachWorkerPricesThePromptInItsOwnDevicesUnits) {
+  // A mixed fleet: prefill worker 1 an H100 (a = 0.025 ms per prompt
+  // token) with 2,400 tokens queued (60 units), prefill worker 2 an A100
+  // (a = 0.08), idle. A 4,096-token prompt costs 60 + 102 = 162 units on
+  // the H100 and 328 on the A100: the H100 finishes it first. Blocks see
+  // 2,400 queued tokens against none and pick the A100; so do units priced
+  // with one a for everyone (the router's own).
+  prefix_index idx;
+  const model_units h100{0.025, 0.79, 0, 5.45e-5};
+  const model_units a100{0.08, 1.27, 0, 1.06e-4};
+  auto prefill = [](uint64_t id, double units, int64_t queued, std::optional<model_units> own) {
+    worker_load w = loaded(id, units, 0, queued > 0 ? 1 : 0);
+    w.role = worker_role::prefill;
+    w.queued_prefill_tokens = queued;
+    w.units = own;
+    return w;
+  };
+  auto decode = [](uint64_t id, std::optional<model_units> own) {
+    worker_load w = loaded(id, 0, 0, 0);
+    w.role = worker_role::decode;
+    w.units = own;
+    return w;
+  };
+  const std::vector<worker_load> mixed{prefill(1, 60, 2400, h100), prefill(2, 0, 0, a100), decode(3, h100),
+                                       decode(4, a100)};
+  router_options o;
+  o.load = load_measure::units;
+  o.units = h100; // the router's own: the fallback
+  const auto req = request(4096, 16);
+  auto d = must_route(*policy("kv", o), req, mixed, idx);
+  EXPECT_TRUE(d.disaggregated);
+  EXPECT_EQ(d.prefill_worker, 1u) << d.reason;
+  o.load = load_measure::blocks;
+  EXPECT_EQ(must_route(*policy("kv", o), req, mixed, idx).prefill_worker, 2u);
+  // Workers that joined without units: everyone in the router's.
+  auto uniform = mixed;
+  for (auto& w : uniform)
+    w.units.reset();
+  o.load = load_measure::units;
+  EXPECT_EQ(must_route(*policy("kv", o), req, uniform, idx).prefill_worker, 2u);
+  EXPECT_EQ(&units_of(uniform[0], o.units), &o.units);
+  EXPECT_EQ(units_of(mixed[1], o.units).per_input_token, 0.08);
 }
 
 TEST(UnitsRoutingTest, StickySessionBreaksWhenItsWorkerExceedsTheFactor) {

@@ -34,6 +34,10 @@ inline void expect_same(const worker_join& a, const worker_join& b) {
   EXPECT_EQ(a.block_tokens, b.block_tokens);
   EXPECT_EQ(a.num_blocks, b.num_blocks);
   EXPECT_EQ(a.hash_seed, b.hash_seed);
+  EXPECT_EQ(a.units_a, b.units_a);
+  EXPECT_EQ(a.units_b, b.units_b);
+  EXPECT_EQ(a.units_c, b.units_c);
+  EXPECT_EQ(a.units_d, b.units_d);
 }
 
 inline void expect_same(const request_cancel& a, const request_cancel& b) {

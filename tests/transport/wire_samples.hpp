@@ -204,6 +204,10 @@ inline worker_join sample_join() {
   m.block_tokens = 16;
   m.num_blocks = 4096;
   m.hash_seed = 0x5eedull;
+  m.units_a = 0.0797408;
+  m.units_b = 1.26638;
+  m.units_c = 0.5;
+  m.units_d = 1.0645e-4;
   return m;
 }
 

@@ -68,4 +68,10 @@ struct WorkerJoin {
   # The engine's block-hash seed (engine::kv_hash_seed of the above and the
   # KV dtype): the router hashes prompts with it.
   hashSeed @7 :UInt64;
+  # The worker's model units (engine/model_units.hpp), fitted for its own
+  # device: a, b, c, d. All 0 (a sender before them): the router's own.
+  unitsA @8 :Float64;
+  unitsB @9 :Float64;
+  unitsC @10 :Float64;
+  unitsD @11 :Float64;
 }

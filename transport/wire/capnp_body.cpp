@@ -303,6 +303,10 @@ void put(capnp::MessageBuilder& mb, const worker_join& m) {
   b.setBlockTokens(m.block_tokens);
   b.setNumBlocks(m.num_blocks);
   b.setHashSeed(m.hash_seed);
+  b.setUnitsA(m.units_a);
+  b.setUnitsB(m.units_b);
+  b.setUnitsC(m.units_c);
+  b.setUnitsD(m.units_d);
 }
 
 void put(capnp::MessageBuilder& mb, const kv_fetch_request& m) {
@@ -666,6 +670,10 @@ worker_join get(s::WorkerJoin::Reader r, const wire_limits& lim) {
   m.block_tokens = r.getBlockTokens();
   m.num_blocks = r.getNumBlocks();
   m.hash_seed = r.getHashSeed();
+  m.units_a = r.getUnitsA();
+  m.units_b = r.getUnitsB();
+  m.units_c = r.getUnitsC();
+  m.units_d = r.getUnitsD();
   return m;
 }
 

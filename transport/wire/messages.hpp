@@ -313,6 +313,14 @@ struct worker_join {
   int32_t num_blocks = 0;
   /// engine::engine::hash_seed(): the router hashes prompts with it.
   uint64_t hash_seed = 0;
+  /// The worker's model units, fitted for its own device (a sim A100 and
+  /// a sim H100 price the same request differently): a, b, c, d, each
+  /// finite and >= 0. All 0: not given (a sender from before the field);
+  /// the router then prices the worker in its own units.
+  double units_a = 0;
+  double units_b = 0;
+  double units_c = 0;
+  double units_d = 0;
 };
 
 /// A worker asking a kv store (its node's or a peer's) for the blocks of a

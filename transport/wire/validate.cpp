@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "common/error.hpp"
 #include "transport/transport_errc.hpp"
@@ -298,6 +299,11 @@ problem check(const worker_join& m, const wire_limits& lim) {
     return "block_tokens must be in [1, 4096], got " + to_string(m.block_tokens);
   if (m.num_blocks < 1)
     return "num_blocks must be >= 1, got " + to_string(m.num_blocks);
+  const std::pair<const char*, double> units[] = {
+    {"units_a", m.units_a}, {"units_b", m.units_b}, {"units_c", m.units_c}, {"units_d", m.units_d}};
+  for (const auto& [name, v] : units)
+    if (!(std::isfinite(v) && v >= 0))
+      return std::string{name} + " must be finite and >= 0, got " + to_string(v);
   return {};
 }
 
