@@ -15,9 +15,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <array>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -53,9 +55,13 @@ transport_options options(const std::string& id, const std::string& key = secret
   return o;
 }
 
-std::unique_ptr<ucx_transport> make(const transport_options& o) {
+/// `eager_max`: ucx_options::kv_eager_max_bytes (nullopt: the default).
+std::unique_ptr<ucx_transport> make(const transport_options& o,
+                                    std::optional<uint64_t> eager_max = std::nullopt) {
   ucx_options u;
   u.net_address = "127.0.0.1";
+  if (eager_max)
+    u.kv_eager_max_bytes = *eager_max;
   auto t = ucx_transport::make(o, u);
   EXPECT_TRUE(t) << (t ? std::string{} : to_string(t.error()));
   return t ? std::move(*t) : nullptr;
@@ -397,14 +403,19 @@ TEST(UcxSecurityTest, ADeclaredGigabyteMessageIsRefusedBeforeAnythingIsAllocated
   f.expect_still_serving();
 }
 
-TEST(UcxSecurityTest, KvBlocksLandOnlyInGrantedRangesWhileTheGrantLasts) {
+/// A sender whose runs go eager (`eager_max` above every run here) or by
+/// rendezvous (0) writes only into ranges the node granted it, while the
+/// grant lasts: the same refusals either way, and a refused eager run is
+/// never copied into place.
+void kv_blocks_land_only_in_granted_ranges(uint64_t eager_max) {
+  const bool eager = eager_max > 0;
   node_fixture f;
   ASSERT_TRUE(f.node);
   std::vector<std::byte> pool(1 << 20, std::byte{0});
   auto region = f.node->register_region(pool);
   ASSERT_TRUE(region) << to_string(region.error());
   recorder r;
-  auto sender = make(options("prefill"));
+  auto sender = make(options("prefill"), eager_max);
   ASSERT_TRUE(sender);
   sender->set_handler(&r);
   std::vector<std::byte> src(1 << 20, std::byte{0xAB});
@@ -416,6 +427,7 @@ TEST(UcxSecurityTest, KvBlocksLandOnlyInGrantedRangesWhileTheGrantLasts) {
   ASSERT_TRUE(f.rec.wait([&] { return !f.rec.connected.empty(); }));
   const peer_id from = f.rec.connected.at(0).first;
   EXPECT_EQ(f.node->peer_identity(from), "prefill");
+  auto eager_runs = [&] { return ucx_test_access::eager_runs_received(*f.node); };
 
   auto transfer = [&](uint64_t dst_offset, uint64_t size) {
     completion_log log;
@@ -432,6 +444,7 @@ TEST(UcxSecurityTest, KvBlocksLandOnlyInGrantedRangesWhileTheGrantLasts) {
   EXPECT_NE(to_string(err).find("not granted"), std::string::npos) << to_string(err);
   EXPECT_EQ(pool[0], std::byte{0});
   EXPECT_GE(rejected(*f.node, "not_granted"), 1u);
+  EXPECT_EQ(eager_runs(), 0u) << "a refused run is not copied into place";
 
   // Two granted blocks; a transfer into them lands.
   auto g = f.node->grant(from, {{*region, 8192, 4096}, {*region, 12288, 4096}});
@@ -439,6 +452,7 @@ TEST(UcxSecurityTest, KvBlocksLandOnlyInGrantedRangesWhileTheGrantLasts) {
   EXPECT_FALSE(transfer(8192, 8192)) << "a run across two adjacent granted blocks";
   EXPECT_EQ(pool[8192], std::byte{0xAB});
   EXPECT_EQ(pool[16383], std::byte{0xAB});
+  EXPECT_EQ(eager_runs(), eager ? 1u : 0u) << "the run went the path its sender chose";
   // One byte past the grant: refused, nothing written.
   ASSERT_TRUE(transfer(12288, 4097));
   EXPECT_EQ(pool[16384], std::byte{0});
@@ -448,6 +462,90 @@ TEST(UcxSecurityTest, KvBlocksLandOnlyInGrantedRangesWhileTheGrantLasts) {
   // Revoked: refused again.
   f.node->revoke(*g);
   ASSERT_TRUE(transfer(8192, 4096));
+  EXPECT_EQ(eager_runs(), eager ? 1u : 0u) << "no refused run was copied into place";
+  EXPECT_GE(rejected(*f.node, "not_granted"), 4u);
+  f.expect_still_serving();
+}
+
+TEST(UcxSecurityTest, KvBlocksLandOnlyInGrantedRangesWhileTheGrantLasts) {
+  kv_blocks_land_only_in_granted_ranges(0);
+}
+
+TEST(UcxSecurityTest, EagerKvRunsLandOnlyInGrantedRangesWhileTheGrantLasts) {
+  kv_blocks_land_only_in_granted_ranges(uint64_t{1} << 20);
+}
+
+TEST(UcxSecurityTest, EagerAndRendezvousRunsDeliverTheSameBytes) {
+  // Two senders, one sending every run eager and one by rendezvous, each
+  // into its own granted half of the node's pool: the same batch (runs of
+  // one block and of several, up to 1 MiB, and a block out of order) of
+  // the same patterned source lands byte for byte in both halves.
+  node_fixture f;
+  ASSERT_TRUE(f.node);
+  constexpr uint64_t half = uint64_t{2} << 20;
+  std::vector<std::byte> pool(2 * half, std::byte{0});
+  auto region = f.node->register_region(pool);
+  ASSERT_TRUE(region) << to_string(region.error());
+  std::vector<std::byte> src(half);
+  for (size_t i = 0; i < src.size(); ++i)
+    src[i] = static_cast<std::byte>((i * 2654435761u) >> 13);
+  constexpr uint64_t blk = 64 << 10;
+  // (source offset, destination offset in a half, size): 16 contiguous
+  // blocks (one 1 MiB run), one block alone, two swapped blocks, a tail
+  // of an odd size.
+  const std::vector<std::array<uint64_t, 3>> layout = {
+    {0, 0, 16 * blk}, {17 * blk, 16 * blk, blk}, {20 * blk, 22 * blk, blk},
+    {21 * blk, 21 * blk, blk}, {24 * blk, 24 * blk, 4097},
+  };
+  struct sender_side {
+    recorder rec;
+    std::unique_ptr<ucx_transport> t;
+    peer_id to = 0;
+    region_id src = 0;
+  };
+  auto send_into = [&](sender_side& s, uint64_t base) {
+    completion_log log;
+    transfer_batch b;
+    b.batch_id = 7;
+    for (const auto& [so, d, size] : layout)
+      b.blocks.push_back({s.src, so, *region, base + d, size});
+    s.t->transfer(s.to, b, log.make(0));
+    EXPECT_TRUE(log.wait_for_count(1));
+    EXPECT_FALSE(log.of(0).at(0)) << to_string(log.of(0).at(0));
+  };
+  sender_side eager, rndv;
+  size_t connected = 0;
+  for (auto* s : {&eager, &rndv}) {
+    const bool is_eager = s == &eager;
+    s->t = make(options(is_eager ? "eager" : "rndv"), is_eager ? half : 0);
+    ASSERT_TRUE(s->t);
+    s->t->set_handler(&s->rec);
+    auto sr = s->t->register_region(src);
+    ASSERT_TRUE(sr);
+    s->src = *sr;
+    auto p = s->t->connect(f.address);
+    ASSERT_TRUE(p) << to_string(p.error());
+    s->to = *p;
+    ++connected;
+    ASSERT_TRUE(f.rec.wait([&] { return f.rec.connected.size() >= connected; }));
+    const peer_id from = f.rec.connected.at(connected - 1).first;
+    ASSERT_TRUE(f.node->grant(from, {{*region, is_eager ? 0 : half, half}}));
+  }
+  const auto eager_before = ucx_test_access::eager_runs_received(*f.node);
+  send_into(eager, 0);
+  const auto eager_runs = ucx_test_access::eager_runs_received(*f.node) - eager_before;
+  // 16 blocks merge into one run; the other four are runs of their own.
+  EXPECT_EQ(eager_runs, 5u) << "every run of the eager sender went eager";
+  send_into(rndv, half);
+  EXPECT_EQ(ucx_test_access::eager_runs_received(*f.node) - eager_before, eager_runs)
+    << "none of the rendezvous sender's did";
+  for (const auto& [so, d, size] : layout) {
+    EXPECT_EQ(std::memcmp(pool.data() + d, src.data() + so, size), 0) << "eager, at " << d;
+    EXPECT_EQ(std::memcmp(pool.data() + half + d, src.data() + so, size), 0)
+      << "rendezvous, at " << d;
+  }
+  EXPECT_EQ(std::memcmp(pool.data(), pool.data() + half, half), 0)
+    << "both halves hold the same bytes";
   f.expect_still_serving();
 }
 

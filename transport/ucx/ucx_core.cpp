@@ -115,6 +115,7 @@ caf::error ucx_core::start() {
     kv_path_ = ucx_kv_path::am_rndv;
     kv_path_by_batch_ = false;
   }
+  kv_eager_max_ = ucx_.kv_eager_max_bytes;
   if (auto err = init_ucx())
     return err;
   // The same-host path (ucx_same_host_rma.cpp): only where a secret keeps

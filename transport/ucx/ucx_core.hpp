@@ -99,7 +99,7 @@ enum am_id : unsigned {
   am_batch = 5,     // "blocks arrived": a transfer's flush completed
   am_bye = 6,       // the sender closes the connection
   am_kv_batch = 7,  // rendezvous KV path: a batch's notice (ucx_kv_am.hpp)
-  am_kv_block = 8,  // rendezvous KV path: one run of blocks (rendezvous)
+  am_kv_block = 8,  // rendezvous KV path: one run of blocks (rendezvous or eager)
   am_kv_ack = 9,    // rendezvous KV path: the batch landed or was rejected
   /// Same-host path: regions with keys of the shared-memory context;
   /// handled on the shared-memory worker only (ucx_same_host_rma.cpp).
@@ -180,6 +180,9 @@ public:
   bool same_host(peer_id peer);
   uint64_t same_host_put_batches() const { return local_put_batches_.load(); }
   uint64_t mapped_put_batches() const { return mapped_put_batches_.load(); }
+  /// For tests: rendezvous-path KV runs this transport received eager
+  /// (ucx_options::kv_eager_max_bytes) and copied into place.
+  uint64_t eager_runs_received() const { return eager_runs_received_.load(); }
   const std::vector<std::byte>& same_host_worker_address() const { return local_address_; }
   void send_unchecked(peer_id to, const std::string& actor, std::span<const std::byte> data,
                       bool rndv, completion done);
@@ -554,6 +557,9 @@ private:
   // automatic resolved to am_rndv: each batch by rndv_pays.
   bool kv_path_by_batch_ = false;
   uint64_t next_kv_seq_ = 1;
+  /// ucx_options::kv_eager_max_bytes (set by start()).
+  uint64_t kv_eager_max_ = 0;
+  std::atomic<uint64_t> eager_runs_received_{0};
   /// Rendezvous batches sent and waiting for the peer's ack, by seq.
   std::unordered_map<uint64_t, pending_op*> kv_waiting_;
   std::atomic<uint64_t> rejected_blocks_{0};

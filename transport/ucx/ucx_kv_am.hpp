@@ -9,9 +9,11 @@
 ///   sender                                          receiver
 ///   am_kv_batch (eager): seq, batch_id,   ------->  kv_incoming[seq]: the
 ///     run count, every block_copy                   batch, runs expected
-///   am_kv_block x runs (rendezvous):      ------->  check header against
-///     header kv_block_header, data =                own regions; receive
-///     the run's source bytes (zero-copy)            into region + offset
+///   am_kv_block x runs (rendezvous, or    ------->  check header against
+///     eager up to kv_eager_max_bytes):              own regions (and the
+///     header kv_block_header, data =                sender's grants); receive
+///     the run's source bytes (zero-copy)            into region + offset, or
+///                                                   copy an eager run there
 ///                                                   (or drop, count, log,
 ///                                                   and reject the batch)
 ///                                                   ... every run landed:

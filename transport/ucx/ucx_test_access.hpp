@@ -44,6 +44,10 @@ struct ucx_test_access {
   /// Batches `t` copied itself into a peer's segment mapped here (by
   /// either path), without a UCX put or flush.
   static uint64_t mapped_put_batches(ucx_transport& t);
+
+  /// Rendezvous-path KV runs `t` received eager and copied into place
+  /// (ucx_options::kv_eager_max_bytes of their sender).
+  static uint64_t eager_runs_received(ucx_transport& t);
 };
 
 } // namespace tessera::transport::detail

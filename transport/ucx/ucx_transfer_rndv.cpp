@@ -53,10 +53,13 @@ void ucx_core::start_rndv_transfer(peer& p, const std::shared_ptr<transfer_batch
     ucp_request_param_t rp{};
     rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA
                       | UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_MEMH;
-    // Rendezvous whatever the size: the data goes from the registered
-    // source region straight into the peer's region, never through
-    // bounce buffers on either side.
-    rp.flags = UCP_AM_SEND_FLAG_RNDV;
+    // Up to kv_eager_max_bytes eager (UCX sends the run in segments with
+    // no handshake; the receiver copies it from UCX's buffer into the
+    // region after the same checks); larger runs by rendezvous (the data
+    // goes from the registered source region straight into the peer's
+    // region once it accepted the run). Forced either way: UCX's own
+    // choice would differ from run to run and from host to host.
+    rp.flags = r.size <= kv_eager_max_ ? UCP_AM_SEND_FLAG_EAGER : UCP_AM_SEND_FLAG_RNDV;
     rp.cb.send = &ucx_core::on_kv_send_done;
     rp.user_data = op;
     rp.memh = src.memh;
@@ -190,8 +193,11 @@ void ucx_core::on_kv_block(peer& p, const void* header, size_t header_length, vo
   }
   auto* dst = region->second.memory.data() + h->dst_offset;
   if (!rndv) {
-    // Eager after all (UCX may send tiny messages so): data is here now.
+    // Eager (ucx_options::kv_eager_max_bytes): the whole run is here now,
+    // in UCX's buffer, valid until we return; checked as strictly as a
+    // rendezvous run, above.
     std::memcpy(dst, data, length);
+    eager_runs_received_.fetch_add(1, std::memory_order_relaxed);
     kv_landed(p.id, h->seq);
     return;
   }

@@ -118,4 +118,8 @@ uint64_t ucx_test_access::mapped_put_batches(ucx_transport& t) {
   return t.core_->mapped_put_batches();
 }
 
+uint64_t ucx_test_access::eager_runs_received(ucx_transport& t) {
+  return t.core_->eager_runs_received();
+}
+
 } // namespace tessera::transport::detail

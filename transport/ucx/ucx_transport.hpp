@@ -161,6 +161,19 @@ struct ucx_options {
   /// runs average fewer bytes goes by put (one rendezvous handshake per
   /// run does not pay for small runs). Default: 256 KiB.
   uint64_t rndv_min_run_bytes = uint64_t{256} << 10;
+  /// On the rendezvous KV path (am_rndv, every transfer with grants_only):
+  /// a run of contiguous blocks of at most this many bytes goes eager
+  /// (UCP_AM_SEND_FLAG_EAGER: UCX sends it in tcp segments with no
+  /// handshake; the receiver checks it exactly as a rendezvous run, against
+  /// its regions and the sender's grants, and copies it from UCX's receive
+  /// buffer into place); larger runs go by rendezvous (a handshake per run,
+  /// then the data straight into the receiver's region). Only the sender's
+  /// setting matters. 0: every run by rendezvous. Measured over tcp on
+  /// loopback with grants (bench/README.md, Transport): 64 KiB runs 1.8-2.6
+  /// GB/s eager against 1.1-1.9 by rendezvous (batch p50 92-126 us against
+  /// 130-185); 1 MiB runs no faster eager (2.6-3.5 against 2.4-3.9), so
+  /// they keep the zero-copy receive. Default: 256 KiB.
+  uint64_t kv_eager_max_bytes = uint64_t{256} << 10;
   /// With transport_options::grants_only: peers proven by the kernel to
   /// run on this host as this uid (SO_PEERCRED on the front door's
   /// same-host socket, ucx_same_host.hpp), which also proved the cluster
@@ -242,7 +255,8 @@ public:
   ///  - put: puts every block, flushes the endpoint, then sends the
   ///    "blocks arrived" message; `done` runs when that left.
   ///  - am_rndv: sends the batch's notice and each run of contiguous
-  ///    blocks as a rendezvous active message; `done` runs when every run
+  ///    blocks as an active message, by rendezvous (eager up to
+  ///    ucx_options::kv_eager_max_bytes); `done` runs when every run
   ///    was sent and the peer acknowledged the batch (after its
   ///    on_blocks_arrived), or at once with the first failure. The peer
   ///    checks each run against its own regions; a run it drops fails the
