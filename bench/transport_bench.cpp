@@ -89,34 +89,37 @@ caf::expected<transport_probe_result> probe_selection(const std::string& self,
   return r;
 }
 
-// ucx_perftest with `tls`: tag_lat and tag_bw at the control frame's size,
-// then tag_bw and ucp_put_bw at every batch size, counts as our probe's.
-perftest_figures run_perftests(const std::string& program, const std::string& key,
-                               const std::string& tls, const transport_probe_options& o,
+// ucx_perftest in `setup`: tag_lat and tag_bw at the control frame's size,
+// then ucp_put_bw (where setup.put_bw) and tag_bw at every batch size,
+// counts as our probe's. `label` names the run in progress lines.
+perftest_figures run_perftests(const std::string& program, const std::string& label,
+                               const perftest_setup& setup, const transport_probe_options& o,
                                uint64_t frame_bytes) {
   perftest_figures f;
-  f.tls = tls;
+  f.tls = setup.tls;
   auto run = [&](const std::string& test, uint64_t size, int n, int warmup) -> std::optional<perftest_result> {
     perftest_spec spec;
     spec.test = test;
     spec.size_bytes = size;
     spec.iterations = static_cast<uint64_t>(n);
     spec.warmup = static_cast<uint64_t>(warmup);
-    spec.tls = tls;
+    spec.tls = setup.tls;
+    spec.env = setup.env;
+    spec.error_handling = setup.error_handling;
     spec.timeout = o.phase_timeout;
     f.commands.push_back(perftest_client_command(spec, 0));
     auto r = run_perftest(program, spec);
     if (!r) {
       f.errors.push_back(error_text(r.error()));
-      progress("ucx_perftest " + key, test + " " + std::to_string(size) + " B failed: "
-                                        + error_text(r.error()));
+      progress("ucx_perftest " + label, test + " " + std::to_string(size) + " B failed: "
+                                          + error_text(r.error()));
       return std::nullopt;
     }
     char buf[160];
     std::snprintf(buf, sizeof buf, "%s %llu B: p50 %.2f us, %.2f GB/s, %.0f msgs/s", test.c_str(),
                   static_cast<unsigned long long>(size), r->latency_us_p50, r->bandwidth_gb_s(),
                   r->msgs_per_s);
-    progress("ucx_perftest " + key, buf);
+    progress("ucx_perftest " + label, buf);
     return *r;
   };
   f.tag_lat = run("tag_lat", frame_bytes, o.rtt_iterations, o.rtt_warmup);
@@ -125,8 +128,9 @@ perftest_figures run_perftests(const std::string& program, const std::string& ke
     const int count = static_cast<int>(std::clamp<uint64_t>(o.target_bytes / b,
                                                             static_cast<uint64_t>(o.min_batches),
                                                             static_cast<uint64_t>(o.max_batches)));
-    if (auto r = run("ucp_put_bw", b, count, o.warmup_batches))
-      f.put_bw[b] = *r;
+    if (setup.put_bw)
+      if (auto r = run("ucp_put_bw", b, count, o.warmup_batches))
+        f.put_bw[b] = *r;
     if (auto r = run("tag_bw", b, count, o.warmup_batches))
       f.tag_bw[b] = *r;
   }
@@ -229,10 +233,17 @@ int run_transport_bench(const transport_bench_options& opts) {
         progress(sel.label, "failed: " + round.errors[sel.key]);
       }
       // ucx_perftest right after our first run on the same UCX_TLS, so
-      // both see the machine in the same state.
-      if (!perftest.empty() && perftest_done.insert(sel.perftest_key).second)
-        round.perftest[sel.perftest_key] = run_perftests(perftest, sel.perftest_key, sel.tls,
-                                                         r.probe, frame_bytes);
+      // both see the machine in the same state: as the bench always ran
+      // it, then in a node's own set-up.
+      if (!perftest.empty() && perftest_done.insert(sel.perftest_key).second) {
+        const auto& key = sel.perftest_key;
+        if (opts.perftest_setup != perftest_setups::node)
+          round.perftest[key] = run_perftests(perftest, key, plain_perftest_setup(sel), r.probe,
+                                              frame_bytes);
+        if (opts.perftest_setup != perftest_setups::plain)
+          round.perftest_node[key] = run_perftests(perftest, key + " (node set-up)",
+                                                   node_perftest_setup(sel), r.probe, frame_bytes);
+      }
     }
     r.rounds.push_back(std::move(round));
   }

@@ -14,6 +14,11 @@
 
 namespace tessera::bench {
 
+/// Which ucx_perftest set-ups run beside our transport (transport_results.hpp):
+/// as the bench always ran it (plain_perftest_setup), in a node's own
+/// set-up (node_perftest_setup), or both, plain first.
+enum class perftest_setups { both, plain, node };
+
 /// Options of the transport benchmark.
 struct transport_bench_options {
   /// Where to write the JSON results ("" for none).
@@ -25,6 +30,8 @@ struct transport_bench_options {
   /// Run ucx_perftest beside our transport (where it is installed).
   /// Default: true.
   bool perftest = true;
+  /// Which ucx_perftest set-ups. Default: both.
+  perftest_setups perftest_setup = perftest_setups::both;
   /// KV block size inside a batch, bytes. Default: 64 KiB.
   uint64_t block_bytes = uint64_t{64} << 10;
   /// Batches in flight. Default: 4.

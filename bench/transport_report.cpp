@@ -63,6 +63,15 @@ const perftest_figures* perftest_of(const transport_bench_results& r, const tran
   return perftest_of(r.perftest, s);
 }
 
+// The node set-up's reference for a batch of `bytes`: ucp_put_bw where it
+// ran (a node's context has RMA: shm's same-host one), else tag_bw.
+double node_reference_gb_s(const perftest_figures* p, uint64_t bytes) {
+  if (!p)
+    return missing;
+  const double put = perftest_gb_s(p->put_bw, bytes);
+  return std::isfinite(put) ? put : perftest_gb_s(p->tag_bw, bytes);
+}
+
 // ucx_perftest's round trip: tag_lat prints half of it.
 double perftest_rtt_us(const perftest_figures* p) {
   return p && p->tag_lat ? 2 * p->tag_lat->latency_us_p50 : missing;
@@ -97,15 +106,49 @@ std::map<uint64_t, double> ratio_map(const std::map<uint64_t, double>& num,
 
 // The figures of one set of results (the medians, or one round): every
 // key of the documented shape but the run's settings.
+// ucx_perftest's figures of one set-up, as the JSON's "ucx_perftest".
+json perftest_json(const perftest_map& perftest, const std::vector<uint64_t>& sizes) {
+  json pt;
+  for (const char* k : {"rtt_us_p50", "tag_lat_us", "msgs_per_s", "tag_bw_gb_s", "ucp_put_bw_gb_s", "ucx_tls"})
+    pt[k] = json::object();
+  pt["commands"] = json::array();
+  pt["errors"] = json::array();
+  for (const auto& [key, p] : perftest) {
+    pt["ucx_tls"][key] = p.tls;
+    pt["rtt_us_p50"][key] = number_or_null(perftest_rtt_us(&p));
+    pt["tag_lat_us"][key] = number_or_null(p.tag_lat ? p.tag_lat->latency_us_p50 : missing);
+    pt["msgs_per_s"][key] = number_or_null(p.tag_rate ? p.tag_rate->msgs_per_s : missing);
+    pt["tag_bw_gb_s"][key] = by_size(gb_s_map(p.tag_bw), sizes);
+    pt["ucp_put_bw_gb_s"][key] = by_size(gb_s_map(p.put_bw), sizes);
+    for (const auto& c : p.commands)
+      pt["commands"].push_back(c);
+    for (const auto& e : p.errors)
+      pt["errors"].push_back(key + ": " + e);
+  }
+  return pt;
+}
+
+// The ratios of `t` to one set-up's perftest figures `p` (may be null),
+// under the keys `rtt`, `put` and `tag`.
+void ratios_json(json& j, const std::string& sel, const transport_probe_result* t,
+                 const perftest_figures* p, const std::vector<uint64_t>& sizes, const char* rtt,
+                 const char* put, const char* tag) {
+  const std::map<uint64_t, double> none;
+  j[rtt][sel] = number_or_null(t ? t->rtt_us_p50 / perftest_rtt_us(p) : missing);
+  j[put][sel] = by_size(t && p ? ratio_map(t->block_gb_s, gb_s_map(p->put_bw)) : none, sizes);
+  j[tag][sel] = by_size(t && p ? ratio_map(t->block_gb_s, gb_s_map(p->tag_bw)) : none, sizes);
+}
+
 json figures_json(const std::vector<transport_selection>& selections,
                   const std::vector<uint64_t>& sizes, const tessera_map& tessera,
-                  const perftest_map& perftest) {
+                  const perftest_map& perftest, const perftest_map& perftest_node) {
   json j;
   for (const char* k : {"rtt_us_p50", "rtt_us_p99", "rtt_us_max", "rtt_codec_us_p50",
                         "rtt_codec_us_p99", "msgs_per_s", "rtt_vs_perftest",
                         "block_gb_s", "block_gb_s_one_block", "batch_us_p50", "batch_us_p99",
                         "batch_us_max", "block_vs_put_bw", "block_vs_tag_bw", "idle_cpu_pct",
-                        "kv_path"})
+                        "kv_path", "rtt_vs_node_perftest", "block_vs_node_put_bw",
+                        "block_vs_node_tag_bw"})
     j[k] = json::object();
   for (const auto& sel : selections) {
     auto it = tessera.find(sel.key);
@@ -126,31 +169,14 @@ json figures_json(const std::vector<transport_selection>& selections,
     j["batch_us_p50"][sel.key] = by_size(t.batch_us_p50, sizes);
     j["batch_us_p99"][sel.key] = by_size(t.batch_us_p99, sizes);
     j["batch_us_max"][sel.key] = by_size(t.batch_us_max, sizes);
-    const auto* p = perftest_of(perftest, sel);
-    const std::map<uint64_t, double> none;
-    j["rtt_vs_perftest"][sel.key] =
-      number_or_null(have ? t.rtt_us_p50 / perftest_rtt_us(p) : missing);
-    j["block_vs_put_bw"][sel.key] = by_size(p ? ratio_map(t.block_gb_s, gb_s_map(p->put_bw)) : none, sizes);
-    j["block_vs_tag_bw"][sel.key] = by_size(p ? ratio_map(t.block_gb_s, gb_s_map(p->tag_bw)) : none, sizes);
+    const auto* ours = have ? &t : nullptr;
+    ratios_json(j, sel.key, ours, perftest_of(perftest, sel), sizes, "rtt_vs_perftest",
+                "block_vs_put_bw", "block_vs_tag_bw");
+    ratios_json(j, sel.key, ours, perftest_of(perftest_node, sel), sizes, "rtt_vs_node_perftest",
+                "block_vs_node_put_bw", "block_vs_node_tag_bw");
   }
-  json pt;
-  for (const char* k : {"rtt_us_p50", "tag_lat_us", "msgs_per_s", "tag_bw_gb_s", "ucp_put_bw_gb_s", "ucx_tls"})
-    pt[k] = json::object();
-  pt["commands"] = json::array();
-  pt["errors"] = json::array();
-  for (const auto& [key, p] : perftest) {
-    pt["ucx_tls"][key] = p.tls;
-    pt["rtt_us_p50"][key] = number_or_null(perftest_rtt_us(&p));
-    pt["tag_lat_us"][key] = number_or_null(p.tag_lat ? p.tag_lat->latency_us_p50 : missing);
-    pt["msgs_per_s"][key] = number_or_null(p.tag_rate ? p.tag_rate->msgs_per_s : missing);
-    pt["tag_bw_gb_s"][key] = by_size(gb_s_map(p.tag_bw), sizes);
-    pt["ucp_put_bw_gb_s"][key] = by_size(gb_s_map(p.put_bw), sizes);
-    for (const auto& c : p.commands)
-      pt["commands"].push_back(c);
-    for (const auto& e : p.errors)
-      pt["errors"].push_back(key + ": " + e);
-  }
-  j["ucx_perftest"] = pt;
+  j["ucx_perftest"] = perftest_json(perftest, sizes);
+  j["ucx_perftest_node_setup"] = perftest_json(perftest_node, sizes);
   return j;
 }
 
@@ -158,13 +184,17 @@ json figures_json(const std::vector<transport_selection>& selections,
 std::vector<json> round_figures(const transport_bench_results& r) {
   std::vector<json> out;
   for (const auto& round : r.rounds)
-    out.push_back(figures_json(r.selections, r.probe.batch_bytes, round.tessera, round.perftest));
+    out.push_back(figures_json(r.selections, r.probe.batch_bytes, round.tessera, round.perftest,
+                               round.perftest_node));
   return out;
 }
 
 // Each figure with ucx_perftest's of the same round, as the median over
-// the rounds of the per-round ratios.
-json paired_ratios(const transport_bench_results& r, const std::vector<json>& rounds) {
+// the rounds of the per-round ratios, under "rtt_vs_perftest",
+// "block_vs_put_bw" and "block_vs_tag_bw": of the plain set-up's ratios,
+// or with `node`, of the node set-up's (rtt_vs_node_perftest, ...).
+json paired_ratios(const transport_bench_results& r, const std::vector<json>& rounds,
+                   bool node = false) {
   const auto& sizes = r.probe.batch_bytes;
   // The median over rounds of j[key][sel] (or j[key][sel][size]); null
   // where no round has it.
@@ -177,16 +207,22 @@ json paired_ratios(const transport_bench_results& r, const std::vector<json>& ro
     }
     return number_or_null(v.empty() ? missing : median_of(std::move(v)));
   };
+  // (key written, key read in each round)
+  const std::pair<const char*, const char*> keys[] = {
+    {"rtt_vs_perftest", node ? "rtt_vs_node_perftest" : "rtt_vs_perftest"},
+    {"block_vs_put_bw", node ? "block_vs_node_put_bw" : "block_vs_put_bw"},
+    {"block_vs_tag_bw", node ? "block_vs_node_tag_bw" : "block_vs_tag_bw"},
+  };
   json j;
-  for (const char* k : {"rtt_vs_perftest", "block_vs_put_bw", "block_vs_tag_bw"})
-    j[k] = json::object();
+  for (const auto& [out, in] : keys)
+    j[out] = json::object();
   for (const auto& sel : r.selections) {
-    j["rtt_vs_perftest"][sel.key] = median_at("rtt_vs_perftest", sel.key, nullptr);
-    for (const char* k : {"block_vs_put_bw", "block_vs_tag_bw"}) {
-      j[k][sel.key] = json::object();
+    j[keys[0].first][sel.key] = median_at(keys[0].second, sel.key, nullptr);
+    for (const auto& [out, in] : {keys[1], keys[2]}) {
+      j[out][sel.key] = json::object();
       for (auto b : sizes) {
         const auto size = std::to_string(b);
-        j[k][sel.key][size] = median_at(k, sel.key, &size);
+        j[out][sel.key][size] = median_at(in, sel.key, &size);
       }
     }
   }
@@ -204,18 +240,21 @@ std::string transport_table(const transport_bench_results& r) {
   s += "Control messages (wire heartbeat frames of " + std::to_string(frame_bytes)
        + " bytes); rtt = the frame sent back as it came; +codec = decoded and a new one "
          "encoded at each end; perftest = ucx_perftest tag_lat x 2 (a round trip) and tag_bw "
-         "msg rate\n";
+         "msg rate; node = ucx_perftest in a node's own set-up\n";
   s += pad("transport", 24, true) + pad("rtt p50 us", 11) + pad("rtt p99 us", 11)
-       + pad("perftest rtt", 13) + pad("ratio", 7) + pad("+codec p50", 11) + pad("msgs/s", 10)
+       + pad("perftest rtt", 13) + pad("ratio", 7) + pad("node rtt", 9) + pad("ratio", 7)
+       + pad("+codec p50", 11) + pad("msgs/s", 10)
        + pad("perftest msgs/s", 16) + pad("idle CPU % us/peer", 19) + "\n";
   for (const auto& sel : r.selections) {
     auto it = r.tessera.find(sel.key);
     const auto* p = perftest_of(r, sel);
     const double ours = it == r.tessera.end() ? missing : it->second.rtt_us_p50;
     const double theirs = perftest_rtt_us(p);
+    const double node = perftest_rtt_us(perftest_of(r.perftest_node, sel));
     s += pad(sel.label, 24, true) + pad(cell(ours, 1), 11)
          + pad(cell(it == r.tessera.end() ? missing : it->second.rtt_us_p99, 1), 11)
-         + pad(cell(theirs, 1), 13) + pad(cell(ours / theirs, 2), 7)
+         + pad(cell(theirs, 1), 13) + pad(cell(ours / theirs, 2), 7) + pad(cell(node, 1), 9)
+         + pad(cell(ours / node, 2), 7)
          + pad(cell(it == r.tessera.end() ? missing : it->second.rtt_codec_us_p50, 1), 11)
          + pad(cell(it == r.tessera.end() ? missing : it->second.msgs_per_s, 0), 10)
          + pad(cell(p && p->tag_rate ? p->tag_rate->msgs_per_s : missing, 0), 16)
@@ -233,10 +272,13 @@ std::string transport_table(const transport_bench_results& r) {
                            "memory; others: no rkeys, rendezvous into granted ranges)"
                          : "")
        + ", timed transfer() -> peer's ack, "
-       + std::to_string(r.window) + " in flight; range = tessera's lowest-highest round\n";
+       + std::to_string(r.window) + " in flight; range = tessera's lowest-highest round; "
+         "put_bw, tag_bw = ucx_perftest as UCX_TLS alone sets it up; node = ucx_perftest in a "
+         "node's own set-up (tcp: -e, UCX_NET_DEVICES=lo, the node's segment sizes, tag_bw; "
+         "shm: UCX_TLS=sm,self, ucp_put_bw)\n";
   s += pad("transport [KV path]", 34, true) + pad("batch", 8) + pad("tessera", 9) + pad("range", 13)
        + pad("1-block", 9) + pad("batch p50/max us", 17) + pad("put_bw", 8) + pad("tag_bw", 8)
-       + pad("/put_bw", 9) + pad("/tag_bw", 9) + "\n";
+       + pad("/put_bw", 9) + pad("/tag_bw", 9) + pad("node", 8) + pad("/node", 7) + "\n";
   for (const auto& sel : r.selections) {
     auto it = r.tessera.find(sel.key);
     const auto* p = perftest_of(r, sel);
@@ -247,6 +289,7 @@ std::string transport_table(const transport_bench_results& r) {
       const double us_max = it == r.tessera.end() ? missing : lookup(it->second.batch_us_max, b);
       const double put = p ? perftest_gb_s(p->put_bw, b) : missing;
       const double tag = p ? perftest_gb_s(p->tag_bw, b) : missing;
+      const double node = node_reference_gb_s(perftest_of(r.perftest_node, sel), b);
       double lo = missing, hi = missing;
       for (const auto& round : r.rounds)
         if (auto rt = round.tessera.find(sel.key); rt != round.tessera.end())
@@ -258,25 +301,29 @@ std::string transport_table(const transport_bench_results& r) {
       s += pad(sel.label + " [" + kv + "]", 34, true) + pad(size_label(b), 8) + pad(cell(ours, 2), 9)
            + pad(cell(lo, 2) + "-" + cell(hi, 2), 13) + pad(cell(one, 2), 9) + pad(cell(us, 0) + "/" + cell(us_max, 0), 17) + pad(cell(put, 2), 8)
            + pad(cell(tag, 2), 8) + pad(cell(ours / put, 2), 9) + pad(cell(ours / tag, 2), 9)
-           + "\n";
+           + pad(cell(node, 2), 8) + pad(cell(ours / node, 2), 7) + "\n";
     }
   }
   if (r.rounds.size() > 1) {
     // Each round's ratio pairs our figure with ucx_perftest's from the same
     // minutes; the machine's state can change between rounds.
-    const auto paired = paired_ratios(r, round_figures(r));
+    const auto rounds = round_figures(r);
+    const auto paired = paired_ratios(r, rounds);
+    const auto paired_node = paired_ratios(r, rounds, true);
     auto num = [](const json& x) { return x.is_number() ? x.get<double>() : missing; };
     s += "\nPaired (median over rounds of each round's ratio): round trip / perftest's; per batch "
-         "size /put_bw and /tag_bw\n";
-    for (const auto& sel : r.selections) {
-      s += pad(sel.label, 24, true) + pad(cell(num(paired["rtt_vs_perftest"][sel.key]), 2), 7);
-      for (auto b : sizes) {
-        const auto size = std::to_string(b);
-        s += "  " + size_label(b) + " " + cell(num(paired["block_vs_put_bw"][sel.key][size]), 2)
-             + " / " + cell(num(paired["block_vs_tag_bw"][sel.key][size]), 2);
+         "size /put_bw and /tag_bw; then the same against ucx_perftest in a node's set-up\n";
+    for (const auto& sel : r.selections)
+      for (const auto* pj : {&paired, &paired_node}) {
+        s += pad(sel.label + (pj == &paired ? "" : " /node"), 24, true)
+             + pad(cell(num((*pj)["rtt_vs_perftest"][sel.key]), 2), 7);
+        for (auto b : sizes) {
+          const auto size = std::to_string(b);
+          s += "  " + size_label(b) + " " + cell(num((*pj)["block_vs_put_bw"][sel.key][size]), 2)
+               + " / " + cell(num((*pj)["block_vs_tag_bw"][sel.key][size]), 2);
+        }
+        s += "\n";
       }
-      s += "\n";
-    }
   }
   for (const auto& [key, err] : r.errors)
     s += "\n" + key + " failed: " + err + "\n";
@@ -285,6 +332,9 @@ std::string transport_table(const transport_bench_results& r) {
   for (const auto& [key, p] : r.perftest)
     for (const auto& e : p.errors)
       s += "ucx_perftest (" + key + "): " + e + "\n";
+  for (const auto& [key, p] : r.perftest_node)
+    for (const auto& e : p.errors)
+      s += "ucx_perftest (" + key + ", node set-up): " + e + "\n";
   return s;
 }
 
@@ -296,11 +346,19 @@ std::string transport_json(const transport_bench_results& r) {
   j["quick"] = r.quick;
   j["rounds"] = r.rounds.size();
   j["statistic"] = "median over rounds of each figure";
-  j.update(figures_json(r.selections, sizes, r.tessera, r.perftest));
+  j.update(figures_json(r.selections, sizes, r.tessera, r.perftest, r.perftest_node));
   auto rounds = round_figures(r);
   j["paired"] = paired_ratios(r, rounds);
+  j["paired_node_setup"] = paired_ratios(r, rounds, true);
   j["ucx_perftest"]["available"] = r.perftest_note.empty();
   j["ucx_perftest"]["note"] = r.perftest_note;
+  j["ucx_perftest_node_setup"]["available"] = r.perftest_note.empty();
+  j["ucx_perftest_node_setup"]["note"] =
+    r.perftest_note.empty() ? "ucx_perftest as a node's own UCX context runs (tcp: -e, "
+                              "UCX_NET_DEVICES=lo, the node's tcp segment sizes, tag_bw only; "
+                              "shm: UCX_TLS=sm,self, the same-host context), right after the "
+                              "plain run"
+                            : r.perftest_note;
   j["transports"] = json::object();
   for (const auto& sel : r.selections)
     j["transports"][sel.key] = {{"label", sel.label},
@@ -313,6 +371,7 @@ std::string transport_json(const transport_bench_results& r) {
     const auto& round = r.rounds[i];
     auto& f = rounds[i];
     f["ucx_perftest"].erase("commands");
+    f["ucx_perftest_node_setup"].erase("commands");
     f["idle_before_pct"] = round.idle_before_pct;
     f["load_avg_1min_before"] = round.load_before;
     json errors = json::object();
@@ -355,7 +414,7 @@ bar_chart transport_chart(const transport_bench_results& r) {
   c.y_label = "GB/s";
   c.log_y = true; // shm put_bw from cache reaches ~100 GB/s, tcp ~1
   c.series = {"tessera (" + size_label(r.probe.block_bytes) + " blocks)", "tessera (1 block)",
-              "ucx_perftest ucp_put_bw", "ucx_perftest tag_bw"};
+              "ucx_perftest ucp_put_bw", "ucx_perftest tag_bw", "ucx_perftest (node set-up)"};
   c.values.assign(c.series.size(), {});
   for (const auto& sel : r.selections) {
     auto it = r.tessera.find(sel.key);
@@ -366,6 +425,7 @@ bar_chart transport_chart(const transport_bench_results& r) {
       c.values[1].push_back(it == r.tessera.end() ? missing : lookup(it->second.one_block_gb_s, b));
       c.values[2].push_back(p ? perftest_gb_s(p->put_bw, b) : missing);
       c.values[3].push_back(p ? perftest_gb_s(p->tag_bw, b) : missing);
+      c.values[4].push_back(node_reference_gb_s(perftest_of(r.perftest_node, sel), b));
     }
   }
   return c;

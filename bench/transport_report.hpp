@@ -18,9 +18,15 @@
 ///     commands: [..], errors: [..], note: ".." }
 ///   block_vs_put_bw, block_vs_tag_bw:     {selection: {"<bytes>": ratio}}
 ///   rtt_vs_perftest:                      {selection: ratio of round trips}
+///   ucx_perftest_node_setup: the shape of ucx_perftest, for ucx_perftest
+///     in a node's own set-up (transport_results.hpp node_perftest_setup;
+///     over tcp no ucp_put_bw: its entries are null)
+///   rtt_vs_node_perftest, block_vs_node_put_bw, block_vs_node_tag_bw:
+///     the ratios above, against the node set-up's figures
 ///   paired: {rtt_vs_perftest, block_vs_put_bw, block_vs_tag_bw}: the same
 ///     ratios, each the median over rounds of that round's ratio (ours
 ///     against ucx_perftest's of the same minutes)
+///   paired_node_setup: the same keys, of the node set-up's ratios
 ///   idle_cpu_pct:                         {selection: {self, peer}}
 ///   transports: {selection: {label, ucx_tls, peer_error_handling, perftest}}
 ///   rounds, per_round: [{the figures above for one round, idle_before_pct,

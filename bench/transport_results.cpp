@@ -4,6 +4,8 @@
 #include <limits>
 #include <set>
 
+#include "transport/ucx/ucx_transport.hpp"
+
 namespace tessera::bench {
 
 namespace {
@@ -96,6 +98,28 @@ perftest_figures summarize_perftest(const std::vector<const perftest_figures*>& 
 
 } // namespace
 
+perftest_setup plain_perftest_setup(const transport_selection& sel) {
+  perftest_setup s;
+  s.tls = sel.tls;
+  return s;
+}
+
+perftest_setup node_perftest_setup(const transport_selection& sel) {
+  perftest_setup s;
+  if (sel.perftest_key == "shm") {
+    s.tls = "sm,self";
+    return s;
+  }
+  const transport::ucx_options node;
+  s.tls = sel.tls;
+  s.env = {"UCX_NET_DEVICES=lo",
+           "UCX_TCP_TX_SEG_SIZE=" + std::to_string(node.tcp_tx_seg_bytes),
+           "UCX_TCP_RX_SEG_SIZE=" + std::to_string(node.tcp_rx_seg_bytes)};
+  s.error_handling = true;
+  s.put_bw = false;
+  return s;
+}
+
 double median_of(std::vector<double> v) {
   if (v.empty())
     return std::numeric_limits<double>::quiet_NaN();
@@ -107,6 +131,7 @@ double median_of(std::vector<double> v) {
 void summarize_rounds(transport_bench_results& r) {
   r.tessera.clear();
   r.perftest.clear();
+  r.perftest_node.clear();
   r.errors.clear();
   for (size_t i = 0; i < r.rounds.size(); ++i)
     for (const auto& [key, e] : r.rounds[i].errors) {
@@ -149,12 +174,15 @@ void summarize_rounds(transport_bench_results& r) {
     m.one_block_gb_s = sized(&transport_probe_result::one_block_gb_s);
     r.tessera[sel.key] = std::move(m);
   }
-  std::map<std::string, std::vector<const perftest_figures*>> perftest;
-  for (const auto& round : r.rounds)
-    for (const auto& [key, p] : round.perftest)
-      perftest[key].push_back(&p);
-  for (const auto& [key, rounds] : perftest)
-    r.perftest[key] = summarize_perftest(rounds);
+  for (auto of : {&transport_round::perftest, &transport_round::perftest_node}) {
+    std::map<std::string, std::vector<const perftest_figures*>> perftest;
+    for (const auto& round : r.rounds)
+      for (const auto& [key, p] : round.*of)
+        perftest[key].push_back(&p);
+    auto& out = of == &transport_round::perftest ? r.perftest : r.perftest_node;
+    for (const auto& [key, rounds] : perftest)
+      out[key] = summarize_perftest(rounds);
+  }
 }
 
 } // namespace tessera::bench

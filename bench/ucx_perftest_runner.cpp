@@ -68,20 +68,32 @@ bool port_listening(int port) {
 }
 
 std::vector<std::string> client_args(const perftest_spec& s, int port) {
-  return {"127.0.0.1", "-p", port > 0 ? std::to_string(port) : "PORT", "-t", s.test, "-s", std::to_string(s.size_bytes),
-          "-n", std::to_string(s.iterations), "-w", std::to_string(s.warmup)};
+  std::vector<std::string> args{"127.0.0.1", "-p", port > 0 ? std::to_string(port) : "PORT",
+                                "-t", s.test, "-s", std::to_string(s.size_bytes),
+                                "-n", std::to_string(s.iterations), "-w", std::to_string(s.warmup)};
+  if (s.error_handling)
+    args.push_back("-e");
+  return args;
+}
+
+std::vector<std::string> server_args(const perftest_spec& s, int port) {
+  std::vector<std::string> args{"-p", std::to_string(port)};
+  if (s.error_handling)
+    args.push_back("-e");
+  return args;
 }
 
 // Runs `program args...` through /bin/sh so its stderr lands in the same
 // pipe as its stdout (error texts are then part of what we report).
 caf::expected<child_process> spawn_merged(const std::string& program,
                                           const std::vector<std::string>& args,
-                                          const std::string& tls) {
+                                          const perftest_spec& spec) {
   std::vector<std::string> sh_args{"-c", "exec \"$0\" \"$@\" 2>&1", program};
   sh_args.insert(sh_args.end(), args.begin(), args.end());
   child_options opts;
-  if (!tls.empty())
-    opts.env.push_back("UCX_TLS=" + tls);
+  if (!spec.tls.empty())
+    opts.env.push_back("UCX_TLS=" + spec.tls);
+  opts.env.insert(opts.env.end(), spec.env.begin(), spec.env.end());
   return child_process::spawn("/bin/sh", sh_args, opts);
 }
 
@@ -122,6 +134,8 @@ caf::expected<perftest_result> parse_perftest_output(std::string_view out) {
 
 std::string perftest_client_command(const perftest_spec& spec, int port) {
   std::string cmd = spec.tls.empty() ? "" : "UCX_TLS=" + spec.tls + " ";
+  for (const auto& e : spec.env)
+    cmd += e + " ";
   cmd += "ucx_perftest";
   for (const auto& a : client_args(spec, port))
     cmd += " " + a;
@@ -147,7 +161,7 @@ caf::expected<perftest_result> run_perftest(const std::string& program, const pe
   // A server that could not bind its port exits at once; try another port.
   for (int attempt = 0; attempt < 3; ++attempt) {
     const int port = free_port();
-    auto server = spawn_merged(program, {"-p", std::to_string(port)}, spec.tls);
+    auto server = spawn_merged(program, server_args(spec, port), spec);
     if (!server)
       return perftest_error("starting the server: " + error_text(server.error()));
     bool listening = false;
@@ -163,7 +177,7 @@ caf::expected<perftest_result> run_perftest(const std::string& program, const pe
       last_error = "server on port " + std::to_string(port) + " did not listen" + out;
       continue;
     }
-    auto client = spawn_merged(program, client_args(spec, port), spec.tls);
+    auto client = spawn_merged(program, client_args(spec, port), spec);
     if (!client)
       return perftest_error("starting the client: " + error_text(client.error()));
     std::string out;

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <caf/expected.hpp>
 
@@ -55,13 +56,21 @@ struct perftest_spec {
   uint64_t warmup = 100;
   /// UCX_TLS for both processes ("" leaves the environment's).
   std::string tls;
+  /// More environment of both processes, "NAME=value" each (e.g.
+  /// "UCX_NET_DEVICES=lo"). Default: none.
+  std::vector<std::string> env;
+  /// `-e` on both sides: endpoints with peer error handling
+  /// (UCP_ERR_HANDLING_MODE_PEER), as a node's. Default: false.
+  bool error_handling = false;
   /// Wall-clock bound for the server and client together. Default: 60 s.
   std::chrono::milliseconds timeout{60000};
 };
 
 /// The command line of the client side of `spec` (for printing and the
 /// README), e.g. "UCX_TLS=tcp ucx_perftest 127.0.0.1 -p 13337 -t tag_bw -s 65536 -n 1000 -w 100";
-/// port 0 prints "-p PORT". The server side is "ucx_perftest -p PORT".
+/// spec.env follows UCX_TLS, "-e" ends it where spec.error_handling.
+/// Port 0 prints "-p PORT". The server side is "ucx_perftest -p PORT"
+/// (with the same environment and "-e").
 [[nodiscard]] std::string perftest_client_command(const perftest_spec& spec, int port);
 
 /// The path of `ucx_perftest` found in PATH, or "" where it is not installed.

@@ -405,6 +405,15 @@ void add_transport(CLI::App* bench,
   tr->add_option("--svg", t->svg_path, "Write a chart of block bandwidth as SVG to this file");
   tr->add_flag("--quick", t->quick, "Short smoke run (small iteration counts)");
   tr->add_flag("!--no-perftest", t->perftest, "Do not run ucx_perftest beside it");
+  tr->add_option("--perftest-setup", t->perftest_setup,
+                 "Which ucx_perftest references: plain (UCX_TLS alone: every interface, no "
+                 "error handling), node (a node's own set-up: over tcp -e, the configured "
+                 "interface, the node's segment sizes; shm: sm,self), or both, node right "
+                 "after plain (default)")
+    ->transform(CLI::CheckedTransformer(std::map<std::string, bench::perftest_setups>{
+      {"both", bench::perftest_setups::both},
+      {"plain", bench::perftest_setups::plain},
+      {"node", bench::perftest_setups::node}}));
   tr->add_option("--block-bytes", t->block_bytes, "KV block size inside a batch")
     ->capture_default_str()->check(CLI::Range(uint64_t{1}, uint64_t{16} << 20));
   tr->add_option("--window", t->window, "KV batches in flight")->capture_default_str()

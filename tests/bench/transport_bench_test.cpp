@@ -57,6 +57,28 @@ TEST(TransportBenchTest, QuickRunReportsEveryTransportAndSize) {
   } else if (!installed) {
     EXPECT_NE(pt["note"].get<std::string>().find("not found"), std::string::npos);
   }
+  // ucx_perftest in a node's set-up, run beside it: tag_bw at every size,
+  // ucp_put_bw over shm only (a node's tcp context has no RMA lanes).
+  const auto& node = j["ucx_perftest_node_setup"];
+  EXPECT_EQ(node["available"].get<bool>(), installed);
+  if (installed && node["errors"].empty()) {
+    for (const char* key : {"tcp", "shm"}) {
+      EXPECT_TRUE(positive(node["rtt_us_p50"][key])) << key;
+      for (const char* size : {"65536", "1048576", "16777216"}) {
+        EXPECT_TRUE(positive(node["tag_bw_gb_s"][key][size])) << key << " " << size;
+        EXPECT_EQ(positive(node["ucp_put_bw_gb_s"][key][size]), std::string{key} == "shm")
+          << key << " " << size;
+        EXPECT_TRUE(positive(j["paired_node_setup"]["block_vs_tag_bw"][key][size]))
+          << key << " " << size;
+      }
+    }
+    bool tcp_node_command = false;
+    for (const auto& c : node["commands"])
+      tcp_node_command |= c.get<std::string>().find("UCX_NET_DEVICES=lo") != std::string::npos
+                          && c.get<std::string>().ends_with(" -e");
+    EXPECT_TRUE(tcp_node_command) << node["commands"].dump();
+  }
+  EXPECT_NE(r.out.find("/node"), std::string::npos) << r.out;
   std::ifstream svg{svg_path};
   std::string first;
   std::getline(svg, first);

@@ -71,4 +71,42 @@ TEST(UcxPerftestRunnerTest, PrintsTheClientCommand) {
             "UCX_TLS=sm,self,tcp ucx_perftest 127.0.0.1 -p PORT -t ucp_put_bw -s 1048576 -n 2048 -w 10");
 }
 
+TEST(UcxPerftestRunnerTest, TheCommandCarriesTheEnvironmentAndErrorHandling) {
+  tessera::bench::perftest_spec s;
+  s.test = "tag_bw";
+  s.size_bytes = 65536;
+  s.iterations = 100;
+  s.warmup = 8;
+  s.tls = "tcp";
+  s.env = {"UCX_NET_DEVICES=lo", "UCX_TCP_TX_SEG_SIZE=65536"};
+  s.error_handling = true;
+  EXPECT_EQ(tessera::bench::perftest_client_command(s, 0),
+            "UCX_TLS=tcp UCX_NET_DEVICES=lo UCX_TCP_TX_SEG_SIZE=65536 ucx_perftest 127.0.0.1 "
+            "-p PORT -t tag_bw -s 65536 -n 100 -w 8 -e");
+}
+
+TEST(UcxPerftestRunnerTest, RunsInANodesSetUpWhereInstalled) {
+  // ucx_perftest with -e over tcp on lo only, with the node's segment
+  // sizes, completes; the same with a device that does not exist fails
+  // (so the environment reaches ucx_perftest).
+  const auto program = tessera::bench::find_ucx_perftest();
+  if (program.empty())
+    GTEST_SKIP() << "ucx_perftest not installed (Debian: ucx-utils)";
+  tessera::bench::perftest_spec s;
+  s.test = "tag_bw";
+  s.size_bytes = 65536;
+  s.iterations = 64;
+  s.warmup = 4;
+  s.tls = "tcp";
+  s.env = {"UCX_NET_DEVICES=lo", "UCX_TCP_TX_SEG_SIZE=65536", "UCX_TCP_RX_SEG_SIZE=262144"};
+  s.error_handling = true;
+  auto r = tessera::bench::run_perftest(program, s);
+  ASSERT_TRUE(r) << tessera::error_text(r.error());
+  EXPECT_EQ(r->iterations, 64u);
+  EXPECT_GT(r->bandwidth_gb_s(), 0);
+  s.env.front() = "UCX_NET_DEVICES=tessera_none0";
+  s.timeout = std::chrono::milliseconds{20000};
+  EXPECT_FALSE(tessera::bench::run_perftest(program, s)) << "no interface: no run";
+}
+
 } // namespace
