@@ -12,7 +12,7 @@
 ///   served_model_name = "tessera-demo"
 ///   router_policy = "kv"            # kv, round-robin, random, least-loaded
 ///   max_local_prefill_tokens = 1000 # uncached tokens a decode worker prefills
-///   router_load = "blocks"          # the load term: blocks (KV blocks) or units (model units)
+///   router_load = "units"           # the load term: units (model units) or blocks (KV blocks)
 ///   router_sticky_break = 2.0       # a session leaves its worker above this x the
 ///                                   # least-loaded one's load (0: never)
 ///   slo_ttft_ms = 0.0               # the autoscaling signal's TTFT p90 SLO (0: none)
@@ -167,7 +167,7 @@ struct cluster_config {
   /// Uncached prompt tokens a decode worker prefills itself. Default: 1000.
   int32_t max_local_prefill_tokens = 1000;
   /// The router's load term: "units" or "blocks" (router_options::load).
-  std::string router_load = "blocks";
+  std::string router_load = "units";
   /// router_options::sticky_break_factor: 0, or >= 1. Default: 2.
   double router_sticky_break = 2.0;
   /// The autoscaling signal's SLOs, ms (autoscale_options); 0: none.

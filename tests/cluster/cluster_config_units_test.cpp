@@ -21,21 +21,21 @@ std::string problems_of(const std::string& text) {
   return all;
 }
 
-TEST(ClusterConfigUnitsTest, DefaultsAreBlocksFactorTwoAndNoSlo) {
+TEST(ClusterConfigUnitsTest, DefaultsAreUnitsFactorTwoAndNoSlo) {
   auto c = parse_cluster_config(one_router, "c.toml");
   ASSERT_TRUE(c) << tessera::error_text(c.error());
-  EXPECT_EQ(c->router_load, "blocks");
+  EXPECT_EQ(c->router_load, "units");
   EXPECT_EQ(c->router_sticky_break, 2.0);
   EXPECT_EQ(c->slo_ttft_ms, 0.0);
   EXPECT_EQ(c->slo_itl_ms, 0.0);
 }
 
 TEST(ClusterConfigUnitsTest, KeysAreRead) {
-  auto c = parse_cluster_config(std::string{"router_load = \"units\"\nrouter_sticky_break = 0\n"
+  auto c = parse_cluster_config(std::string{"router_load = \"blocks\"\nrouter_sticky_break = 0\n"
                                             "slo_ttft_ms = 500\nslo_itl_ms = 40.5\n"} + one_router,
                                 "c.toml");
   ASSERT_TRUE(c) << tessera::error_text(c.error());
-  EXPECT_EQ(c->router_load, "units");
+  EXPECT_EQ(c->router_load, "blocks");
   EXPECT_EQ(c->router_sticky_break, 0.0);
   EXPECT_EQ(c->slo_ttft_ms, 500.0);
   EXPECT_EQ(c->slo_itl_ms, 40.5);
