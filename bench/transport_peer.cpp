@@ -84,7 +84,8 @@ public:
   }
 
   void on_blocks_arrived(tt::peer_id from, const tt::transfer_batch& batch) override {
-    reply(from, blocks_ack_actor, batch.batch_id);
+    transport_->send(from, tt::message{std::string{blocks_ack_actor}, ack_frame(batch.batch_id)},
+                     {});
   }
 
   void on_peer_failed(tt::peer_id, const caf::error&) override {
@@ -179,6 +180,23 @@ caf::expected<uint64_t> control_sequence(std::span<const std::byte> frame) {
     return bench_error("bench: expected a heartbeat frame, got "
                        + std::string{tt::wire::to_string(tt::wire::type_of(*m))});
   return hb->sequence;
+}
+
+std::vector<std::byte> ack_frame(uint64_t batch_id) {
+  std::vector<std::byte> frame(8);
+  for (size_t i = 0; i < frame.size(); ++i)
+    frame[i] = static_cast<std::byte>(batch_id >> (8 * i));
+  return frame;
+}
+
+caf::expected<uint64_t> ack_batch_id(std::span<const std::byte> frame) {
+  if (frame.size() != 8)
+    return bench_error("bench: a blocks_ack of " + std::to_string(frame.size())
+                       + " bytes (expected 8)");
+  uint64_t id = 0;
+  for (size_t i = 0; i < frame.size(); ++i)
+    id |= static_cast<uint64_t>(frame[i]) << (8 * i);
+  return id;
 }
 
 caf::expected<peer_announcement> parse_peer_announcement(std::string_view line) {

@@ -17,6 +17,12 @@
 ///   transfer(batch k) -------------->      on_blocks_arrived(k)
 ///                   <----------------      "blocks_ack"(k)
 ///
+/// "blocks_ack" is not a wire frame but the batch id alone (ack_frame: 8
+/// bytes, little-endian): the batch figures time the transport's batch
+/// path; a heartbeat's encode on the peer and decode (full validation)
+/// here add about 1 us per batch over shared memory (rtt_codec_us_p50
+/// against rtt_us_p50), where a 64 KiB batch takes ~2 us with 4 in flight.
+///
 /// Start-up: the peer registers one receive region, listens on
 /// 127.0.0.1:0 and prints one line `LISTENING <host:port> REGION <id> <bytes>`;
 /// it exits (code 0) when the probe disconnects, or (code 1) when no probe
@@ -89,6 +95,12 @@ inline constexpr std::string_view blocks_ack_actor = "blocks_ack";
 
 /// Decodes a control_frame (full wire checks) and returns its sequence.
 [[nodiscard]] caf::expected<uint64_t> control_sequence(std::span<const std::byte> frame);
+
+/// The "blocks_ack" frame for batch `batch_id`: 8 bytes, little-endian.
+[[nodiscard]] std::vector<std::byte> ack_frame(uint64_t batch_id);
+
+/// The batch id of an ack_frame; errors unless `frame` is exactly 8 bytes.
+[[nodiscard]] caf::expected<uint64_t> ack_batch_id(std::span<const std::byte> frame);
 
 /// Settings of the peer process.
 struct transport_peer_options {

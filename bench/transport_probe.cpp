@@ -267,7 +267,7 @@ caf::expected<batch_figures> measure_batches(probe_context& c, tt::transfer_batc
       // With more than one in flight, batches may land out of order (a
       // rendezvous run of one can overtake another's): each ack must name
       // a batch issued and not acknowledged yet.
-      auto seq = control_sequence(m.frame);
+      auto seq = ack_batch_id(m.frame);
       if (!seq)
         return sig->finish(seq.error());
       const uint64_t got = *seq;

@@ -22,6 +22,26 @@ TEST(TransportPeerTest, CorruptControlFrameIsRejected) {
   EXPECT_FALSE(control_sequence(frame));
 }
 
+TEST(TransportPeerTest, AckFrameCarriesTheBatchId) {
+  for (uint64_t id : {uint64_t{0}, uint64_t{41}, uint64_t{0x0102030405060708}, ~uint64_t{0}}) {
+    auto frame = ack_frame(id);
+    EXPECT_EQ(frame.size(), 8u);
+    auto got = ack_batch_id(frame);
+    ASSERT_TRUE(got) << tessera::error_text(got.error());
+    EXPECT_EQ(*got, id);
+  }
+  EXPECT_EQ(ack_frame(0x0102030405060708).front(), std::byte{0x08}) << "little-endian";
+}
+
+TEST(TransportPeerTest, AnAckOfAnotherSizeIsRejected) {
+  auto frame = ack_frame(7);
+  frame.push_back(std::byte{0});
+  EXPECT_FALSE(ack_batch_id(frame));
+  frame.resize(7);
+  EXPECT_FALSE(ack_batch_id(frame));
+  EXPECT_FALSE(ack_batch_id(control_frame(7))) << "a heartbeat is not an ack";
+}
+
 TEST(TransportPeerTest, ReadsTheAnnouncement) {
   auto a = parse_peer_announcement("LISTENING 127.0.0.1:41234 REGION 1 16777216");
   ASSERT_TRUE(a) << tessera::error_text(a.error());
