@@ -215,22 +215,44 @@ void matmul_multi(thread_pool& pool, const float* x, int64_t M, int64_t K, int64
         t.matmul_range(x, M, K, ldx, o.w, o.wt, 0, o.N, o.bias, o.y, o.ldy);
     return;
   }
-  // Contiguous, tile-aligned column chunks, about four per thread over all
-  // outputs, handed out in order to whichever thread is free: each chunk
-  // streams a long run of w (and reuses each x row group over many tiles),
-  // while a thread slowed by another process on a shared host leaves its
-  // remaining chunks to the others instead of stalling the whole matmul.
-  // Several outputs sharing x (q, k, v; gate, up) go in one parallel region.
-  const int64_t chunk_tiles = std::max<int64_t>(1, (total_tiles + threads * 4 - 1) / (threads * 4));
-  const int64_t chunk_cols = chunk_tiles * t.n_align;
+  // Contiguous, tile-aligned column chunks handed out in order to whichever
+  // thread is free: each chunk streams a long run of w (and reuses each x row
+  // group over many tiles), while a thread slowed by another process on a
+  // shared host leaves its remaining chunks to the others instead of stalling
+  // the whole matmul. Several outputs sharing x (q, k, v; gate, up) go in one
+  // parallel region. The chunks shrink as the work runs out (guided
+  // self-scheduling): each takes about 1/(2 x threads) of the tiles still
+  // unassigned, at most a quarter of a thread's share and at least min_tiles,
+  // so the threads finish within one small chunk of each other. With fixed
+  // chunks of a quarter share, the caller of a batch-1 decode with 2 threads
+  // waited ~9% of the step for the other thread's last chunk (perf).
+  const int64_t max_tiles = std::max<int64_t>(1, (total_tiles + threads * 4 - 1) / (threads * 4));
+  // A chunk of at least ~32 KiB of weights per 4 rows of x: below that the
+  // hand-out and a chunk's cold first tile cost more than the balance gains,
+  // and larger batches re-read x for every chunk.
+  const int64_t tile_bytes = t.n_align * K * static_cast<int64_t>(dtype_size(outs.front().wt));
+  const int64_t min_bytes = (int64_t{32} << 10) * ((M + 3) / 4);
+  const int64_t min_tiles =
+      std::min(max_tiles, std::max<int64_t>(1, (min_bytes + tile_bytes - 1) / std::max<int64_t>(1, tile_bytes)));
   struct chunk_ref {
     const matmul_output* out;
     int64_t n0, n1;
   };
-  std::vector<chunk_ref> chunks;
-  for (const auto& o : outs)
-    for (int64_t n0 = 0; n0 < o.N; n0 += chunk_cols)
-      chunks.push_back({&o, n0, std::min(o.N, n0 + chunk_cols)});
+  // Reused across calls (no allocation per matmul); workers read the
+  // caller's list through this reference, not their own thread_local.
+  static thread_local std::vector<chunk_ref> chunk_list;
+  std::vector<chunk_ref>& chunks = chunk_list;
+  chunks.clear();
+  int64_t left = total_tiles;
+  for (const auto& o : outs) {
+    for (int64_t n0 = 0; n0 < o.N;) {
+      const int64_t tiles = std::clamp((left + threads * 2 - 1) / (threads * 2), min_tiles, max_tiles);
+      const int64_t n1 = std::min(o.N, n0 + tiles * t.n_align);
+      chunks.push_back({&o, n0, n1});
+      left -= (n1 - n0 + t.n_align - 1) / t.n_align;
+      n0 = n1;
+    }
+  }
   pool.run_chunks(static_cast<int64_t>(chunks.size()), [&](int64_t c) {
     const chunk_ref& r = chunks[static_cast<size_t>(c)];
     t.matmul_range(x, M, K, ldx, r.out->w, r.out->wt, r.n0, r.n1, r.out->bias, r.out->y, r.out->ldy);

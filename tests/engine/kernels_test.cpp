@@ -249,6 +249,55 @@ TEST(KernelsTest, MatmulMultiEqualsSeparateMatmuls) {
   }
 }
 
+// matmul splits wide outputs into chunks that shrink as the work runs out
+// (many boundaries, several per output of a matmul_multi, a short last tile):
+// every column is computed exactly once, bit for bit as by one thread.
+TEST(KernelsTest, WideMatmulsSplitOverThreadsEqualOneThread) {
+  std::mt19937 rng{23};
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (const auto& isa : available_isas()) {
+    isa_scope scope{isa};
+    for (int64_t K : {int64_t{200}, int64_t{768}}) {
+      const int64_t ns[] = {4005, 3, 1001};
+      std::vector<typed_tensor> ws;
+      for (int64_t n : ns)
+        ws.push_back(make_tensor(random_floats(rng, static_cast<size_t>(n * K)), dtype::bf16));
+      const std::vector<int64_t> batches =
+          isa == "generic" ? std::vector<int64_t>{1} : std::vector<int64_t>{1, 2, 16};
+      for (int64_t M : batches) {
+        const auto x = random_floats(rng, static_cast<size_t>(M * K));
+        std::vector<std::vector<float>> want;
+        for (size_t i = 0; i < 3; ++i) {
+          want.emplace_back(static_cast<size_t>(M * ns[i]));
+          matmul_range(x.data(), M, K, K, ws[i].data(), dtype::bf16, 0, ns[i], nullptr,
+                       want[i].data(), ns[i]);
+        }
+        for (int threads : {2, 3}) {
+          thread_pool pool{threads};
+          std::vector<float> one(static_cast<size_t>(M * ns[0]), nan);
+          matmul(pool, x.data(), M, K, K, ws[0].data(), dtype::bf16, ns[0], nullptr, one.data(), ns[0]);
+          for (size_t j = 0; j < one.size(); ++j)
+            ASSERT_EQ(bits(one[j]), bits(want[0][j]))
+                << "matmul " << describe(isa, dtype::bf16, M, K, ns[0]) << " threads=" << threads
+                << " element " << j;
+          std::vector<std::vector<float>> multi;
+          std::vector<matmul_output> outs;
+          for (size_t i = 0; i < 3; ++i)
+            multi.emplace_back(static_cast<size_t>(M * ns[i]), nan);
+          for (size_t i = 0; i < 3; ++i)
+            outs.push_back({ws[i].data(), dtype::bf16, ns[i], nullptr, multi[i].data(), ns[i]});
+          matmul_multi(pool, x.data(), M, K, K, outs);
+          for (size_t i = 0; i < 3; ++i)
+            for (size_t j = 0; j < multi[i].size(); ++j)
+              ASSERT_EQ(bits(multi[i][j]), bits(want[i][j]))
+                  << "matmul_multi output " << i << " " << describe(isa, dtype::bf16, M, K, ns[i])
+                  << " threads=" << threads << " element " << j;
+        }
+      }
+    }
+  }
+}
+
 TEST(KernelsTest, DotMatchesDoubleReference) {
   std::mt19937 rng{2};
   for (const auto& isa : available_isas()) {
