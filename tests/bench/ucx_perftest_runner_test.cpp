@@ -59,12 +59,8 @@ TEST(UcxPerftestRunnerTest, RejectsATruncatedFinalRow) {
 }
 
 TEST(UcxPerftestRunnerTest, PrintsTheClientCommand) {
-  tessera::bench::perftest_spec s;
-  s.test = "ucp_put_bw";
-  s.size_bytes = 1048576;
-  s.iterations = 2048;
-  s.warmup = 10;
-  s.tls = "sm,self,tcp";
+  const tessera::bench::perftest_spec s{
+    .test = "ucp_put_bw", .size_bytes = 1048576, .iterations = 2048, .warmup = 10, .tls = "sm,self,tcp"};
   EXPECT_EQ(tessera::bench::perftest_client_command(s, 13337),
             "UCX_TLS=sm,self,tcp ucx_perftest 127.0.0.1 -p 13337 -t ucp_put_bw -s 1048576 -n 2048 -w 10");
   EXPECT_EQ(tessera::bench::perftest_client_command(s, 0),
@@ -72,14 +68,13 @@ TEST(UcxPerftestRunnerTest, PrintsTheClientCommand) {
 }
 
 TEST(UcxPerftestRunnerTest, TheCommandCarriesTheEnvironmentAndErrorHandling) {
-  tessera::bench::perftest_spec s;
-  s.test = "tag_bw";
-  s.size_bytes = 65536;
-  s.iterations = 100;
-  s.warmup = 8;
-  s.tls = "tcp";
-  s.env = {"UCX_NET_DEVICES=lo", "UCX_TCP_TX_SEG_SIZE=65536"};
-  s.error_handling = true;
+  const tessera::bench::perftest_spec s{.test = "tag_bw",
+                                        .size_bytes = 65536,
+                                        .iterations = 100,
+                                        .warmup = 8,
+                                        .tls = "tcp",
+                                        .env = {"UCX_NET_DEVICES=lo", "UCX_TCP_TX_SEG_SIZE=65536"},
+                                        .error_handling = true};
   EXPECT_EQ(tessera::bench::perftest_client_command(s, 0),
             "UCX_TLS=tcp UCX_NET_DEVICES=lo UCX_TCP_TX_SEG_SIZE=65536 ucx_perftest 127.0.0.1 "
             "-p PORT -t tag_bw -s 65536 -n 100 -w 8 -e");
@@ -92,14 +87,14 @@ TEST(UcxPerftestRunnerTest, RunsInANodesSetUpWhereInstalled) {
   const auto program = tessera::bench::find_ucx_perftest();
   if (program.empty())
     GTEST_SKIP() << "ucx_perftest not installed (Debian: ucx-utils)";
-  tessera::bench::perftest_spec s;
-  s.test = "tag_bw";
-  s.size_bytes = 65536;
-  s.iterations = 64;
-  s.warmup = 4;
-  s.tls = "tcp";
-  s.env = {"UCX_NET_DEVICES=lo", "UCX_TCP_TX_SEG_SIZE=65536", "UCX_TCP_RX_SEG_SIZE=262144"};
-  s.error_handling = true;
+  tessera::bench::perftest_spec s{.test = "tag_bw",
+                                  .size_bytes = 65536,
+                                  .iterations = 64,
+                                  .warmup = 4,
+                                  .tls = "tcp",
+                                  .env = {"UCX_NET_DEVICES=lo", "UCX_TCP_TX_SEG_SIZE=65536",
+                                          "UCX_TCP_RX_SEG_SIZE=262144"},
+                                  .error_handling = true};
   auto r = tessera::bench::run_perftest(program, s);
   ASSERT_TRUE(r) << tessera::error_text(r.error());
   EXPECT_EQ(r->iterations, 64u);

@@ -23,6 +23,14 @@ problem too_long(const char* field, size_t got, size_t max, const char* unit) {
          to_string(max);
 }
 
+/// `field` must be finite and >= 0 (a load, model units).
+template <class Number>
+problem check_non_negative(const char* field, Number v) {
+  if (std::isfinite(v) && v >= 0)
+    return {};
+  return std::string{field} + " must be finite and >= 0, got " + to_string(v);
+}
+
 problem check_layout(const protocol::kv_layout& l) {
   auto in = [](int32_t v, int32_t lo, int32_t hi) { return lo <= v && v <= hi; };
   if (!in(l.block_tokens, 1, 4096))
@@ -243,12 +251,12 @@ problem check(const membership& m, const wire_limits& lim) {
 problem check(const heartbeat& m, const wire_limits& lim) {
   if (auto p = check_name("node_id", m.node_id, lim.max_name_bytes, true); !p.empty())
     return p;
-  if (!(std::isfinite(m.load) && m.load >= 0.0f))
-    return "load must be finite and >= 0, got " + to_string(m.load);
-  if (!(std::isfinite(m.outstanding_units) && m.outstanding_units >= 0))
-    return "outstanding_units must be finite and >= 0, got " + to_string(m.outstanding_units);
-  if (!(std::isfinite(m.units_served) && m.units_served >= 0))
-    return "units_served must be finite and >= 0, got " + to_string(m.units_served);
+  if (auto p = check_non_negative("load", m.load); !p.empty())
+    return p;
+  if (auto p = check_non_negative("outstanding_units", m.outstanding_units); !p.empty())
+    return p;
+  if (auto p = check_non_negative("units_served", m.units_served); !p.empty())
+    return p;
   unsigned seen = 0;
   for (size_t i = 0; i < m.kv_usage.size(); ++i) {
     const auto& u = m.kv_usage[i];
@@ -302,8 +310,8 @@ problem check(const worker_join& m, const wire_limits& lim) {
   const std::pair<const char*, double> units[] = {
     {"units_a", m.units_a}, {"units_b", m.units_b}, {"units_c", m.units_c}, {"units_d", m.units_d}};
   for (const auto& [name, v] : units)
-    if (!(std::isfinite(v) && v >= 0))
-      return std::string{name} + " must be finite and >= 0, got " + to_string(v);
+    if (auto p = check_non_negative(name, v); !p.empty())
+      return p;
   return {};
 }
 
