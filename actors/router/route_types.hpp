@@ -179,7 +179,7 @@ struct router_options {
   size_t max_sessions = 65536;
   /// The load term of least-loaded and kv, and of the sticky break.
   /// Default: units (on the conversation trace a tie with blocks where
-  /// every worker is the same device, and TTFT p90 1.3-2.6x lower on a
+  /// every worker is the same device, and TTFT p90 1.2-2.6x lower on a
   /// fleet of mixed devices: bench/README.md, "Model units").
   load_measure load = load_measure::units;
   /// The model's units (engine/model_units.hpp) for the engine the workers

@@ -57,9 +57,10 @@ struct kv_run {
 /// Whether rendezvous is worth it for a batch of `runs` (kv_runs) when
 /// ucx_kv_path::automatic resolved to am_rndv: every run pays one
 /// rendezvous handshake, so runs averaging fewer than `min_run_bytes` go
-/// by put instead. Measured over tcp on loopback (bench/README.md,
-/// Transport): runs of 64 KiB 2.3 GB/s by rendezvous against 3.5 by put,
-/// runs of 1 MiB 6.6-6.8 against 3.6-4.7.
+/// by put instead. Measured over tcp on loopback with `tessera bench
+/// transport --kv-path put,am_rndv` before wire security took RMA off tcp
+/// (git history of bench/README.md): runs of 64 KiB 2.3 GB/s by rendezvous
+/// against 3.5 by put, runs of 1 MiB 6.6-6.8 against 3.6-4.7.
 [[nodiscard]] bool rndv_pays(const std::vector<kv_run>& runs, uint64_t min_run_bytes);
 
 /// The header of one am_kv_block message: where its data goes.
