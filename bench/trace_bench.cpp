@@ -248,10 +248,16 @@ int run_trace_bench(const trace_bench_options& o) {
   // The workers' prefix fetches from kv stores by outcome (hit, partial,
   // miss, skipped, late, rejected, failed), summed over the workers.
   const auto fetch_metric = "tessera_kvstore_fetch_total";
+  // Each worker's preemptions and tokens computed over the replay: what
+  // memory pressure cost (a preempted request is computed again).
+  const auto preempt_metric = "tessera_engine_preemptions_total";
+  const auto computed_metric = "tessera_engine_tokens_computed_total";
   auto scrape = [&](const char* metric) {
     auto m = scrape_by_label(*ep, metric, "worker");
     return m ? std::move(*m) : std::map<std::string, double>{};
   };
+  const auto preempt_before = scrape(preempt_metric);
+  const auto computed_before = scrape(computed_metric);
   host_guard_input guard;
   guard.busy_s.before = scrape(busy_metric);
   guard.delay_s.before = scrape(delay_metric);
@@ -295,7 +301,19 @@ int run_trace_bench(const trace_bench_options& o) {
   guard.host_cpu_busy = cpu_busy_share(cpu_before, cpu_sample_now());
   json busy = json::object();
   json fetches = json::object();
+  json preemptions = json::object();
+  json computed = json::object();
+  // after - before per worker, into `out`.
+  auto grew = [](const std::map<std::string, double>& before, const std::map<std::string, double>& after,
+                 json& out) {
+    for (const auto& [worker, n] : after) {
+      const auto b = before.find(worker);
+      out[worker] = n - (b == before.end() ? 0.0 : b->second);
+    }
+  };
   if (replay) {
+    grew(preempt_before, scrape(preempt_metric), preemptions);
+    grew(computed_before, scrape(computed_metric), computed);
     if (auto after = scrape_by_label(*ep, fetch_metric, "outcome"); after && fetches_before)
       for (const auto& [outcome, n] : *after) {
         const auto b = fetches_before->find(outcome);
@@ -336,6 +354,8 @@ int run_trace_bench(const trace_bench_options& o) {
   j["config"] = config;
   j["worker_busy"] = busy;
   j["kv_fetch_outcomes"] = fetches;
+  j["worker_preemptions"] = preemptions;
+  j["worker_tokens_computed"] = computed;
   j["host"] = host_guard_json(verdict, guard);
   j["host_bound"] = verdict.host_bound;
   j["host_bound_allowed"] = o.allow_host_bound;

@@ -130,6 +130,11 @@ void count_step(worker_state& st, std::chrono::steady_clock::time_point started,
   const double emulated = st.eng->get_backend().emulated_wall_seconds();
   m.sim_wall_seconds.inc(emulated - st.emulated_exported);
   st.emulated_exported = emulated;
+  const auto s = st.eng->stats();
+  m.preemptions.inc(static_cast<double>(s.preemptions - st.preemptions_exported));
+  m.tokens_computed.inc(static_cast<double>(s.tokens_computed - st.tokens_computed_exported));
+  st.preemptions_exported = s.preemptions;
+  st.tokens_computed_exported = s.tokens_computed;
 }
 
 /// Counts what `out` did of `t`'s work in model units: its prompt with its

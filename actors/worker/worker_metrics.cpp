@@ -45,6 +45,14 @@ worker_metrics::worker_metrics(cluster::metrics_registry& r, const std::string& 
                                "Wall seconds a sim engine's model asked its steps to last (modelled "
                                "seconds x time_scale); 0 for other engines.",
                                {{"worker", worker}})),
+    preemptions(r.counter("tessera_engine_preemptions_total",
+                          "Times a worker's engine preempted a running request to make room in its KV pool "
+                          "(the request waits again and its KV is computed again when it resumes).",
+                          {{"worker", worker}})),
+    tokens_computed(r.counter("tessera_engine_tokens_computed_total",
+                              "Tokens whose KV a worker's engine computed: prompts (less what the prefix "
+                              "cache held), recomputes after preemption, and decoded tokens.",
+                              {{"worker", worker}})),
     fetch_seconds(r.histogram("tessera_kvstore_fetch_seconds",
                               "Time from a prompt's prefix fetch start to its entry into the engine.",
                               cluster::latency_buckets_seconds(), {{"worker", worker}})),

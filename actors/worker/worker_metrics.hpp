@@ -40,6 +40,13 @@ struct worker_metrics {
   cluster::metric_counter& busy_seconds;
   cluster::metric_counter& step_delay_seconds;
   cluster::metric_counter& sim_wall_seconds;
+  /// Running requests the engine preempted (their KV blocks freed for
+  /// others; each is computed again when it resumes), and the tokens whose
+  /// KV it computed (prompts, recomputes after a preemption, decoded
+  /// tokens): under memory pressure the first grows and the second grows
+  /// faster than the tokens served.
+  cluster::metric_counter& preemptions;
+  cluster::metric_counter& tokens_computed;
   cluster::metric_histogram& fetch_seconds;
   cluster::metrics_registry& registry;
   std::string worker_name;

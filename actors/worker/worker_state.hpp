@@ -98,6 +98,10 @@ struct worker_state {
   /// The backend's emulated wall seconds already exported
   /// (tessera_sim_step_wall_seconds_total).
   double emulated_exported = 0;
+  /// The engine's preemptions and computed tokens already counted in the
+  /// metrics (count_step adds what grew since).
+  uint64_t preemptions_exported = 0;
+  uint64_t tokens_computed_exported = 0;
   /// Offers the store's writer has not answered yet (store_offers.hpp).
   store_offers offers{0};
   /// With worker_config::remote_store: its intake, the blocks that store

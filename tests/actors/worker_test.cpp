@@ -17,6 +17,7 @@
 #include "actors/common/token_sink.hpp"
 #include "common/error.hpp"
 #include "engine/engine_errc.hpp"
+#include "tests/support/metrics_text.hpp"
 #include "tests/support/test_model.hpp"
 #include "transport/loopback/loopback_transport.hpp"
 
@@ -99,11 +100,13 @@ struct node {
       caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
   }
   worker_actor add_worker(const std::string& name, size_t max_waiting = 1024,
-                          wire::actor_address router = {}, int32_t blocks = 256) {
+                          wire::actor_address router = {}, int32_t blocks = 256,
+                          std::shared_ptr<cluster::metrics_registry> metrics = nullptr) {
     engines.push_back(make_engine(blocks));
     auto* eng = engines.back().get();
     auto region = br->register_region(eng->get_backend().kv_pool_memory()).value();
     worker_config cfg{id, name, br->actor(), region, max_waiting, 10s, router, {}, workers.size() + 1};
+    cfg.metrics = std::move(metrics);
     // The worker owns its engine; keep a view for checks.
     auto owned = std::move(engines.back());
     engines.pop_back();
@@ -234,6 +237,35 @@ TEST_F(WorkerTest, AHandOffThatDoesNotFitYetWaitsForBlocks) {
     EXPECT_TRUE(got[r.id].failure.empty()) << got[r.id].failure;
     EXPECT_EQ(got[r.id], alone(r)) << "request " << r.id;
   }
+}
+
+TEST_F(WorkerTest, PreemptedRequestsEqualOneEngineAndTheMetricsCountThePreemptions) {
+  // Three requests that start in an 8-block pool (2 blocks of prompt each)
+  // and need 5 blocks each by their end: the engine preempts some to let
+  // the others grow. Each still equals one engine alone, and the worker's
+  // metrics show the preemptions and the recompute they cost.
+  node n(sys, fabric, "n");
+  publish_sink(n);
+  auto metrics = std::make_shared<cluster::metrics_registry>();
+  auto w = n.add_worker("w", 1024, {}, 8, metrics);
+  std::vector<engine::request> reqs{make_request(1, 20, 0.0f, 60), make_request(2, 21, 0.7f, 60),
+                                    make_request(3, 22, 0.0f, 60)};
+  for (const auto& r : reqs)
+    ASSERT_FALSE(generate(w, handoff(r, "n")));
+  auto got = collect({1, 2, 3});
+  int64_t served = 0;
+  for (const auto& r : reqs) {
+    EXPECT_TRUE(got[r.id].failure.empty()) << got[r.id].failure;
+    EXPECT_EQ(got[r.id], alone(r)) << "request " << r.id;
+    served += static_cast<int64_t>(r.prompt.size()) + r.params.max_tokens;
+  }
+  const auto text = metrics->render();
+  const double preemptions = tessera::test::metric_sum(text, "tessera_engine_preemptions_total");
+  const double computed = tessera::test::metric_sum(text, "tessera_engine_tokens_computed_total");
+  EXPECT_GE(preemptions, 1) << text;
+  // Every prompt and output token once (the last sampled token's KV is never
+  // computed), plus what the preemptions made it compute again.
+  EXPECT_GT(computed, static_cast<double>(served - 3)) << text;
 }
 
 TEST_F(WorkerTest, AHandOffToAMissingWorkerFailsTheRequestAndFreesItsBlocks) {
