@@ -112,6 +112,13 @@ void send_envelope(bridge_pointer self, peer_id peer, const std::string& to,
       return;
     if (op != 0)
       caf::anon_send(handle, completed_atom_v, op, err);
+    else if (err == transport_errc::closed || err == transport_errc::peer_failed ||
+             err == transport_errc::not_connected)
+      // The node that asked stopped or failed meanwhile (a graceful stop of
+      // the router's node while its workers answer a heartbeat): nobody
+      // waits for this reply, and the node's leaving is logged where its
+      // connection ends (on_peer_failed).
+      spdlog::info("bridge: a reply was not delivered, its node is gone: {}", error_text(err));
     else
       spdlog::warn("bridge: a reply was not delivered: {}", error_text(err));
   });
