@@ -303,22 +303,20 @@ int run_trace_bench(const trace_bench_options& o) {
   json fetches = json::object();
   json preemptions = json::object();
   json computed = json::object();
-  // after - before per worker, into `out`.
+  // after - before per label value (a series absent before counts from 0),
+  // into `out`.
   auto grew = [](const std::map<std::string, double>& before, const std::map<std::string, double>& after,
                  json& out) {
-    for (const auto& [worker, n] : after) {
-      const auto b = before.find(worker);
-      out[worker] = n - (b == before.end() ? 0.0 : b->second);
+    for (const auto& [label, n] : after) {
+      const auto b = before.find(label);
+      out[label] = n - (b == before.end() ? 0.0 : b->second);
     }
   };
   if (replay) {
     grew(preempt_before, scrape(preempt_metric), preemptions);
     grew(computed_before, scrape(computed_metric), computed);
     if (auto after = scrape_by_label(*ep, fetch_metric, "outcome"); after && fetches_before)
-      for (const auto& [outcome, n] : *after) {
-        const auto b = fetches_before->find(outcome);
-        fetches[outcome] = n - (b == fetches_before->end() ? 0.0 : b->second);
-      }
+      grew(*fetches_before, *after, fetches);
     guard.busy_s.after = scrape(busy_metric);
     guard.delay_s.after = scrape(delay_metric);
     guard.asked_s.after = scrape(asked_metric);
