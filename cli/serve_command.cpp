@@ -37,6 +37,7 @@ struct serve_args {
   uint64_t kv_store_offer_mb = 64;
   int scheduler_threads = 0;
   double drain_timeout_s = 10.0;
+  int64_t kv_admission_wait_ms = actors::kv_admission_options{}.max_wait.count();
 };
 
 int run_serve(serve_args& a) {
@@ -84,6 +85,7 @@ int run_serve(serve_args& a) {
     a.opts.model_dir = a.model;
   }
   a.opts.kv_cache_bytes = a.kv_cache_mb << 20;
+  a.opts.router.kv_admission.max_wait = std::chrono::milliseconds{a.kv_admission_wait_ms};
   a.opts.kv_dtype = *engine::parse_kv_dtype(a.kv_dtype); // checked by the option
   a.opts.kv_store_host_bytes = a.kv_store_host_mb << 20;
   a.opts.kv_store_disk_dir = a.kv_store_disk_dir;
@@ -174,6 +176,15 @@ command add_serve_command(CLI::App& app) {
                   "times the least-loaded worker's with the request (0: never)")
     ->capture_default_str()
     ->check(CLI::Range(1.0, 1e6) | CLI::IsMember({0.0}));
+  sub->add_option("--kv-admission", o.router.kv_admission.enabled,
+                  "Hold a request at the router while no decode worker's KV pool has room for it "
+                  "(its prompt and next 256 output tokens beside what is committed there), instead of "
+                  "over-committing a pool that then preempts")
+    ->capture_default_str();
+  sub->add_option("--kv-admission-wait-ms", a->kv_admission_wait_ms,
+                  "Most time a request waits for KV room; then it is routed anyway")
+    ->capture_default_str()
+    ->check(CLI::Range(0, 20000));
   sub->add_option("--slo-ttft-ms", o.router.autoscale.slo_ttft_ms,
                   "TTFT SLO (p90, ms) of the autoscaling signal (tessera_autoscale_recommended_workers; "
                   "0: none)")

@@ -15,6 +15,9 @@
 ///   router_load = "units"           # the load term: units (model units) or blocks (KV blocks)
 ///   router_sticky_break = 2.0       # a session leaves its worker above this x the
 ///                                   # least-loaded one's load (0: never)
+///   kv_admission = true             # hold a request at the router while no decode
+///                                   # worker's KV pool has room for it
+///   kv_admission_wait_ms = 8000     # at most this long; then route it anyway
 ///   slo_ttft_ms = 0.0               # the autoscaling signal's TTFT p90 SLO (0: none)
 ///   slo_itl_ms = 0.0                # and its inter-token latency p90 SLO
 ///   transport = "ucx"               # ucx (tls below) or loopback (one process)
@@ -170,6 +173,11 @@ struct cluster_config {
   std::string router_load = "units";
   /// router_options::sticky_break_factor: 0, or >= 1. Default: 2.
   double router_sticky_break = 2.0;
+  /// The router's KV admission (kv_admission_options): on, and its
+  /// max_wait in ms, [0, 20000] (below the route timeouts). Defaults:
+  /// true, 8000.
+  bool kv_admission = true;
+  int64_t kv_admission_wait_ms = 8000;
   /// The autoscaling signal's SLOs, ms (autoscale_options); 0: none.
   double slo_ttft_ms = 0;
   double slo_itl_ms = 0;

@@ -204,6 +204,8 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
     rc.options.units = *units;
     rc.options.load = cfg.router_load == "blocks" ? load_measure::blocks : load_measure::units;
     rc.options.sticky_break_factor = cfg.router_sticky_break;
+    rc.kv_admission.enabled = cfg.kv_admission;
+    rc.kv_admission.max_wait = std::chrono::milliseconds{cfg.kv_admission_wait_ms};
     rc.autoscale.slo_ttft_ms = cfg.slo_ttft_ms;
     rc.autoscale.slo_itl_ms = cfg.slo_itl_ms;
     rc.autoscale.worker_units_per_second = // units are ms of (modelled) worker time

@@ -108,6 +108,10 @@ void route_next(client_pointer self, std::shared_ptr<attempt_chain<route_answer>
   const auto i = c->order[c->next++];
   auto& l = self->state.links[i];
   const auto t = self->state.cfg.attempt_timeout;
+  // A router may hold a route while no decode worker has KV room
+  // (kv_admission.hpp): at most half this attempt, so that a router that
+  // holds is not taken for one that hangs.
+  q.max_wait = t / 2;
   auto retry = [q](client_pointer s, std::shared_ptr<attempt_chain<route_answer>> ch) { route_next(s, ch, q); };
   auto done = [self, c, i, id = q.request_id](route_answer a) {
     mark_up(self, i);

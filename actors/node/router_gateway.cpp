@@ -13,6 +13,11 @@ namespace {
 /// How long the gateway waits for its (local) router.
 constexpr std::chrono::seconds router_timeout{10};
 
+/// Most time the router may hold a remote frontend's route call for KV
+/// room (kv_admission.hpp): half a router client's default attempt
+/// timeout, so the caller does not take a holding router for a hung one.
+constexpr std::chrono::milliseconds remote_route_max_wait{1000};
+
 std::string cut(std::string s, size_t max) {
   if (s.size() > max)
     s.resize(max);
@@ -109,7 +114,9 @@ router_api_actor::behavior_type gateway_fn(router_api_actor::pointer self, route
   return {
     [self, router](route_atom, const wire::route_call& c) -> caf::result<wire::route_reply> {
       auto rp = self->make_response_promise<wire::route_reply>();
-      self->request(router, router_timeout, route_atom_v, from_wire(c))
+      auto q = from_wire(c);
+      q.max_wait = remote_route_max_wait;
+      self->request(router, router_timeout, route_atom_v, std::move(q))
         .then([rp](const route_answer& a) mutable { rp.deliver(to_wire(a)); },
               [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
       return rp;

@@ -66,6 +66,9 @@ struct worker_load {
   /// Most requests it runs at once; a worker at the limit takes no new
   /// request. 0: no limit.
   int32_t max_requests = 0;
+  /// The router's KV admission (kv_admission.hpp) found no room in its
+  /// pool for the request being routed: it takes no new request now.
+  bool kv_full = false;
   /// The kv store of the worker's node (its id in the prefix index), from
   /// which it fetches a cached prefix its own pool lacks; 0: none.
   uint64_t store_id = 0;

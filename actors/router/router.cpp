@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <deque>
 #include <map>
 #include <optional>
 #include <random>
@@ -12,6 +13,8 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/bridge/remote_actor.hpp"
+#include "actors/router/autoscale_signal.hpp"
+#include "actors/router/kv_admission.hpp"
 #include "actors/router/load_policies.hpp"
 #include "actors/router/prefix_index.hpp"
 #include "actors/router/router_errc.hpp"
@@ -61,18 +64,6 @@ struct inflight {
   double decode_units = 0;
 };
 
-/// The autoscaling signal's state (autoscale.hpp), per role.
-struct autoscale_state {
-  std::array<ewma_rate, 3> demanded;
-  std::array<ewma_rate, 3> served;
-  clock_type::time_point last_tick = clock_type::now();
-  /// The TTFT and ITL histograms at the start of the current window, and
-  /// their p90 over the last complete one.
-  std::vector<uint64_t> ttft_before, itl_before;
-  clock_type::time_point window_start = clock_type::now();
-  std::optional<double> ttft_p90_ms, itl_p90_ms;
-};
-
 struct router_state {
   static inline const char* name = "router";
   router_config cfg;
@@ -97,7 +88,7 @@ struct router_state {
   /// Nodes an operator drained (POST /admin/drain): their workers get no
   /// new request and show as unhealthy until undrained.
   std::set<std::string> drained;
-  autoscale_state scale;
+  autoscale_signal scale;
   /// Workers and stores whose KV events showed a gap before this router
   /// knew where they are (a restarted router hears events before joins):
   /// asked to resend their view when they join.
@@ -111,11 +102,20 @@ struct router_state {
   uint64_t panic_routes_before = 0;
   /// tessera_router_panic_routes_total; null without cfg.metrics.
   cluster::metric_counter* panic_routes = nullptr;
+  /// What each decode worker's KV pool has committed (kv_admission.hpp).
+  kv_commitments kv;
+  /// Requests waiting for KV room, first come first served.
+  struct waiting_route {
+    route_query query;
+    caf::typed_response_promise<route_answer> promise;
+    clock_type::time_point since;
+  };
+  std::deque<waiting_route> waiting;
+  /// tessera_router_kv_admission_*; null without cfg.metrics.
+  cluster::metric_counter* kv_waits = nullptr;
+  cluster::metric_counter* kv_wait_timeouts = nullptr;
+  cluster::metric_gauge* kv_waiting = nullptr;
 };
-
-size_t role_index(worker_role r) {
-  return static_cast<size_t>(r);
-}
 
 /// Adds `units` of work routed to worker `w` to its load and its
 /// estimate since the heartbeat.
@@ -139,6 +139,19 @@ cluster::metric_counter& panic_routes_counter(cluster::metrics_registry& reg) {
   return reg.counter("tessera_router_panic_routes_total",
                      "Requests routed while no worker that can decode was healthy, among the workers that were "
                      "only late (panic routing).");
+}
+
+/// The KV admission's series in `reg`.
+cluster::metric_counter& kv_waits_counter(cluster::metrics_registry& reg) {
+  return reg.counter("tessera_router_kv_admission_waits_total",
+                     "Requests that waited at the router because no decode worker's KV pool had room for them.");
+}
+cluster::metric_counter& kv_wait_timeouts_counter(cluster::metrics_registry& reg) {
+  return reg.counter("tessera_router_kv_admission_timeouts_total",
+                     "Requests routed without KV room after waiting the admission's max_wait.");
+}
+cluster::metric_gauge& kv_waiting_gauge(cluster::metrics_registry& reg) {
+  return reg.gauge("tessera_router_kv_admission_waiting", "Requests waiting at the router for KV room now.");
 }
 
 std::string key_of(const wire::actor_address& a) {
@@ -201,6 +214,7 @@ void on_join(router_pointer self, const wire::worker_join& j) {
     // A restarted worker: same address, new id. The old one is gone, and
     // so is its cache.
     st.index.remove_worker(prev->second);
+    st.kv.forget_worker(prev->second);
     st.workers.erase(prev->second);
     spdlog::info("router: worker {} at {} was replaced", prev->second, prev->first);
   }
@@ -233,13 +247,15 @@ void on_heartbeat(router_pointer self, const wire::heartbeat& h) {
   w.load.outstanding_units = h.outstanding_units + w.units_since_heartbeat;
   w.units_since_heartbeat = 0;
   if (w.units_served >= 0 && h.units_served >= w.units_served)
-    st.scale.served[role_index(w.load.role)].add(h.units_served - w.units_served);
+    st.scale.served(w.load.role, h.units_served - w.units_served);
   w.units_served = h.units_served;
   for (const auto& u : h.kv_usage)
     if (u.tier == wire::kv_tier::g1_pool && w.join.num_blocks > 0) {
       w.block_bytes = u.capacity_bytes / static_cast<uint64_t>(w.join.num_blocks);
-      if (w.block_bytes > 0)
+      if (w.block_bytes > 0) {
         w.load.active_decode_blocks = static_cast<int64_t>(u.used_bytes / w.block_bytes);
+        st.kv.heard(id->second, w.load.active_decode_blocks, clock_type::now());
+      }
     }
 }
 
@@ -289,12 +305,22 @@ void note_panic(router_state& st, std::span<const worker_load> loads, clock_type
   }
 }
 
-caf::expected<route_answer> route(router_pointer self, const route_query& q) {
+/// Leading blocks of `chain` worker `id`'s own pool holds, per `overlaps`
+/// (prefix_index::overlap: sorted by worker id).
+int64_t pool_blocks_of(const std::vector<worker_overlap>& overlaps, uint64_t id) {
+  auto it = std::lower_bound(overlaps.begin(), overlaps.end(), id,
+                             [](const worker_overlap& o, uint64_t v) { return o.worker_id < v; });
+  return it != overlaps.end() && it->worker_id == id ? it->blocks : 0;
+}
+
+/// Routes `q`; nullopt: it waits for KV room (kv_admission.hpp), which
+/// `check_room` false skips.
+std::optional<caf::expected<route_answer>> route(router_pointer self, const route_query& q, bool check_room) {
   auto& st = self->state;
   if (st.workers.empty())
     return make_router_error(router_errc::no_healthy_worker, "no worker has joined yet");
   const auto now = clock_type::now();
-  const auto loads = current_loads(st, now);
+  auto loads = current_loads(st, now);
   note_panic(st, loads, now);
   // Every worker serves the same model: the first one's seed and block
   // size name the prompt's blocks.
@@ -306,9 +332,35 @@ caf::expected<route_answer> route(router_pointer self, const route_query& q) {
   req.max_tokens = std::max(0, q.max_tokens);
   engine::kv_hash_blocks(st.cfg.hash_key, engine::kv_hash_root(st.cfg.hash_key, ref.hash_seed, q.cache_salt), q.prompt,
                          ref.block_tokens, q.prompt.size(), req.block_hashes);
+  // KV admission: what the request adds to a decode worker's pool, less
+  // the prompt blocks that worker holds; workers without room for it are
+  // left out of this decision.
+  const auto& adm = st.cfg.kv_admission;
+  const int64_t bt = std::max(1, ref.block_tokens);
+  const auto prompt_len = static_cast<int64_t>(q.prompt.size());
+  const int64_t prompt_blocks = (prompt_len + bt - 1) / bt;
+  const int64_t growth =
+    (prompt_len + std::min<int64_t>(req.max_tokens, adm.growth_tokens) + bt - 1) / bt - prompt_blocks;
+  std::vector<worker_overlap> overlaps;
+  if (adm.enabled)
+    overlaps = st.index.overlap(req.block_hashes);
+  bool short_of_room = false;
+  if (adm.enabled && check_room)
+    for (auto& l : loads)
+      if (l.role != worker_role::prefill &&
+          !st.kv.fits(l.id, st.workers.at(l.id).join.num_blocks, prompt_blocks - pool_blocks_of(overlaps, l.id),
+                      growth)) {
+        l.kv_full = true;
+        short_of_room = true;
+      }
   auto d = st.policy->route(req, loads, st.index);
-  if (!d)
+  if (!d) {
+    if (short_of_room && d.error() == router_errc::no_healthy_worker)
+      return std::nullopt;
     return d.error();
+  }
+  if (adm.enabled)
+    st.kv.routed(q.request_id, d->decode_worker, prompt_blocks - pool_blocks_of(overlaps, d->decode_worker), growth);
   if (d->panic && st.panic_routes)
     st.panic_routes->inc();
   auto& decode = st.workers.at(d->decode_worker);
@@ -333,8 +385,8 @@ caf::expected<route_answer> route(router_pointer self, const route_query& q) {
     decode_units.decode(static_cast<int64_t>(q.prompt.size()), req.max_tokens) + decode_units.per_request;
   add_units(prefill, f.prefill_units);
   add_units(decode, f.decode_units);
-  st.scale.demanded[role_index(prefill.load.role)].add(f.prefill_units);
-  st.scale.demanded[role_index(decode.load.role)].add(f.decode_units);
+  st.scale.demanded(prefill.load.role, f.prefill_units);
+  st.scale.demanded(decode.load.role, f.decode_units);
   st.requests[q.request_id] = f;
   st.index.touch(d->prefill_worker, req.block_hashes);
   route_answer a{prefill.join.at, decode.join.at, d->disaggregated, d->cached_blocks, std::move(d->reason), {}, 0};
@@ -345,6 +397,54 @@ caf::expected<route_answer> route(router_pointer self, const route_query& q) {
         a.kv_source_blocks = d->fetch_store_blocks;
       }
   return a;
+}
+
+/// Answers the waiting requests that fit now, in order, and those that
+/// waited kv_admission.max_wait without the check; stops at the first
+/// that still waits (first come, first served).
+void admit_waiting(router_pointer self) {
+  auto& st = self->state;
+  const auto now = clock_type::now();
+  while (!st.waiting.empty()) {
+    const auto& front = st.waiting.front();
+    const auto limit = front.query.max_wait.count() >= 0 ? std::min(front.query.max_wait, st.cfg.kv_admission.max_wait)
+                                                          : st.cfg.kv_admission.max_wait;
+    const bool expired = now - front.since >= limit;
+    auto a = route(self, st.waiting.front().query, !expired);
+    if (!a)
+      break;
+    auto promise = std::move(st.waiting.front().promise);
+    st.waiting.pop_front();
+    // The figures first: whoever reads them after the answer sees them.
+    if (expired && st.kv_wait_timeouts)
+      st.kv_wait_timeouts->inc();
+    if (st.kv_waiting)
+      st.kv_waiting->set(static_cast<double>(st.waiting.size()));
+    if (*a)
+      promise.deliver(std::move(**a));
+    else
+      promise.deliver(a->error());
+  }
+}
+
+/// A route call: answered now, or held in the queue for KV room (behind
+/// every request waiting already).
+caf::result<route_answer> on_route(router_pointer self, const route_query& q) {
+  auto& st = self->state;
+  if (st.waiting.empty()) {
+    auto a = route(self, q, true);
+    if (a && !*a)
+      return a->error();
+    if (a)
+      return std::move(**a);
+  }
+  auto rp = self->make_response_promise<route_answer>();
+  st.waiting.push_back({q, rp, clock_type::now()});
+  if (st.kv_waits)
+    st.kv_waits->inc();
+  if (st.kv_waiting)
+    st.kv_waiting->set(static_cast<double>(st.waiting.size()));
+  return rp;
 }
 
 /// The prompt's tokens leave `f`'s prefill worker's queue estimate (once).
@@ -363,12 +463,14 @@ void dequeue_prefill(router_state& st, inflight& f) {
 /// as long as it decoded, so a disaggregated prefill worker looked busy
 /// with prompts it had finished long ago.
 void on_prefilled(router_pointer self, uint64_t request_id) {
+  self->state.kv.prefilled(request_id, clock_type::now());
   if (auto it = self->state.requests.find(request_id); it != self->state.requests.end())
     dequeue_prefill(self->state, it->second);
 }
 
 void on_finished(router_pointer self, uint64_t request_id) {
   auto& st = self->state;
+  st.kv.finished(request_id);
   auto it = st.requests.find(request_id);
   if (it == st.requests.end())
     return;
@@ -455,77 +557,21 @@ bool canaries_on(const router_state& st) {
   return !st.cfg.node.empty() && st.cfg.bridge && st.cfg.health.canary_interval.count() > 0;
 }
 
-/// Folds the units routed and served since the last tick into the rates
-/// and exports the autoscaling signal per role present (autoscale.hpp).
+/// Ticks the autoscaling signal (autoscale_signal.hpp) with the healthy
+/// workers of each role present.
 void autoscale_tick(router_state& st) {
   if (!st.cfg.metrics)
     return;
-  auto& sc = st.scale;
   const auto now = clock_type::now();
-  const double dt = std::chrono::duration<double>(now - sc.last_tick).count();
-  if (dt < 0.1)
-    return;
-  sc.last_tick = now;
-  const double tau = std::max(1.0, static_cast<double>(st.cfg.autoscale.window.count())) / 1000.0;
-  for (size_t r = 0; r < 3; ++r) {
-    sc.demanded[r].tick(dt, tau);
-    sc.served[r].tick(dt, tau);
-  }
-  auto& reg = *st.cfg.metrics;
-  auto& ttft = reg.histogram("tessera_time_to_first_token_seconds", "Time from request to first token.",
-                             cluster::latency_buckets_seconds());
-  auto& itl = reg.histogram("tessera_inter_token_latency_seconds", "Time between tokens of a choice.",
-                            cluster::latency_buckets_seconds());
-  if (now - sc.window_start >= st.cfg.autoscale.window) {
-    auto p90_ms = [](const cluster::metric_histogram& h, const std::vector<uint64_t>& before,
-                     const std::vector<uint64_t>& counts) -> std::optional<double> {
-      if (auto q = histogram_quantile(h.bounds(), before, counts, 0.9))
-        return *q * 1000.0;
-      return std::nullopt;
-    };
-    auto t = ttft.cumulative_counts();
-    auto i = itl.cumulative_counts();
-    sc.ttft_p90_ms = p90_ms(ttft, sc.ttft_before, t);
-    sc.itl_p90_ms = p90_ms(itl, sc.itl_before, i);
-    sc.ttft_before = std::move(t);
-    sc.itl_before = std::move(i);
-    sc.window_start = now;
-  }
-  std::array<int32_t, 3> healthy{};
-  std::array<bool, 3> present{};
+  per_role<int32_t> healthy{};
+  per_role<bool> present{};
   for (const auto& [id, w] : st.workers) {
     const auto r = role_index(w.load.role);
     present[r] = true;
     if (w.health.check(now, st.cfg.health).healthy && !st.drained.contains(w.join.at.node))
       ++healthy[r];
   }
-  for (auto role : {worker_role::prefill, worker_role::decode, worker_role::both}) {
-    const auto r = role_index(role);
-    if (!present[r])
-      continue;
-    const cluster::metric_labels labels{{"role", to_string(role)}};
-    autoscale_input in;
-    in.demanded_per_second = sc.demanded[r].per_second();
-    in.served_per_second = sc.served[r].per_second();
-    in.workers = healthy[r];
-    in.ttft_p90_ms = sc.ttft_p90_ms;
-    in.itl_p90_ms = sc.itl_p90_ms;
-    in.ttft_applies = role != worker_role::decode;
-    in.itl_applies = role != worker_role::prefill;
-    reg.gauge("tessera_units_demanded_per_second",
-              "Model units of the requests routed per second (EWMA), by the role of the worker they went to.",
-              labels)
-      .set(in.demanded_per_second);
-    reg.gauge("tessera_units_served_per_second",
-              "Model units of work workers did per second (EWMA, from their heartbeats), by role.", labels)
-      .set(in.served_per_second);
-    reg.gauge("tessera_autoscale_recommended_workers",
-              "Workers of the role the demand in model units and the TTFT/ITL SLO call for "
-              "(ceil(demanded / (worker capacity x target utilization)), raised above the current "
-              "count while the SLO is missed).",
-              labels)
-      .set(recommended_workers(in, st.cfg.autoscale));
-  }
+  st.scale.tick(*st.cfg.metrics, st.cfg.autoscale, healthy, present, now);
 }
 
 /// Every quarter canary interval (250 ms without canaries): late canaries
@@ -555,6 +601,7 @@ void health_tick(router_pointer self) {
   }
   if (!st.workers.empty())
     note_panic(st, current_loads(st, now), now);
+  admit_waiting(self);
   const auto tick = canaries_on(st) ? std::max(st.cfg.health.canary_interval / 4, std::chrono::milliseconds{50})
                                     : std::chrono::milliseconds{250};
   self->delayed_send(self, tick, step_atom_v);
@@ -567,8 +614,12 @@ router_impl::behavior_type router_fn(router_pointer self, std::shared_ptr<router
   self->state.policy = std::move(policy);
   self->state.cfg = std::move(cfg);
   self->state.next_canary = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
-  if (self->state.cfg.metrics)
-    self->state.panic_routes = &panic_routes_counter(*self->state.cfg.metrics);
+  if (auto& reg = self->state.cfg.metrics) {
+    self->state.panic_routes = &panic_routes_counter(*reg);
+    self->state.kv_waits = &kv_waits_counter(*reg);
+    self->state.kv_wait_timeouts = &kv_wait_timeouts_counter(*reg);
+    self->state.kv_waiting = &kv_waiting_gauge(*reg);
+  }
   self->send(self, step_atom_v);
   return {
     [self](join_atom, const wire::worker_join& j) { on_join(self, j); },
@@ -595,15 +646,16 @@ router_impl::behavior_type router_fn(router_pointer self, std::shared_ptr<router
         spdlog::warn("router: lost {} KV events of {}; asking for its view once it joins", r.missed, ev.worker_id);
       }
     },
-    [self](heartbeat_atom, const wire::heartbeat& h) { on_heartbeat(self, h); },
-    [self](route_atom, const route_query& q) -> caf::result<route_answer> {
-      auto a = route(self, q);
-      if (!a)
-        return a.error();
-      return std::move(*a);
+    [self](heartbeat_atom, const wire::heartbeat& h) {
+      on_heartbeat(self, h);
+      admit_waiting(self);
     },
+    [self](route_atom, const route_query& q) -> caf::result<route_answer> { return on_route(self, q); },
     [self](prefilled_atom, uint64_t id) { on_prefilled(self, id); },
-    [self](finished_atom, uint64_t id) { on_finished(self, id); },
+    [self](finished_atom, uint64_t id) {
+      on_finished(self, id);
+      admit_waiting(self);
+    },
     [self](node_down_atom, const std::string& node) {
       for (auto& [id, w] : self->state.workers)
         if (w.join.at.node == node) {
@@ -625,6 +677,7 @@ router_impl::behavior_type router_fn(router_pointer self, std::shared_ptr<router
           gone.push_back(id);
       for (auto id : gone) {
         st.index.remove_worker(id);
+        st.kv.forget_worker(id);
         st.by_address.erase(key_of(st.workers.at(id).join.at));
         st.workers.erase(id);
       }
@@ -680,8 +733,15 @@ caf::expected<router_local_actor> spawn_router(caf::actor_system& sys, router_co
   auto policy = make_router_policy(cfg.policy, cfg.options);
   if (!policy)
     return policy.error();
-  if (cfg.metrics) // on /metrics (at 0) from now, not from the actor's start
+  if (cfg.metrics) { // on /metrics (at 0) from now, not from the actor's start
     panic_routes_counter(*cfg.metrics);
+    kv_waits_counter(*cfg.metrics);
+    kv_wait_timeouts_counter(*cfg.metrics);
+    kv_waiting_gauge(*cfg.metrics);
+  }
+  if (cfg.kv_admission.growth_tokens < 0 || cfg.kv_admission.max_wait.count() < 0)
+    return make_router_error(router_errc::invalid_options,
+                             "kv_admission: growth_tokens and max_wait must be >= 0");
   std::shared_ptr<router_policy> shared = std::move(*policy);
   return caf::actor_cast<router_local_actor>(sys.spawn(router_fn, shared, std::move(cfg)));
 }

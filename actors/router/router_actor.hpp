@@ -14,6 +14,8 @@
 ///                                    (about once a second per worker, at
 ///                                    canary_priority; worker_health.hpp)
 ///   frontend --route(query)--> router --answer--> frontend
+///                                    (held while no decode worker has KV
+///                                    room for it: kv_admission.hpp)
 ///   frontend --finished(id)--> router          (its load estimate drops)
 ///   frontend --workers--> router --each worker's state and reason-->
 ///                                    (GET /health, /ready)
@@ -29,6 +31,7 @@
 
 #include "actors/actor_types.hpp"
 #include "actors/router/autoscale.hpp"
+#include "actors/router/kv_admission.hpp"
 #include "actors/router/route_types.hpp"
 #include "actors/router/worker_health.hpp"
 #include "transport/wire/messages.hpp"
@@ -60,6 +63,11 @@ struct route_query {
   std::string session_id;
   /// Most tokens it may generate (for the load estimate).
   int32_t max_tokens = 0;
+  /// Most time the router may hold it while no decode worker has KV room
+  /// (kv_admission.hpp), if shorter than its kv_admission.max_wait: a
+  /// caller with a short timeout of its own (a router client, a remote
+  /// frontend through the gateway) sets it. Negative: the router's.
+  std::chrono::milliseconds max_wait{-1};
 };
 
 /// Where the request goes.
@@ -162,6 +170,10 @@ struct router_config {
   /// (engine::engine_config::hash_key), or no prompt matches their caches.
   /// Default: the process's random key.
   engine::kv_hash_key hash_key = engine::process_kv_hash_key();
+  /// Admission by the decode workers' KV memory (kv_admission.hpp): a
+  /// request waits at the router (first come, first served, at most
+  /// kv_admission.max_wait) while no decode worker's pool has room for it.
+  kv_admission_options kv_admission;
 };
 
 /// Spawns a router; fails if the policy name is unknown (the error names

@@ -92,10 +92,11 @@ int32_t cached_blocks_of(const std::vector<worker_overlap>& overlaps, std::span<
   return static_cast<int32_t>(credited);
 }
 
-/// Whether `w` may take a request: healthy (or late, in panic) and under
-/// max_requests.
+/// Whether `w` may take a request: healthy (or late, in panic), under
+/// max_requests, and with KV room for it (worker_load::kv_full).
 bool eligible(const worker_load& w, bool panic) {
-  return (w.healthy || (panic && w.late)) && (w.max_requests <= 0 || w.active_requests < w.max_requests);
+  return (w.healthy || (panic && w.late)) && (w.max_requests <= 0 || w.active_requests < w.max_requests) &&
+         !w.kv_full;
 }
 
 int64_t uncached_tokens(const route_request& req, int32_t cached_blocks) {
@@ -195,7 +196,7 @@ caf::expected<route_decision> router_policy::route(const route_request& req,
     return make_router_error(router_errc::no_healthy_worker,
                              "no healthy worker can decode: " + str(static_cast<int64_t>(workers.size()))
                                + " known, " + str(unhealthy) + " unhealthy, " + str(full)
-                               + " at max_requests, " + str(prefill_only) + " prefill-only"
+                               + " at max_requests or without KV room, " + str(prefill_only) + " prefill-only"
                                + (panic ? " (panic routing: " + str(late) + " late)" : std::string{}));
   const route_context ctx{req, decode, prefill};
 

@@ -94,7 +94,7 @@ TEST_P(PanicRoutingAllPoliciesTest, WorkersDownOrFailedAreStillRefusedWithNoHeal
   auto d = p->route(make_request(chain(4), 64), w, idx);
   ASSERT_FALSE(d);
   EXPECT_EQ(d.error(), router_errc::no_healthy_worker);
-  EXPECT_EQ(error_message(d.error()), "no healthy worker can decode: 3 known, 3 unhealthy, 0 at max_requests, "
+  EXPECT_EQ(error_message(d.error()), "no healthy worker can decode: 3 known, 3 unhealthy, 0 at max_requests or without KV room, "
                                       "0 prefill-only");
   EXPECT_EQ(p->panic_routes(), 0u);
 }
@@ -140,7 +140,7 @@ TEST(PanicRoutingTest, LateWorkersAtMaxRequestsAreStillFullAndTheErrorSaysPanic)
   auto d = p->route(make_request(chain(4), 64), w, idx);
   ASSERT_FALSE(d);
   EXPECT_EQ(d.error(), router_errc::no_healthy_worker);
-  EXPECT_EQ(error_message(d.error()), "no healthy worker can decode: 2 known, 1 unhealthy, 1 at max_requests, "
+  EXPECT_EQ(error_message(d.error()), "no healthy worker can decode: 2 known, 1 unhealthy, 1 at max_requests or without KV room, "
                                       "0 prefill-only (panic routing: 1 late)");
 }
 

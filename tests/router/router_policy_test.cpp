@@ -262,7 +262,7 @@ TEST(RouterPolicyTest, NoHealthyWorkerIsAnErrorThatSaysWhy) {
     ASSERT_FALSE(d) << name;
     EXPECT_EQ(code_of(d.error()), router_errc::no_healthy_worker);
     EXPECT_EQ(error_message(d.error()),
-              "no healthy worker can decode: 3 known, 1 unhealthy, 1 at max_requests, "
+              "no healthy worker can decode: 3 known, 1 unhealthy, 1 at max_requests or without KV room, "
               "1 prefill-only");
     auto none = p->route(make_request(chain(4), 64), {}, idx);
     ASSERT_FALSE(none);

@@ -1,0 +1,205 @@
+// The router's KV admission (kv_admission.hpp) as an actor: while no decode
+// worker's pool has room for a request, its route call is held, first come
+// first served, and answered when a request ends, or after max_wait without
+// the check; its metrics count both. The workers here are joins and
+// heartbeats sent by the test: the router only reads them.
+
+#include "actors/router/router_actor.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <numeric>
+
+#include "actors/router/router_errc.hpp"
+#include "cluster/metrics.hpp"
+#include "common/error.hpp"
+#include "engine/block_hash.hpp"
+
+namespace tessera::actors {
+namespace {
+
+using namespace std::chrono_literals;
+namespace wire = transport::wire;
+
+constexpr int32_t block_tokens = 16;
+constexpr int32_t pool_blocks = 10;
+
+class RouterAdmissionTest : public ::testing::Test {
+protected:
+  RouterAdmissionTest() : sys(cfg), self(sys) {}
+
+  void start(std::chrono::milliseconds max_wait, bool enabled = true) {
+    router_config rc;
+    rc.policy = "least-loaded";
+    rc.metrics = metrics;
+    rc.kv_admission.enabled = enabled;
+    rc.kv_admission.max_wait = max_wait;
+    rc.kv_admission.growth_tokens = 16; // one block per request
+    rc.hash_key = key;
+    auto r = spawn_router(sys, rc);
+    ASSERT_TRUE(r) << error_text(r.error());
+    router = *r;
+    wire::worker_join j;
+    j.worker_id = 1;
+    j.at = {"n", "d0"};
+    j.roles = {wire::node_role::decode};
+    j.block_tokens = block_tokens;
+    j.num_blocks = pool_blocks;
+    self->send(router, join_atom_v, j);
+    heartbeat(0);
+  }
+
+  void TearDown() override {
+    if (router)
+      caf::anon_send_exit(router, caf::exit_reason::user_shutdown);
+  }
+
+  /// The decode worker reports `used` blocks of its pool referenced.
+  void heartbeat(uint64_t used) {
+    wire::heartbeat h;
+    h.node_id = "n/d0";
+    h.sequence = ++sequence;
+    h.kv_usage.push_back({wire::kv_tier::g1_pool, used * 1000, pool_blocks * 1000});
+    self->send(router, heartbeat_atom_v, h);
+  }
+
+  /// A prompt of `blocks` full blocks, distinct per `seed`.
+  static std::vector<int32_t> prompt(int32_t seed, int32_t blocks) {
+    std::vector<int32_t> p(static_cast<size_t>(blocks * block_tokens));
+    std::iota(p.begin(), p.end(), seed * 1000);
+    return p;
+  }
+
+  /// Sends a route call whose answer comes back as a message.
+  void route_async(uint64_t id, int32_t blocks) {
+    self->send(router, route_atom_v, route_query{id, prompt(static_cast<int32_t>(id), blocks), "", "", 16});
+  }
+
+  /// The next route answer within `wait`, if any.
+  std::optional<route_answer> answer(std::chrono::milliseconds wait) {
+    std::optional<route_answer> out;
+    self->receive([&](route_answer& a) { out = a; }, [&](caf::error& e) { ADD_FAILURE() << error_text(e); },
+                  caf::after(wait) >> [] {});
+    return out;
+  }
+
+  std::string metrics_text() { return metrics->render(); }
+
+  caf::actor_system_config cfg;
+  caf::actor_system sys;
+  caf::scoped_actor self;
+  std::shared_ptr<cluster::metrics_registry> metrics = std::make_shared<cluster::metrics_registry>();
+  router_local_actor router;
+  uint64_t sequence = 0;
+  engine::kv_hash_key key = engine::process_kv_hash_key();
+};
+
+TEST_F(RouterAdmissionTest, ARequestWithoutKvRoomWaitsUntilOneEndsThenGoesInOrder) {
+  start(20s);
+  // 4 + 1 blocks each on a pool of 10: two fit, the third and fourth wait.
+  route_async(1, 4);
+  ASSERT_TRUE(answer(2s));
+  route_async(2, 4);
+  ASSERT_TRUE(answer(2s));
+  route_async(3, 4);
+  route_async(4, 1); // would fit beside 1 and 2 alone, but waits behind 3
+  EXPECT_FALSE(answer(400ms)) << "no decode worker has room: the route is held";
+  EXPECT_NE(metrics_text().find("tessera_router_kv_admission_waiting 2"), std::string::npos) << metrics_text();
+  // Request 1 prefilled and a later heartbeat shows its 4 blocks: nothing
+  // freed yet.
+  self->send(router, prefilled_atom_v, uint64_t{1});
+  heartbeat(4);
+  EXPECT_FALSE(answer(400ms));
+  // Request 1 ends, and a heartbeat shows its blocks freed: 3 goes in;
+  // 4, behind it, finds 10 - 5 (request 2) - 5 (request 3) < 2 and waits on.
+  self->send(router, finished_atom_v, uint64_t{1});
+  heartbeat(0);
+  auto third = answer(2s);
+  ASSERT_TRUE(third);
+  EXPECT_EQ(third->decode.actor, "d0");
+  EXPECT_FALSE(answer(400ms)) << "request 4 still has no room";
+  self->send(router, finished_atom_v, uint64_t{2});
+  EXPECT_TRUE(answer(2s)) << "request 2 ended: 4 fits";
+  const auto text = metrics_text();
+  EXPECT_NE(text.find("tessera_router_kv_admission_waits_total 2"), std::string::npos) << text;
+  EXPECT_NE(text.find("tessera_router_kv_admission_timeouts_total 0"), std::string::npos) << text;
+  EXPECT_NE(text.find("tessera_router_kv_admission_waiting 0"), std::string::npos) << text;
+}
+
+TEST_F(RouterAdmissionTest, AfterMaxWaitTheRequestIsRoutedWithoutRoom) {
+  start(300ms);
+  route_async(1, 8);
+  ASSERT_TRUE(answer(2s));
+  route_async(2, 8);
+  EXPECT_FALSE(answer(150ms));
+  heartbeat(8); // keeps the worker healthy; still no room
+  auto late = answer(3s);
+  ASSERT_TRUE(late) << "routed once it waited max_wait";
+  EXPECT_EQ(late->decode.actor, "d0");
+  EXPECT_NE(metrics_text().find("tessera_router_kv_admission_timeouts_total 1"), std::string::npos)
+    << metrics_text();
+}
+
+TEST_F(RouterAdmissionTest, ACallerWithAShortTimeoutIsHeldOnlyAsLongAsItAsks) {
+  start(20s);
+  route_async(1, 8);
+  ASSERT_TRUE(answer(2s));
+  // As a router client or the gateway asks: at most 200 ms here.
+  route_query q{2, prompt(2, 8), "", "", 16};
+  q.max_wait = 200ms;
+  const auto t0 = std::chrono::steady_clock::now();
+  self->send(router, route_atom_v, q);
+  heartbeat(8);
+  ASSERT_TRUE(answer(3s));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s) << "held for the router's 20 s, not the caller's 200 ms";
+  EXPECT_NE(metrics_text().find("tessera_router_kv_admission_timeouts_total 1"), std::string::npos)
+    << metrics_text();
+}
+
+TEST_F(RouterAdmissionTest, PromptBlocksTheDecodeWorkerHoldsNeedNoRoom) {
+  start(20s);
+  route_async(1, 8); // 8 + 1 of 10
+  ASSERT_TRUE(answer(2s));
+  self->send(router, prefilled_atom_v, uint64_t{1});
+  heartbeat(8);
+  // The worker now holds request 1's prompt, as its KV events say.
+  const auto p = prompt(1, 8);
+  std::vector<engine::kv_block_hash> hashes;
+  engine::kv_hash_blocks(key, engine::kv_hash_root(key, 0, ""), p, block_tokens, 8, hashes);
+  wire::kv_event ev;
+  ev.worker_id = 1;
+  ev.event_id = 0;
+  ev.tier = wire::kv_tier::g1_pool;
+  ev.kind = wire::kv_event_kind::stored;
+  ev.block_hashes.assign(hashes.begin(), hashes.end());
+  self->send(router, kv_events_atom_v, ev);
+  // The same prompt again adds only its growth: 8 used + 1 + 1 <= 10.
+  self->send(router, route_atom_v, route_query{2, p, "", "", 16});
+  EXPECT_TRUE(answer(2s)) << "the shared prompt needs no new blocks";
+  // Another prompt of 8 blocks does not fit.
+  route_async(3, 8);
+  EXPECT_FALSE(answer(400ms));
+}
+
+TEST_F(RouterAdmissionTest, OffEveryRequestIsRoutedAtOnce) {
+  start(20s, false);
+  for (uint64_t id = 1; id <= 4; ++id) {
+    route_async(id, 8);
+    EXPECT_TRUE(answer(2s)) << "request " << id;
+  }
+  EXPECT_NE(metrics_text().find("tessera_router_kv_admission_waits_total 0"), std::string::npos) << metrics_text();
+}
+
+TEST_F(RouterAdmissionTest, ARequestLargerThanThePoolRunsOnceTheWorkerIsIdle) {
+  start(20s);
+  route_async(1, 2);
+  ASSERT_TRUE(answer(2s));
+  route_async(2, 40); // 4x the pool: never fits beside anything
+  EXPECT_FALSE(answer(300ms));
+  self->send(router, finished_atom_v, uint64_t{1});
+  EXPECT_TRUE(answer(2s)) << "alone on an idle worker, the engine decides";
+}
+
+} // namespace
+} // namespace tessera::actors

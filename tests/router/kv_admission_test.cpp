@@ -1,0 +1,75 @@
+// The router's account of each decode worker's KV pool (kv_admission.hpp):
+// what a heartbeat reports, what routed requests add until a later
+// heartbeat shows them, and the growth kept for every request.
+
+#include "actors/router/kv_admission.hpp"
+
+#include <gtest/gtest.h>
+
+namespace tessera::actors {
+namespace {
+
+using namespace std::chrono_literals;
+using clock_type = kv_commitments::clock;
+
+TEST(KvAdmissionTest, ARoutedPromptCountsUntilAHeartbeatAfterItsFirstTokenShowsIt) {
+  kv_commitments kv;
+  const auto t0 = clock_type::now();
+  kv.heard(7, 10, t0);
+  EXPECT_EQ(kv.room(7, 100), 90);
+  kv.routed(1, 7, 30, 4);
+  EXPECT_EQ(kv.room(7, 100), 56) << "10 used + 30 prompt + 4 growth";
+  // A heartbeat before the first token does not show the prompt yet.
+  kv.heard(7, 12, t0 + 1ms);
+  EXPECT_EQ(kv.room(7, 100), 54);
+  kv.prefilled(1, t0 + 2ms);
+  EXPECT_EQ(kv.room(7, 100), 54) << "no heartbeat since the first token";
+  kv.heard(7, 42, t0 + 3ms); // now it holds the prompt
+  EXPECT_EQ(kv.room(7, 100), 54) << "42 used + 4 growth kept";
+  kv.finished(1);
+  EXPECT_EQ(kv.room(7, 100), 58);
+  EXPECT_EQ(kv.active(7), 0);
+  EXPECT_EQ(kv.size(), 0u);
+}
+
+TEST(KvAdmissionTest, AnIdleWorkerAlwaysFitsABusyOneOnlyWithRoom) {
+  kv_commitments kv;
+  const auto t0 = clock_type::now();
+  kv.heard(1, 0, t0);
+  EXPECT_TRUE(kv.fits(1, 10, 500, 5)) << "nothing routed there: even a request larger than the pool runs, alone";
+  kv.routed(10, 1, 6, 1);
+  EXPECT_TRUE(kv.fits(1, 10, 2, 1)) << "6 + 1 committed, 3 left";
+  EXPECT_FALSE(kv.fits(1, 10, 3, 1));
+  EXPECT_TRUE(kv.fits(2, 10, 3, 1)) << "another worker's requests do not count here";
+  EXPECT_EQ(kv.active(1), 1);
+  // A second attempt under the same id replaces the first.
+  kv.routed(10, 2, 6, 1);
+  EXPECT_EQ(kv.active(1), 0);
+  EXPECT_EQ(kv.active(2), 1);
+  EXPECT_EQ(kv.room(2, 10), 3);
+}
+
+TEST(KvAdmissionTest, ForgettingAWorkerDropsItsFiguresNotItsRequests) {
+  kv_commitments kv;
+  const auto t0 = clock_type::now();
+  kv.heard(3, 50, t0);
+  kv.routed(1, 3, 5, 0);
+  kv.prefilled(1, t0 - 1ms); // before the heartbeat: shown in its 50
+  EXPECT_EQ(kv.room(3, 100), 50);
+  kv.forget_worker(3);
+  EXPECT_EQ(kv.room(3, 100), 95) << "no heartbeat any more: the prompt counts again";
+  kv.finished(1);
+  kv.finished(1); // twice: nothing
+  kv.prefilled(99, t0); // unknown: nothing
+  EXPECT_EQ(kv.room(3, 100), 100);
+}
+
+TEST(KvAdmissionTest, NegativeFiguresCountAsZero) {
+  kv_commitments kv;
+  kv.heard(1, -5, clock_type::now());
+  kv.routed(2, 1, -3, -1);
+  EXPECT_EQ(kv.room(1, 10), 10);
+}
+
+} // namespace
+} // namespace tessera::actors
