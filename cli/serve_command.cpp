@@ -38,6 +38,7 @@ struct serve_args {
   int scheduler_threads = 0;
   double drain_timeout_s = 10.0;
   int64_t kv_admission_wait_ms = actors::kv_admission_options{}.max_wait.count();
+  int64_t late_grace_ms = 3000;
 };
 
 int run_serve(serve_args& a) {
@@ -86,6 +87,7 @@ int run_serve(serve_args& a) {
   }
   a.opts.kv_cache_bytes = a.kv_cache_mb << 20;
   a.opts.router.kv_admission.max_wait = std::chrono::milliseconds{a.kv_admission_wait_ms};
+  a.opts.late_grace = std::chrono::milliseconds{a.late_grace_ms};
   a.opts.kv_dtype = *engine::parse_kv_dtype(a.kv_dtype); // checked by the option
   a.opts.kv_store_host_bytes = a.kv_store_host_mb << 20;
   a.opts.kv_store_disk_dir = a.kv_store_disk_dir;
@@ -185,6 +187,15 @@ command add_serve_command(CLI::App& app) {
                   "Most time a request waits for KV room; then it is routed anyway")
     ->capture_default_str()
     ->check(CLI::Range(0, 20000));
+  sub->add_option("--panic-routing", o.router.options.panic_routing,
+                  "While no decode worker is healthy but some are only late (a saturated host), route "
+                  "among those instead of answering 503")
+    ->capture_default_str();
+  sub->add_option("--late-grace-ms", a->late_grace_ms,
+                  "A worker that is only late keeps its streams while its last heartbeat is younger than "
+                  "this")
+    ->capture_default_str()
+    ->check(CLI::Range(0, 600000));
   sub->add_option("--slo-ttft-ms", o.router.autoscale.slo_ttft_ms,
                   "TTFT SLO (p90, ms) of the autoscaling signal (tessera_autoscale_recommended_workers; "
                   "0: none)")

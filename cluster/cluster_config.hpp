@@ -18,6 +18,8 @@
 ///   kv_admission = true             # hold a request at the router while no decode
 ///                                   # worker's KV pool has room for it
 ///   kv_admission_wait_ms = 8000     # at most this long; then route it anyway
+///   panic_routing = true            # no healthy decode worker: route among the late ones
+///   late_grace_ms = 3000            # a late worker keeps its streams this long
 ///   slo_ttft_ms = 0.0               # the autoscaling signal's TTFT p90 SLO (0: none)
 ///   slo_itl_ms = 0.0                # and its inter-token latency p90 SLO
 ///   transport = "ucx"               # ucx (tls below) or loopback (one process)
@@ -178,6 +180,10 @@ struct cluster_config {
   /// true, 8000.
   bool kv_admission = true;
   int64_t kv_admission_wait_ms = 8000;
+  /// router_options::panic_routing. Default: true.
+  bool panic_routing = true;
+  /// frontend_config::late_grace in ms, [0, 600000]. Default: 3000.
+  int64_t late_grace_ms = 3000;
   /// The autoscaling signal's SLOs, ms (autoscale_options); 0: none.
   double slo_ttft_ms = 0;
   double slo_itl_ms = 0;

@@ -204,6 +204,7 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
     rc.options.units = *units;
     rc.options.load = cfg.router_load == "blocks" ? load_measure::blocks : load_measure::units;
     rc.options.sticky_break_factor = cfg.router_sticky_break;
+    rc.options.panic_routing = cfg.panic_routing;
     rc.kv_admission.enabled = cfg.kv_admission;
     rc.kv_admission.max_wait = std::chrono::milliseconds{cfg.kv_admission_wait_ms};
     rc.autoscale.slo_ttft_ms = cfg.slo_ttft_ms;
@@ -307,6 +308,7 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
     fs.metrics = metrics;
     fs.store = p->store;
     fs.units = *units;
+    fs.late_grace = std::chrono::milliseconds{cfg.late_grace_ms};
     fs.admin_key = admin_key;
     fs.api_keys = std::move(*api_keys);
     fs.protect_metrics = cfg.protect_metrics;

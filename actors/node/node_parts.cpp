@@ -245,6 +245,7 @@ start_frontend(caf::actor_system& sys, bridge& br, const router_local_actor& rou
   fc.api_keys = spec.api_keys;
   fc.protect_metrics = spec.protect_metrics;
   fc.units = spec.units;
+  fc.late_grace = spec.late_grace;
   if (!spec.api_keys && !loopback_only(spec.host))
     spdlog::warn("frontend: listening on {} without API keys: anyone who can reach it may use the API "
                  "(give --api-keys FILE, or api_keys_file in the cluster config)",

@@ -193,6 +193,8 @@ struct frontend_spec {
   std::shared_ptr<kvstore::block_store> store;
   /// frontend_config::units (the model's units for this engine).
   engine::model_units units;
+  /// frontend_config::late_grace.
+  std::chrono::milliseconds late_grace{3000};
 };
 
 /// The JSON object /health reports as "kv_store" for `store`: what went

@@ -205,6 +205,7 @@ caf::expected<std::unique_ptr<serve_node>> serve_node::start(caf::actor_system& 
   fs.host = opts.host;
   fs.port = opts.port;
   fs.http_threads = opts.http_threads;
+  fs.late_grace = opts.late_grace;
   fs.limits = opts.limits;
   fs.metrics = metrics;
   fs.units = *units;

@@ -73,6 +73,8 @@ struct serve_options {
   uint16_t port = 8000;
   /// HTTP I/O threads. Default: 1.
   int http_threads = 1;
+  /// frontend_config::late_grace (--late-grace-ms). Default: 3 s.
+  std::chrono::milliseconds late_grace{3000};
   frontend::api_limits limits;
   /// The node's kv store (cross-turn KV reuse): host memory, LRU; 0 turns
   /// it off. Default: 1 GiB.
