@@ -119,6 +119,124 @@ TEST(UcxKvAmTest, BatchNoticeRoundTripsAndRejectsMalformedOnes) {
   EXPECT_FALSE(decode_batch_notice(hrd));
 }
 
+/// Run 0's header of a folded batch carrying `n`, as the sender writes it.
+std::vector<std::byte> folded_header(const kv_block_header& h, const kv_batch_notice& n) {
+  writer w;
+  encode_batch_notice(w, n);
+  std::vector<std::byte> out(kv_block_header_bytes + w.out.size());
+  encode_folded_header(h, w.out, out.data());
+  return out;
+}
+
+kv_batch_notice one_run_notice(uint64_t seq) {
+  kv_batch_notice n;
+  n.seq = seq;
+  n.runs = 1;
+  n.batch.batch_id = 77;
+  n.batch.blocks = {{1, 0, 2, 4096, 65536}};
+  return n;
+}
+
+TEST(UcxKvAmTest, FoldedRunHeaderCarriesTheNoticeAndAPlainOneDoesNot) {
+  const kv_block_header h{11, 0, 2, 4096, 65536};
+  auto buf = folded_header(h, one_run_notice(11));
+  auto r = decode_run_header(buf.data(), buf.size());
+  ASSERT_TRUE(r);
+  EXPECT_TRUE(r->folded);
+  EXPECT_EQ(r->block.seq, 11u);
+  EXPECT_EQ(r->block.dst_offset, 4096u);
+  EXPECT_EQ(r->block.size, 65536u);
+  ASSERT_TRUE(r->notice);
+  EXPECT_EQ(r->notice->seq, 11u);
+  EXPECT_EQ(r->notice->runs, 1u);
+  EXPECT_EQ(r->notice->batch.batch_id, 77u);
+  ASSERT_EQ(r->notice->batch.blocks.size(), 1u);
+  EXPECT_EQ(r->notice->batch.blocks[0].dst_offset, 4096u);
+
+  // A run without a notice: the block header alone, not folded.
+  auto plain = decode_run_header(buf.data(), kv_block_header_bytes);
+  ASSERT_TRUE(plain);
+  EXPECT_FALSE(plain->folded);
+  EXPECT_FALSE(plain->notice);
+  EXPECT_EQ(plain->block.seq, 11u);
+}
+
+TEST(UcxKvAmTest, MalformedFoldedNoticesAreMarkedForRejection) {
+  const kv_block_header h{11, 0, 2, 4096, 65536};
+  // Each of these has a good block header and a bad notice after it: the
+  // receiver knows the batch to reject (folded, no notice).
+  auto expect_bad_notice = [](const std::vector<std::byte>& buf, const char* what) {
+    auto r = decode_run_header(buf.data(), buf.size());
+    ASSERT_TRUE(r) << what;
+    EXPECT_TRUE(r->folded) << what;
+    EXPECT_FALSE(r->notice) << what;
+    EXPECT_EQ(r->block.seq, 11u) << what;
+  };
+  auto good = folded_header(h, one_run_notice(11));
+  // Truncated: one byte of the notice missing, or only one byte of it.
+  expect_bad_notice({good.begin(), good.end() - 1}, "truncated");
+  expect_bad_notice({good.begin(), good.begin() + kv_block_header_bytes + 1}, "one byte");
+  // Trailing bytes after the notice.
+  auto longer = good;
+  longer.push_back(std::byte{0});
+  expect_bad_notice(longer, "trailing byte");
+  // More runs than blocks, and no runs.
+  for (uint32_t runs : {0u, 2u, 0xffffffffu}) {
+    auto n = one_run_notice(11);
+    n.runs = runs;
+    expect_bad_notice(folded_header(h, n), "run count");
+  }
+  // A block count beyond the bytes present.
+  {
+    writer w;
+    w.put<uint64_t>(11);
+    w.put<uint64_t>(77);
+    w.put<uint32_t>(1);
+    w.put<uint32_t>(0xffffffffu);
+    std::vector<std::byte> buf(kv_block_header_bytes + w.out.size());
+    encode_folded_header(h, w.out, buf.data());
+    expect_bad_notice(buf, "block count");
+  }
+  // Another batch's notice, or a notice on a run other than run 0.
+  expect_bad_notice(folded_header(h, one_run_notice(12)), "other seq");
+  auto h1 = h;
+  h1.run = 1;
+  auto n2 = one_run_notice(11);
+  n2.runs = 2;
+  n2.batch.blocks.push_back({1, 65536, 2, 0, 4096});
+  auto r1 = folded_header(h1, n2);
+  auto d1 = decode_run_header(r1.data(), r1.size());
+  ASSERT_TRUE(d1);
+  EXPECT_TRUE(d1->folded);
+  EXPECT_FALSE(d1->notice) << "a notice on run 1";
+}
+
+TEST(UcxKvAmTest, RunHeadersShorterThanABlockHeaderOrOverTheFoldLimitAreRefused) {
+  const kv_block_header h{11, 0, 2, 0, 4096};
+  EXPECT_FALSE(decode_run_header(nullptr, 0));
+  std::vector<std::byte> buf(kv_block_header_bytes + kv_folded_notice_max_bytes + 1);
+  encode_block_header(h, buf.data());
+  EXPECT_FALSE(decode_run_header(buf.data(), kv_block_header_bytes - 1));
+  EXPECT_FALSE(decode_run_header(buf.data(), buf.size())) << "one byte over the limit";
+  // The largest notice that fits: 31 blocks.
+  kv_batch_notice n;
+  n.seq = 11;
+  n.runs = 31;
+  for (uint64_t i = 0; i < 31; ++i)
+    n.batch.blocks.push_back({1, i * 4096, 2, (30 - i) * 4096, 4096});
+  auto fits = folded_header(h, n);
+  EXPECT_LE(fits.size(), kv_block_header_bytes + kv_folded_notice_max_bytes);
+  auto d = decode_run_header(fits.data(), fits.size());
+  ASSERT_TRUE(d);
+  ASSERT_TRUE(d->notice);
+  EXPECT_EQ(d->notice->batch.blocks.size(), 31u);
+  n.runs = 32;
+  n.batch.blocks.push_back({1, 31 * 4096, 2, 31 * 4096, 4096});
+  auto over = folded_header(h, n);
+  EXPECT_GT(over.size(), kv_block_header_bytes + kv_folded_notice_max_bytes);
+  EXPECT_FALSE(decode_run_header(over.data(), over.size()));
+}
+
 TEST(UcxKvAmTest, BatchAckRoundTrips) {
   writer w;
   encode_batch_ack(w, kv_batch_ack{5, false, "run 1: unknown region 9"});
@@ -130,6 +248,32 @@ TEST(UcxKvAmTest, BatchAckRoundTrips) {
   EXPECT_EQ(a->why, "run 1: unknown region 9");
   reader short_rd{w.out.data(), w.out.size() - 1};
   EXPECT_FALSE(decode_batch_ack(short_rd));
+}
+
+TEST(UcxKvAmTest, LandedAcksRoundTripAndRejectMalformedOnes) {
+  const std::vector<uint64_t> seqs = {3, 4, 9, uint64_t{1} << 40};
+  writer w;
+  encode_landed_acks(w, seqs);
+  reader rd{w.out.data(), w.out.size()};
+  auto d = decode_landed_acks(rd);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(*d, seqs);
+  // Truncated, trailing bytes, none at all, a count beyond the bytes.
+  reader short_rd{w.out.data(), w.out.size() - 1};
+  EXPECT_FALSE(decode_landed_acks(short_rd));
+  auto longer = w.out;
+  longer.push_back(std::byte{0});
+  reader long_rd{longer.data(), longer.size()};
+  EXPECT_FALSE(decode_landed_acks(long_rd));
+  writer none;
+  encode_landed_acks(none, {});
+  reader none_rd{none.out.data(), none.out.size()};
+  EXPECT_FALSE(decode_landed_acks(none_rd));
+  writer huge;
+  huge.put<uint32_t>(0xffffffffu);
+  huge.put<uint64_t>(1);
+  reader huge_rd{huge.out.data(), huge.out.size()};
+  EXPECT_FALSE(decode_landed_acks(huge_rd));
 }
 
 TEST(UcxKvPathTest, AutomaticPicksPutOnlyForSharedMemoryWithoutErrorHandling) {

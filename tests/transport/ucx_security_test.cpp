@@ -475,6 +475,106 @@ TEST(UcxSecurityTest, EagerKvRunsLandOnlyInGrantedRangesWhileTheGrantLasts) {
   kv_blocks_land_only_in_granted_ranges(uint64_t{1} << 20);
 }
 
+/// A batch whose notice rides in its first run's header (folded,
+/// ucx_kv_am.hpp) is checked as strictly as one whose notice came alone:
+/// outside the grants it is rejected (the sender's batch fails), counted,
+/// and nothing lands or is reported; inside them it lands. A batch whose
+/// notice is over the fold limit goes notice first, checked the same way.
+/// Runs eager (`eager_max` above every run) or by rendezvous (0).
+void folded_batches_are_checked_like_any_other(uint64_t eager_max) {
+  node_fixture f;
+  ASSERT_TRUE(f.node);
+  constexpr uint64_t blk = 4096;
+  std::vector<std::byte> pool(1 << 20, std::byte{0});
+  auto region = f.node->register_region(pool);
+  ASSERT_TRUE(region) << to_string(region.error());
+  recorder r;
+  auto sender = make(options("prefill"), eager_max);
+  ASSERT_TRUE(sender);
+  sender->set_handler(&r);
+  std::vector<std::byte> src(1 << 20, std::byte{0xAB});
+  auto src_region = sender->register_region(src);
+  ASSERT_TRUE(src_region);
+  auto p = sender->connect(f.address);
+  ASSERT_TRUE(p) << to_string(p.error());
+  ASSERT_TRUE(f.rec.wait([&] { return !f.rec.connected.empty(); }));
+  const peer_id from = f.rec.connected.at(0).first;
+  auto folded_sent = [&] { return ucx_test_access::folded_batches_sent(*sender); };
+  auto folded_received = [&] { return ucx_test_access::folded_batches_received(*f.node); };
+  auto arrived = [&] {
+    std::lock_guard lock{f.rec.mu};
+    return f.rec.batches.size();
+  };
+  auto transfer = [&](const transfer_batch& b) {
+    completion_log log;
+    sender->transfer(*p, b, log.make(0));
+    EXPECT_TRUE(log.wait_for_count(1));
+    return log.of(0).at(0);
+  };
+  // `n` blocks into [dst, dst + n * blk), destination slots reversed so
+  // that every block is a run of its own.
+  auto scattered = [&](uint64_t dst, uint64_t n) {
+    transfer_batch b;
+    b.batch_id = n;
+    for (uint64_t i = 0; i < n; ++i)
+      b.blocks.push_back({*src_region, i * blk, *region, dst + (n - 1 - i) * blk, blk});
+    return b;
+  };
+
+  // One block, no grant: one message carried the batch, and it is refused.
+  auto err = transfer(scattered(0, 1));
+  ASSERT_TRUE(err);
+  EXPECT_NE(to_string(err).find("not granted"), std::string::npos) << to_string(err);
+  EXPECT_EQ(folded_sent(), 1u);
+  EXPECT_TRUE(wait_rejected(*f.node, "not_granted", 1));
+  EXPECT_EQ(folded_received(), 1u) << "the refused batch's notice came in its run's header";
+  EXPECT_EQ(pool[0], std::byte{0});
+  EXPECT_EQ(arrived(), 0u) << "a refused batch is not reported";
+
+  auto g = f.node->grant(from, {{*region, 0, 64 * blk}});
+  ASSERT_TRUE(g) << to_string(g.error());
+  // Granted: the folded batch lands and the node reports it with its
+  // blocks (from the folded notice).
+  EXPECT_FALSE(transfer(scattered(0, 1)));
+  EXPECT_EQ(pool[0], std::byte{0xAB});
+  EXPECT_EQ(folded_sent(), 2u);
+  EXPECT_EQ(folded_received(), 2u);
+  ASSERT_TRUE(f.rec.wait([&] { return f.rec.batches.size() == 1; }));
+  {
+    std::lock_guard lock{f.rec.mu};
+    EXPECT_EQ(f.rec.batches.back().second.batch_id, 1u);
+    ASSERT_EQ(f.rec.batches.back().second.blocks.size(), 1u);
+  }
+  // Three runs, one folded notice; the last run one block past the grant:
+  // refused as a whole, the granted runs landing changes nothing reported.
+  EXPECT_FALSE(transfer(scattered(blk, 3)));
+  EXPECT_EQ(folded_sent(), 3u);
+  ASSERT_TRUE(transfer(scattered(62 * blk, 3)));
+  EXPECT_EQ(folded_sent(), 4u);
+  EXPECT_EQ(pool[64 * blk], std::byte{0});
+  EXPECT_TRUE(wait_rejected(*f.node, "not_granted", 2));
+  // 32 blocks: a notice over kv_folded_notice_max_bytes goes alone, and the
+  // same checks hold.
+  EXPECT_FALSE(transfer(scattered(0, 32)));
+  EXPECT_EQ(folded_sent(), 4u) << "a 32-block notice is not folded";
+  ASSERT_TRUE(transfer(scattered(40 * blk, 32)));
+  EXPECT_EQ(pool[64 * blk], std::byte{0});
+  EXPECT_TRUE(wait_rejected(*f.node, "not_granted", 3));
+  EXPECT_EQ(folded_received(), 4u);
+  // A rejected batch is never reported: its ack went back before the
+  // sender's batch failed, and the receiver forgot it.
+  EXPECT_EQ(arrived(), 3u) << "only the three granted batches were reported";
+  f.expect_still_serving();
+}
+
+TEST(UcxSecurityTest, FoldedEagerBatchesAreCheckedAgainstTheGrants) {
+  folded_batches_are_checked_like_any_other(uint64_t{1} << 20);
+}
+
+TEST(UcxSecurityTest, FoldedRendezvousBatchesAreCheckedAgainstTheGrants) {
+  folded_batches_are_checked_like_any_other(0);
+}
+
 TEST(UcxSecurityTest, EagerAndRendezvousRunsDeliverTheSameBytes) {
   // Two senders, one sending every run eager and one by rendezvous, each
   // into its own granted half of the node's pool: the same batch (runs of

@@ -437,6 +437,7 @@ void ucx_core::fail_peer(peer_id id, const caf::error& why, bool force) {
     }
   kv_forget_peer(id);
   p.kv_in.clear();
+  p.acks_due.clear();
   session_to_peer_.erase(p.my_session);
   for (auto& [key, piece] : p.granted)
     grants_.erase(piece.id);

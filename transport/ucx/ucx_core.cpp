@@ -259,6 +259,16 @@ caf::error ucx_core::init_ucx() {
     ucp_cleanup(context_);
     return ucx_error(transport_errc::unavailable, "ucp_worker_get_efd", st);
   }
+  {
+    // A folded batch's run 0 header (session, block header, notice) must
+    // fit what ucp_am_send_nbx takes; without the figure, nothing folds.
+    ucp_worker_attr_t attr{};
+    attr.field_mask = UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER;
+    constexpr size_t fixed = session_bytes + kv_block_header_bytes;
+    kv_fold_max_ = 0;
+    if (ucp_worker_query(worker_, &attr) == UCS_OK && attr.max_am_header > fixed)
+      kv_fold_max_ = std::min(kv_folded_notice_max_bytes, attr.max_am_header - fixed);
+  }
   const std::pair<unsigned, ucp_am_recv_callback_t> handlers[] = {
     {am_hello, &ucx_core::on_am_id<am_hello>},
     {am_hello_ack, &ucx_core::on_am_id<am_hello_ack>},
@@ -269,6 +279,7 @@ caf::error ucx_core::init_ucx() {
     {am_kv_batch, &ucx_core::on_am_id<am_kv_batch>},
     {am_kv_block, &ucx_core::on_am_id<am_kv_block>},
     {am_kv_ack, &ucx_core::on_am_id<am_kv_ack>},
+    {am_kv_acks, &ucx_core::on_am_id<am_kv_acks>},
   };
   for (const auto& [id, cb] : handlers) {
     ucp_am_handler_param_t hp{};
@@ -324,11 +335,16 @@ void ucx_core::run() {
   constexpr auto hot_spin = std::chrono::microseconds{20};
   while (!done_) {
     bool did = run_commands();
-    while (ucp_worker_progress(worker_) != 0)
+    // The batches that landed in one progress call are acknowledged
+    // together right after it (ucx_kv_am.hpp: am_kv_acks).
+    while (ucp_worker_progress(worker_) != 0) {
       did = true;
+      kv_flush_acks();
+    }
     if (local_worker_ != nullptr)
       while (ucp_worker_progress(local_worker_) != 0)
         did = true;
+    kv_flush_acks();
     reap_close_requests();
     // After draining the worker: completions and messages that waited
     // while this thread was busy count as progress before any is judged.

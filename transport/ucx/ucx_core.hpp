@@ -98,12 +98,14 @@ enum am_id : unsigned {
   am_region = 4,    // one region registered after connecting
   am_batch = 5,     // "blocks arrived": a transfer's flush completed
   am_bye = 6,       // the sender closes the connection
-  am_kv_batch = 7,  // rendezvous KV path: a batch's notice (ucx_kv_am.hpp)
-  am_kv_block = 8,  // rendezvous KV path: one run of blocks (rendezvous or eager)
-  am_kv_ack = 9,    // rendezvous KV path: the batch landed or was rejected
+  am_kv_batch = 7,  // rendezvous KV path: a batch's notice, unless folded (ucx_kv_am.hpp)
+  am_kv_block = 8,  // rendezvous KV path: one run of blocks (rendezvous or eager;
+                    // run 0 of a folded batch carries the notice in its header)
+  am_kv_ack = 9,    // rendezvous KV path: the batch was rejected (or landed)
   /// Same-host path: regions with keys of the shared-memory context;
   /// handled on the shared-memory worker only (ucx_same_host_rma.cpp).
   am_local_regions = 10,
+  am_kv_acks = 11, // rendezvous KV path: batches that landed (ucx_kv_am.hpp)
 };
 
 /// Longest actor name a message may carry, bytes.
@@ -183,6 +185,10 @@ public:
   /// For tests: rendezvous-path KV runs this transport received eager
   /// (ucx_options::kv_eager_max_bytes) and copied into place.
   uint64_t eager_runs_received() const { return eager_runs_received_.load(); }
+  /// For tests: rendezvous-path batches sent / received folded (the
+  /// notice in run 0's header, ucx_kv_am.hpp).
+  uint64_t folded_batches_sent() const { return kv_folded_sent_.load(); }
+  uint64_t folded_batches_received() const { return kv_folded_received_.load(); }
   const std::vector<std::byte>& same_host_worker_address() const { return local_address_; }
   void send_unchecked(peer_id to, const std::string& actor, std::span<const std::byte> data,
                       bool rndv, completion done);
@@ -287,6 +293,9 @@ private:
     clock::time_point last_progress;
     /// Rendezvous KV batches from it not yet complete, by sequence number.
     std::map<uint64_t, kv_incoming> kv_in;
+    /// Batches from it that landed and are not acknowledged yet
+    /// (kv_flush_acks).
+    std::vector<uint64_t> acks_due;
   };
 
   /// A control message received by rendezvous, while its data lands.
@@ -478,10 +487,20 @@ private:
   /// Finishes and frees `op` once nothing of it is outstanding.
   void kv_maybe_done(pending_op* op);
   void on_kv_ack(peer& p, reader& rd);
+  void on_kv_acks(peer& p, reader& rd);
+  /// The sender's side of an ack: batch `seq` to `p` landed (ok) or not.
+  void kv_acked(peer& p, uint64_t seq, bool ok, const std::string& why);
+  /// Sends each peer in ack_due_peers_ one am_kv_acks for its acks_due
+  /// (progress thread, after each ucp_worker_progress call).
+  void kv_flush_acks();
   /// Drops the sender-side waits for `id`'s acks (the peer failed; its
   /// ops were finished already).
   void kv_forget_peer(peer_id id);
   void on_kv_batch(peer& p, reader& rd);
+  /// Records batch notice `n` from `p` (an am_kv_batch, or folded into
+  /// run 0's header); false when it was refused (too many batches: the
+  /// peer is refused; a second notice: the batch is rejected).
+  bool kv_take_notice(peer& p, kv_batch_notice&& n);
   void on_kv_block(peer& p, const void* header, size_t header_length, void* data, size_t length,
                    const ucp_am_recv_param_t* param);
   static void on_kv_recv_done(void* request, ucs_status_t status, size_t, void* user_data);
@@ -560,6 +579,13 @@ private:
   /// ucx_options::kv_eager_max_bytes (set by start()).
   uint64_t kv_eager_max_ = 0;
   std::atomic<uint64_t> eager_runs_received_{0};
+  /// Longest notice folded into run 0's header: kv_folded_notice_max_bytes,
+  /// less where the worker's max_am_header leaves less (set by init_ucx).
+  size_t kv_fold_max_ = 0;
+  std::atomic<uint64_t> kv_folded_sent_{0};
+  std::atomic<uint64_t> kv_folded_received_{0};
+  /// Peers whose acks_due is not empty.
+  std::vector<peer_id> ack_due_peers_;
   /// Rendezvous batches sent and waiting for the peer's ack, by seq.
   std::unordered_map<uint64_t, pending_op*> kv_waiting_;
   std::atomic<uint64_t> rejected_blocks_{0};

@@ -130,6 +130,52 @@ std::optional<kv_batch_notice> decode_batch_notice(reader& rd) {
   return n;
 }
 
+void encode_folded_header(const kv_block_header& h, std::span<const std::byte> notice,
+                          std::byte* out) {
+  encode_block_header(h, out);
+  if (!notice.empty())
+    std::memcpy(out + kv_block_header_bytes, notice.data(), notice.size());
+}
+
+std::optional<kv_run_header> decode_run_header(const void* data, size_t length) {
+  if (data == nullptr || length < kv_block_header_bytes
+      || length - kv_block_header_bytes > kv_folded_notice_max_bytes)
+    return std::nullopt;
+  kv_run_header r;
+  auto block = decode_block_header(data, kv_block_header_bytes);
+  if (!block)
+    return std::nullopt;
+  r.block = *block;
+  if (length == kv_block_header_bytes)
+    return r;
+  r.folded = true;
+  reader rd{static_cast<const std::byte*>(data) + kv_block_header_bytes,
+            length - kv_block_header_bytes};
+  auto n = decode_batch_notice(rd);
+  // Only run 0 carries the notice, and only its own batch's.
+  if (n && n->seq == r.block.seq && r.block.run == 0)
+    r.notice = std::move(n);
+  return r;
+}
+
+void encode_landed_acks(writer& w, std::span<const uint64_t> seqs) {
+  w.put<uint32_t>(static_cast<uint32_t>(seqs.size()));
+  w.bytes(seqs.data(), seqs.size() * sizeof(uint64_t));
+}
+
+std::optional<std::vector<uint64_t>> decode_landed_acks(reader& rd) {
+  auto count = rd.get<uint32_t>();
+  if (!rd.ok || count == 0 || count > rd.n / sizeof(uint64_t))
+    return std::nullopt;
+  std::vector<uint64_t> seqs;
+  seqs.reserve(count);
+  for (uint32_t i = 0; i < count; ++i)
+    seqs.push_back(rd.get<uint64_t>());
+  if (!rd.ok || rd.n != 0)
+    return std::nullopt;
+  return seqs;
+}
+
 void encode_batch_ack(writer& w, const kv_batch_ack& a) {
   w.put<uint64_t>(a.seq);
   w.put<uint8_t>(a.ok ? 1 : 0);

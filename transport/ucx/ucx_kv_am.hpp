@@ -18,10 +18,23 @@
 ///                                                   and reject the batch)
 ///                                                   ... every run landed:
 ///                                                   on_blocks_arrived
-///                                         <-------  am_kv_ack: seq, ok /
+///                                         <-------  am_kv_acks: every seq
+///                                                   that landed since the
+///                                                   last ack (sent after
+///                                                   each worker progress
+///                                                   call), or at once
+///                                         <-------  am_kv_ack: seq,
 ///   `done` once every run's send                      rejected + reason
 ///   completed and the ack came (an
 ///   error at once: a failed send, a rejection, the peer's failure)
+///
+/// A folded batch: where the encoded notice fits kv_folded_notice_max_bytes
+/// (and the worker's AM header limit), the sender sends no am_kv_batch;
+/// the notice rides in the header of run 0, after its kv_block_header
+/// (decode_run_header). A one-run batch is then one message and the ack
+/// (the bench's 64 KiB batches over tcp: two messages fewer per batch,
+/// the notice and its receive). The receiver takes the notice exactly as
+/// an am_kv_batch (same decoder, same bounds) before it checks the run.
 ///
 /// `seq` is the sender transport's own counter (unique per sender; the
 /// caller's batch_id need not be unique). Every number is in the host's
@@ -30,6 +43,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -111,12 +125,53 @@ void encode_batch_notice(writer& w, const kv_batch_notice& n);
 /// count is 0 or above its block count.
 [[nodiscard]] std::optional<kv_batch_notice> decode_batch_notice(reader& rd);
 
-/// The am_kv_ack message: the batch landed (ok) or was rejected (why).
+/// Batches that landed, in one am_kv_acks message: every batch of one
+/// peer completed within one ucp_worker_progress call is acknowledged
+/// together (with 4 batches in flight over tcp, often 2-4 at once), after
+/// its on_blocks_arrived, so a batch's `done` still follows it.
+void encode_landed_acks(writer& w, std::span<const uint64_t> seqs);
+/// nullopt when empty, truncated (a count beyond the bytes present is
+/// refused before anything is allocated) or with trailing bytes.
+[[nodiscard]] std::optional<std::vector<uint64_t>> decode_landed_acks(reader& rd);
+
+/// The am_kv_ack message: the batch landed (ok) or was rejected (why);
+/// rejections go at once, one message each.
 struct kv_batch_ack {
   uint64_t seq = 0;
   bool ok = true;
   std::string why;
 };
+
+/// Longest notice a run header may carry (a folded batch), bytes: 31
+/// blocks (24 + 32 per block). The receiver refuses a longer run header
+/// before reading it; the sender folds only what fits this and its
+/// worker's max_am_header. Default: 1 KiB.
+inline constexpr size_t kv_folded_notice_max_bytes = 1024;
+
+/// A run's header as the receiver reads it: the block header, and on a
+/// folded batch's run 0 the batch's notice.
+struct kv_run_header {
+  kv_block_header block;
+  /// Bytes followed the block header: this run claims to carry its
+  /// batch's notice.
+  bool folded = false;
+  /// The notice, when `folded` and it is well formed (decode_batch_notice's
+  /// checks, and its seq equals the block header's, and this is run 0);
+  /// nullopt for a malformed folded notice (the batch is to be rejected).
+  std::optional<kv_batch_notice> notice;
+};
+
+/// Writes run 0's header of a folded batch into `out`
+/// (kv_block_header_bytes + notice.size() bytes): `h`, then `notice` as
+/// encode_batch_notice wrote it (its seq h.seq; h.run 0).
+void encode_folded_header(const kv_block_header& h, std::span<const std::byte> notice,
+                          std::byte* out);
+
+/// Reads a run header: exactly kv_block_header_bytes (a run), or a block
+/// header followed by at most kv_folded_notice_max_bytes of notice (see
+/// kv_run_header::notice). nullopt (no batch to blame) when shorter than a
+/// block header or longer than both together.
+[[nodiscard]] std::optional<kv_run_header> decode_run_header(const void* data, size_t length);
 
 void encode_batch_ack(writer& w, const kv_batch_ack& a);
 [[nodiscard]] std::optional<kv_batch_ack> decode_batch_ack(reader& rd);

@@ -5,6 +5,7 @@
 
 #include "transport/ucx/ucx_core.hpp"
 
+#include <array>
 #include <cstring>
 
 namespace tessera::transport::detail {
@@ -116,6 +117,33 @@ void ucx_core::on_send_done(void* request, ucs_status_t status, void* user_data)
 
 void ucx_core::am_send(peer& p, unsigned id, std::vector<std::byte> header,
                        std::vector<std::byte> data, completion done, bool local) {
+  // Most of these messages (notices, acks, small control messages) fit
+  // UCX's short protocol and complete within the call: tried first with
+  // the header on the stack and no operation record (its allocations are
+  // paid per notice and per ack, i.e. per KV batch). Forced immediate,
+  // UCX sends nothing unless it completes it now; where it cannot (a long
+  // message, a full queue), the message takes the path below, still in
+  // order (UCX tries the same short send first there too).
+  if (header.size() <= max_actor_bytes) {
+    std::array<std::byte, session_bytes + max_actor_bytes> hdr;
+    std::memcpy(hdr.data(), &p.peer_session, session_bytes);
+    if (!header.empty())
+      std::memcpy(hdr.data() + session_bytes, header.data(), header.size());
+    ucp_request_param_t rp{};
+    rp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
+    rp.flags = UCP_AM_SEND_FLAG_EAGER;
+    auto* req = ucp_am_send_nbx(local ? p.local_ep : p.ep, id, hdr.data(),
+                                session_bytes + header.size(), data.data(), data.size(), &rp);
+    if (req == nullptr) {
+      if (done)
+        done(caf::error{});
+      return;
+    }
+    // Anything else (UCS_ERR_NO_RESOURCE, or a failure the path below
+    // reports the usual way): nothing was sent.
+    if (UCS_PTR_IS_PTR(req))
+      ucp_request_free(req); // not expected with FORCE_IMM_CMPL
+  }
   auto* op = new_op(p.id, std::move(done));
   op->header = with_session(p, header);
   op->data = std::move(data);
@@ -215,6 +243,9 @@ ucs_status_t ucx_core::on_am(unsigned id, const void* header, size_t header_leng
       break;
     case am_kv_ack:
       on_kv_ack(*p, rd);
+      break;
+    case am_kv_acks:
+      on_kv_acks(*p, rd);
       break;
     case am_local_regions:
       on_local_regions(*p, rd);

@@ -48,6 +48,11 @@ struct ucx_test_access {
   /// Rendezvous-path KV runs `t` received eager and copied into place
   /// (ucx_options::kv_eager_max_bytes of their sender).
   static uint64_t eager_runs_received(ucx_transport& t);
+
+  /// Rendezvous-path batches `t` sent / received folded: the notice in
+  /// run 0's header instead of an am_kv_batch of its own (ucx_kv_am.hpp).
+  static uint64_t folded_batches_sent(ucx_transport& t);
+  static uint64_t folded_batches_received(ucx_transport& t);
 };
 
 } // namespace tessera::transport::detail

@@ -384,6 +384,7 @@ void ucx_core::after_flush(pending_op* op) {
 
 void ucx_core::send_batch_notice(peer& p, const transfer_batch& b, completion done) {
   writer w;
+  w.out.reserve(12 + b.blocks.size() * block_copy_bytes);
   w.put<uint64_t>(b.batch_id);
   w.put<uint32_t>(static_cast<uint32_t>(b.blocks.size()));
   for (const auto& blk : b.blocks)
@@ -395,6 +396,8 @@ void ucx_core::on_batch(peer& p, reader& rd) {
   transfer_batch batch;
   batch.batch_id = rd.get<uint64_t>();
   auto n = rd.get<uint32_t>();
+  if (rd.ok && n <= rd.n / block_copy_bytes)
+    batch.blocks.reserve(n);
   for (uint32_t i = 0; i < n && rd.ok; ++i)
     batch.blocks.push_back(get_block_copy(rd));
   // With grants only, a notice (a same-host peer's puts) names granted

@@ -29,26 +29,38 @@ void ucx_core::start_rndv_transfer(peer& p, const std::shared_ptr<transfer_batch
   auto* op = new_op(p.id, done);
   op->batch = b;
   op->kv_seq = next_kv_seq_++;
-  // The notice first, eager on the same endpoint: the runs' rendezvous
-  // requests follow it on the active-message lane, so the receiver
-  // normally knows the batch before its first run (it copes either way).
   writer w;
+  w.out.reserve(24 + b->blocks.size() * block_copy_bytes);
   encode_batch_notice(w, kv_batch_notice{op->kv_seq, static_cast<uint32_t>(runs.size()), *b});
-  am_send(p, am_kv_batch, {}, std::move(w.out), {});
+  // A notice that fits rides in run 0's header (a folded batch,
+  // ucx_kv_am.hpp); a larger one goes first, eager on the same endpoint:
+  // the runs follow it on the active-message lane, so the receiver
+  // normally knows the batch before its first run (it copes either way).
+  const bool folded = w.out.size() <= kv_fold_max_;
+  if (!folded)
+    am_send(p, am_kv_batch, {}, std::move(w.out), {});
   ++op->outstanding; // the ack
   kv_waiting_[op->kv_seq] = op;
   ++op->outstanding; // held until every run is posted
   // Headers stay alive until each send completed (UCX 1.13 reads them
   // until then); one buffer for all, never resized after this.
-  // Each run's header: the receiver's session for us, then the block header.
+  // Each run's header: the receiver's session for us, then the block
+  // header (run 0's of a folded batch then the notice).
   constexpr size_t hdr_bytes = session_bytes + kv_block_header_bytes;
-  op->header.resize(runs.size() * hdr_bytes);
+  const size_t notice_bytes = folded ? w.out.size() : 0;
+  op->header.resize(runs.size() * hdr_bytes + notice_bytes);
+  if (folded)
+    kv_folded_sent_.fetch_add(1, std::memory_order_relaxed);
   for (size_t i = 0; i < runs.size(); ++i) {
     const auto& r = runs[i];
-    auto* hdr = op->header.data() + i * hdr_bytes;
+    const size_t len = i == 0 ? hdr_bytes + notice_bytes : hdr_bytes;
+    auto* hdr = op->header.data() + (i == 0 ? 0 : i * hdr_bytes + notice_bytes);
     std::memcpy(hdr, &p.peer_session, session_bytes);
-    encode_block_header({op->kv_seq, static_cast<uint32_t>(i), r.dst, r.dst_offset, r.size},
-                        hdr + session_bytes);
+    const kv_block_header bh{op->kv_seq, static_cast<uint32_t>(i), r.dst, r.dst_offset, r.size};
+    if (i == 0 && folded)
+      encode_folded_header(bh, w.out, hdr + session_bytes);
+    else
+      encode_block_header(bh, hdr + session_bytes);
     const auto& src = regions_.at(r.src);
     ucp_request_param_t rp{};
     rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA
@@ -63,7 +75,7 @@ void ucx_core::start_rndv_transfer(peer& p, const std::shared_ptr<transfer_batch
     rp.cb.send = &ucx_core::on_kv_send_done;
     rp.user_data = op;
     rp.memh = src.memh;
-    auto* req = ucp_am_send_nbx(p.ep, am_kv_block, hdr, hdr_bytes,
+    auto* req = ucp_am_send_nbx(p.ep, am_kv_block, hdr, len,
                                 src.memory.data() + r.src_offset, r.size, &rp);
     if (!op->hold(req))
       break;
@@ -107,17 +119,49 @@ void ucx_core::on_kv_ack(peer& p, reader& rd) {
     spdlog::error("ucx: malformed KV batch ack from peer {} dropped", p.id);
     return;
   }
-  auto it = kv_waiting_.find(ack->seq);
+  kv_acked(p, ack->seq, ack->ok, ack->why);
+}
+
+void ucx_core::on_kv_acks(peer& p, reader& rd) {
+  auto seqs = decode_landed_acks(rd);
+  if (!seqs) {
+    spdlog::error("ucx: malformed KV batch acks from peer {} dropped", p.id);
+    return;
+  }
+  for (auto seq : *seqs)
+    kv_acked(p, seq, true, {});
+}
+
+void ucx_core::kv_acked(peer& p, uint64_t seq, bool ok, const std::string& why) {
+  auto it = kv_waiting_.find(seq);
   if (it == kv_waiting_.end() || it->second->peer != p.id)
     return; // failed (and forgotten) already, or not ours
   auto* op = it->second;
   kv_waiting_.erase(it);
   --op->outstanding;
-  if (!ack->ok)
+  if (!ok)
     finish_op(op, make_transport_error(transport_errc::invalid_message,
                                        "ucx: peer rejected batch "
-                                         + std::to_string(op->batch->batch_id) + ": " + ack->why));
+                                         + std::to_string(op->batch->batch_id) + ": " + why));
   kv_maybe_done(op);
+}
+
+void ucx_core::kv_flush_acks() {
+  if (ack_due_peers_.empty())
+    return;
+  for (auto id : ack_due_peers_) {
+    auto it = peers_.find(id);
+    if (it == peers_.end())
+      continue;
+    auto& p = it->second;
+    if (p.state == peer_state::connected && !p.acks_due.empty()) {
+      writer w;
+      encode_landed_acks(w, p.acks_due);
+      am_send(p, am_kv_acks, {}, std::move(w.out), {});
+    }
+    p.acks_due.clear();
+  }
+  ack_due_peers_.clear();
 }
 
 void ucx_core::kv_forget_peer(peer_id id) {
@@ -145,31 +189,55 @@ void ucx_core::on_kv_batch(peer& p, reader& rd) {
     spdlog::error("ucx: malformed KV batch notice from peer {} dropped", p.id);
     return;
   }
-  if (p.kv_in.size() >= max_peer_kv_batches && !p.kv_in.contains(n->seq))
-    return refuse_peer(p, rejection::not_granted,
-                       "over " + std::to_string(max_peer_kv_batches) + " KV batches in flight");
-  auto& in = p.kv_in[n->seq];
+  kv_take_notice(p, std::move(*n));
+}
+
+bool ucx_core::kv_take_notice(peer& p, kv_batch_notice&& n) {
+  if (p.kv_in.size() >= max_peer_kv_batches && !p.kv_in.contains(n.seq)) {
+    refuse_peer(p, rejection::not_granted,
+                "over " + std::to_string(max_peer_kv_batches) + " KV batches in flight");
+    return false;
+  }
+  auto& in = p.kv_in[n.seq];
   if (in.have_notice) {
-    kv_reject(p, n->seq, "a second notice for the batch");
-    return;
+    kv_reject(p, n.seq, "a second notice for the batch");
+    return false;
   }
   in.have_notice = true;
-  in.runs = n->runs;
-  in.batch = std::move(n->batch);
-  kv_check_complete(p, n->seq);
+  in.runs = n.runs;
+  in.batch = std::move(n.batch);
+  kv_check_complete(p, n.seq);
+  return true;
 }
 
 void ucx_core::on_kv_block(peer& p, const void* header, size_t header_length, void* data,
                            size_t length, const ucp_am_recv_param_t* param) {
   const bool rndv = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
-  auto h = decode_block_header(header, header_length);
-  if (!h) {
+  auto rh = decode_run_header(header, header_length);
+  if (!rh) {
     // No batch to blame: count and log only. Returning without receiving
     // makes UCX release a rendezvous descriptor and complete the sender.
     rejected_blocks_.fetch_add(1);
     spdlog::error("ucx: KV block message from peer {} with a malformed header ({} bytes) dropped",
                   p.id, header_length);
     return;
+  }
+  const auto* h = &rh->block;
+  // Every run of a batch not yet known makes its record (kv_in): bounded
+  // as notices are, so runs without notices cannot grow it without end.
+  if (p.kv_in.size() >= max_peer_kv_batches && !p.kv_in.contains(h->seq))
+    return refuse_peer(p, rejection::not_granted,
+                       "over " + std::to_string(max_peer_kv_batches) + " KV batches in flight");
+  if (rh->folded) {
+    // The batch's notice, taken before its run is checked, as if it had
+    // come in its own am_kv_batch just before.
+    if (!rh->notice) {
+      kv_reject(p, h->seq, "run " + std::to_string(h->run) + ": a malformed folded notice");
+      return;
+    }
+    kv_folded_received_.fetch_add(1, std::memory_order_relaxed);
+    if (!kv_take_notice(p, std::move(*rh->notice)))
+      return;
   }
   auto region = regions_.find(h->dst);
   auto why = check_block_target(*h, region == regions_.end()
@@ -273,9 +341,9 @@ void ucx_core::kv_check_complete(peer& p, uint64_t seq) {
   if (!in.rejected) {
     if (auto* h = handler_.load())
       h->on_blocks_arrived(p.id, in.batch);
-    writer w;
-    encode_batch_ack(w, kv_batch_ack{seq, true, {}});
-    am_send(p, am_kv_ack, {}, std::move(w.out), {});
+    if (p.acks_due.empty())
+      ack_due_peers_.push_back(p.id);
+    p.acks_due.push_back(seq);
   }
   p.kv_in.erase(it);
 }

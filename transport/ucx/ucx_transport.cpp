@@ -122,4 +122,12 @@ uint64_t ucx_test_access::eager_runs_received(ucx_transport& t) {
   return t.core_->eager_runs_received();
 }
 
+uint64_t ucx_test_access::folded_batches_sent(ucx_transport& t) {
+  return t.core_->folded_batches_sent();
+}
+
+uint64_t ucx_test_access::folded_batches_received(ucx_transport& t) {
+  return t.core_->folded_batches_received();
+}
+
 } // namespace tessera::transport::detail

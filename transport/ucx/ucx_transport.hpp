@@ -256,7 +256,9 @@ public:
   ///    "blocks arrived" message; `done` runs when that left.
   ///  - am_rndv: sends the batch's notice and each run of contiguous
   ///    blocks as an active message, by rendezvous (eager up to
-  ///    ucx_options::kv_eager_max_bytes); `done` runs when every run
+  ///    ucx_options::kv_eager_max_bytes); a notice of up to 1 KiB (31
+  ///    blocks) rides in the first run's header instead of a message of
+  ///    its own (ucx_kv_am.hpp); `done` runs when every run
   ///    was sent and the peer acknowledged the batch (after its
   ///    on_blocks_arrived), or at once with the first failure. The peer
   ///    checks each run against its own regions; a run it drops fails the
