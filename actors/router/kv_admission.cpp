@@ -10,8 +10,28 @@ void kv_commitments::heard(uint64_t worker, int64_t used_blocks, clock::time_poi
   w.heard_at = at;
 }
 
-void kv_commitments::routed(uint64_t request, uint64_t worker, int64_t need, int64_t growth) {
-  requests_[request] = entry{worker, std::max<int64_t>(0, need), std::max<int64_t>(0, growth), false, {}};
+void kv_commitments::routed(uint64_t request, uint64_t worker, std::span<const engine::kv_block_hash> blocks,
+                            int64_t need, int64_t growth) {
+  requests_[request] = entry{worker, {blocks.begin(), blocks.end()}, std::max<int64_t>(0, need),
+                             std::max<int64_t>(0, growth), false, {}};
+}
+
+int64_t kv_commitments::shared_blocks(uint64_t worker, std::span<const engine::kv_block_hash> blocks) const {
+  size_t best = 0;
+  for (const auto& [id, e] : requests_) {
+    if (e.worker != worker || e.blocks.size() <= best || blocks.size() <= best)
+      continue;
+    // Chained hashes: equal at block i means equal up to i, so the first
+    // block that differs ends the shared prefix.
+    const size_t n = std::min(e.blocks.size(), blocks.size());
+    if (e.blocks[best] != blocks[best])
+      continue; // shares at most `best`: cannot beat it
+    auto mismatch = std::mismatch(e.blocks.begin() + static_cast<std::ptrdiff_t>(best),
+                                  e.blocks.begin() + static_cast<std::ptrdiff_t>(n),
+                                  blocks.begin() + static_cast<std::ptrdiff_t>(best));
+    best = static_cast<size_t>(mismatch.first - e.blocks.begin());
+  }
+  return static_cast<int64_t>(best);
 }
 
 void kv_commitments::prefilled(uint64_t request, clock::time_point at) {

@@ -24,9 +24,13 @@
 ///
 ///  - used(w): blocks its running requests reference, from its last
 ///    heartbeat (shared prefix blocks once);
-///  - need(r): r's prompt blocks w did not hold when r was routed (the
-///    router's prefix index), counted until a heartbeat heard after r's
-///    prompt arrived there (its first token) shows them in used(w);
+///  - need(r): r's prompt blocks beyond the longest prefix it shares with
+///    a request routed to w before it and still running or on its way
+///    there (those blocks are referenced once, by both), counted until a
+///    heartbeat heard after r's prompt arrived (its first token) shows
+///    them in used(w). A prefix w holds only in its cache, referenced by
+///    no request, is not taken off: importing it takes those blocks out
+///    of the free ones as fresh blocks would;
 ///  - growth(r): blocks for r's next growth_tokens output tokens (at most
 ///    its max_tokens), kept for every request routed to w until it ends.
 ///
@@ -37,7 +41,11 @@
 
 #include <chrono>
 #include <cstdint>
+#include <span>
 #include <unordered_map>
+#include <vector>
+
+#include "engine/block_hash.hpp"
 
 namespace tessera::actors {
 
@@ -70,11 +78,17 @@ public:
   /// are referenced by its requests.
   void heard(uint64_t worker, int64_t used_blocks, clock::time_point at);
 
-  /// Request `request` was routed to decode worker `worker`: `need` prompt
-  /// blocks it will add there, `growth` blocks kept for its output. A
-  /// request routed again (a new attempt under the same id) replaces its
-  /// old entry.
-  void routed(uint64_t request, uint64_t worker, int64_t need, int64_t growth);
+  /// Request `request`, whose prompt's full blocks hash to `blocks`, was
+  /// routed to decode worker `worker`: `need` prompt blocks it will add
+  /// there (need_of), `growth` blocks kept for its output. A request routed
+  /// again (a new attempt under the same id) replaces its old entry.
+  void routed(uint64_t request, uint64_t worker, std::span<const engine::kv_block_hash> blocks, int64_t need,
+              int64_t growth);
+
+  /// Leading blocks of `blocks` that a request routed to `worker` and not
+  /// ended shares (the longest such prefix): blocks a new request with
+  /// this prompt finds referenced there.
+  [[nodiscard]] int64_t shared_blocks(uint64_t worker, std::span<const engine::kv_block_hash> blocks) const;
 
   /// Request `request`'s prompt is on its decode worker (its first token
   /// came) at `at`: its need leaves the count once a heartbeat heard
@@ -105,6 +119,7 @@ public:
 private:
   struct entry {
     uint64_t worker = 0;
+    std::vector<engine::kv_block_hash> blocks;
     int64_t need = 0;
     int64_t growth = 0;
     bool prefilled = false;

@@ -305,14 +305,6 @@ void note_panic(router_state& st, std::span<const worker_load> loads, clock_type
   }
 }
 
-/// Leading blocks of `chain` worker `id`'s own pool holds, per `overlaps`
-/// (prefix_index::overlap: sorted by worker id).
-int64_t pool_blocks_of(const std::vector<worker_overlap>& overlaps, uint64_t id) {
-  auto it = std::lower_bound(overlaps.begin(), overlaps.end(), id,
-                             [](const worker_overlap& o, uint64_t v) { return o.worker_id < v; });
-  return it != overlaps.end() && it->worker_id == id ? it->blocks : 0;
-}
-
 /// Routes `q`; nullopt: it waits for KV room (kv_admission.hpp), which
 /// `check_room` false skips.
 std::optional<caf::expected<route_answer>> route(router_pointer self, const route_query& q, bool check_room) {
@@ -333,23 +325,20 @@ std::optional<caf::expected<route_answer>> route(router_pointer self, const rout
   engine::kv_hash_blocks(st.cfg.hash_key, engine::kv_hash_root(st.cfg.hash_key, ref.hash_seed, q.cache_salt), q.prompt,
                          ref.block_tokens, q.prompt.size(), req.block_hashes);
   // KV admission: what the request adds to a decode worker's pool, less
-  // the prompt blocks that worker holds; workers without room for it are
-  // left out of this decision.
+  // the prompt blocks its requests there reference already; workers
+  // without room for it are left out of this decision.
   const auto& adm = st.cfg.kv_admission;
   const int64_t bt = std::max(1, ref.block_tokens);
   const auto prompt_len = static_cast<int64_t>(q.prompt.size());
   const int64_t prompt_blocks = (prompt_len + bt - 1) / bt;
   const int64_t growth =
     (prompt_len + std::min<int64_t>(req.max_tokens, adm.growth_tokens) + bt - 1) / bt - prompt_blocks;
-  std::vector<worker_overlap> overlaps;
-  if (adm.enabled)
-    overlaps = st.index.overlap(req.block_hashes);
+  auto need_on = [&](uint64_t worker) { return prompt_blocks - st.kv.shared_blocks(worker, req.block_hashes); };
   bool short_of_room = false;
   if (adm.enabled && check_room)
     for (auto& l : loads)
       if (l.role != worker_role::prefill &&
-          !st.kv.fits(l.id, st.workers.at(l.id).join.num_blocks, prompt_blocks - pool_blocks_of(overlaps, l.id),
-                      growth)) {
+          !st.kv.fits(l.id, st.workers.at(l.id).join.num_blocks, need_on(l.id), growth)) {
         l.kv_full = true;
         short_of_room = true;
       }
@@ -360,7 +349,7 @@ std::optional<caf::expected<route_answer>> route(router_pointer self, const rout
     return d.error();
   }
   if (adm.enabled)
-    st.kv.routed(q.request_id, d->decode_worker, prompt_blocks - pool_blocks_of(overlaps, d->decode_worker), growth);
+    st.kv.routed(q.request_id, d->decode_worker, req.block_hashes, need_on(d->decode_worker), growth);
   if (d->panic && st.panic_routes)
     st.panic_routes->inc();
   auto& decode = st.workers.at(d->decode_worker);

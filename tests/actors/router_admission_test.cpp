@@ -14,7 +14,6 @@
 #include "actors/router/router_errc.hpp"
 #include "cluster/metrics.hpp"
 #include "common/error.hpp"
-#include "engine/block_hash.hpp"
 
 namespace tessera::actors {
 namespace {
@@ -36,7 +35,6 @@ protected:
     rc.kv_admission.enabled = enabled;
     rc.kv_admission.max_wait = max_wait;
     rc.kv_admission.growth_tokens = 16; // one block per request
-    rc.hash_key = key;
     auto r = spawn_router(sys, rc);
     ASSERT_TRUE(r) << error_text(r.error());
     router = *r;
@@ -92,7 +90,6 @@ protected:
   std::shared_ptr<cluster::metrics_registry> metrics = std::make_shared<cluster::metrics_registry>();
   router_local_actor router;
   uint64_t sequence = 0;
-  engine::kv_hash_key key = engine::process_kv_hash_key();
 };
 
 TEST_F(RouterAdmissionTest, ARequestWithoutKvRoomWaitsUntilOneEndsThenGoesInOrder) {
@@ -157,28 +154,31 @@ TEST_F(RouterAdmissionTest, ACallerWithAShortTimeoutIsHeldOnlyAsLongAsItAsks) {
     << metrics_text();
 }
 
-TEST_F(RouterAdmissionTest, PromptBlocksTheDecodeWorkerHoldsNeedNoRoom) {
+TEST_F(RouterAdmissionTest, APromptSharedWithARunningRequestNeedsNoNewBlocks) {
   start(20s);
   route_async(1, 8); // 8 + 1 of 10
   ASSERT_TRUE(answer(2s));
   self->send(router, prefilled_atom_v, uint64_t{1});
   heartbeat(8);
-  // The worker now holds request 1's prompt, as its KV events say.
-  const auto p = prompt(1, 8);
-  std::vector<engine::kv_block_hash> hashes;
-  engine::kv_hash_blocks(key, engine::kv_hash_root(key, 0, ""), p, block_tokens, 8, hashes);
-  wire::kv_event ev;
-  ev.worker_id = 1;
-  ev.event_id = 0;
-  ev.tier = wire::kv_tier::g1_pool;
-  ev.kind = wire::kv_event_kind::stored;
-  ev.block_hashes.assign(hashes.begin(), hashes.end());
-  self->send(router, kv_events_atom_v, ev);
-  // The same prompt again adds only its growth: 8 used + 1 + 1 <= 10.
-  self->send(router, route_atom_v, route_query{2, p, "", "", 16});
+  // The same prompt references request 1's blocks: only its growth is new
+  // (8 used + 1 + 1 <= 10).
+  self->send(router, route_atom_v, route_query{2, prompt(1, 8), "", "", 16});
   EXPECT_TRUE(answer(2s)) << "the shared prompt needs no new blocks";
-  // Another prompt of 8 blocks does not fit.
   route_async(3, 8);
+  EXPECT_FALSE(answer(400ms)) << "another prompt of 8 blocks does not fit";
+}
+
+TEST_F(RouterAdmissionTest, APromptOnlyCachedThereNeedsItsBlocksAgain) {
+  start(20s);
+  route_async(1, 8);
+  ASSERT_TRUE(answer(2s));
+  self->send(router, finished_atom_v, uint64_t{1}); // its blocks stay cached, free
+  heartbeat(0);
+  route_async(2, 8);
+  ASSERT_TRUE(answer(2s));
+  // Request 1's prompt again: no running request references it, so its 8
+  // blocks come out of the free ones (evicting the cache) like new ones.
+  self->send(router, route_atom_v, route_query{3, prompt(1, 8), "", "", 16});
   EXPECT_FALSE(answer(400ms));
 }
 

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/support/block_hash_util.hpp"
+
 namespace tessera::actors {
 namespace {
 
@@ -17,7 +19,7 @@ TEST(KvAdmissionTest, ARoutedPromptCountsUntilAHeartbeatAfterItsFirstTokenShowsI
   const auto t0 = clock_type::now();
   kv.heard(7, 10, t0);
   EXPECT_EQ(kv.room(7, 100), 90);
-  kv.routed(1, 7, 30, 4);
+  kv.routed(1, 7, {}, 30, 4);
   EXPECT_EQ(kv.room(7, 100), 56) << "10 used + 30 prompt + 4 growth";
   // A heartbeat before the first token does not show the prompt yet.
   kv.heard(7, 12, t0 + 1ms);
@@ -37,13 +39,13 @@ TEST(KvAdmissionTest, AnIdleWorkerAlwaysFitsABusyOneOnlyWithRoom) {
   const auto t0 = clock_type::now();
   kv.heard(1, 0, t0);
   EXPECT_TRUE(kv.fits(1, 10, 500, 5)) << "nothing routed there: even a request larger than the pool runs, alone";
-  kv.routed(10, 1, 6, 1);
+  kv.routed(10, 1, {}, 6, 1);
   EXPECT_TRUE(kv.fits(1, 10, 2, 1)) << "6 + 1 committed, 3 left";
   EXPECT_FALSE(kv.fits(1, 10, 3, 1));
   EXPECT_TRUE(kv.fits(2, 10, 3, 1)) << "another worker's requests do not count here";
   EXPECT_EQ(kv.active(1), 1);
   // A second attempt under the same id replaces the first.
-  kv.routed(10, 2, 6, 1);
+  kv.routed(10, 2, {}, 6, 1);
   EXPECT_EQ(kv.active(1), 0);
   EXPECT_EQ(kv.active(2), 1);
   EXPECT_EQ(kv.room(2, 10), 3);
@@ -53,7 +55,7 @@ TEST(KvAdmissionTest, ForgettingAWorkerDropsItsFiguresNotItsRequests) {
   kv_commitments kv;
   const auto t0 = clock_type::now();
   kv.heard(3, 50, t0);
-  kv.routed(1, 3, 5, 0);
+  kv.routed(1, 3, {}, 5, 0);
   kv.prefilled(1, t0 - 1ms); // before the heartbeat: shown in its 50
   EXPECT_EQ(kv.room(3, 100), 50);
   kv.forget_worker(3);
@@ -64,10 +66,29 @@ TEST(KvAdmissionTest, ForgettingAWorkerDropsItsFiguresNotItsRequests) {
   EXPECT_EQ(kv.room(3, 100), 100);
 }
 
+TEST(KvAdmissionTest, TheSharedPrefixIsTheLongestOfTheWorkersRequests) {
+  using tessera::test::bhs;
+  kv_commitments kv;
+  const auto a = bhs({1, 2, 3, 4});
+  const auto b = bhs({1, 2, 9});
+  const auto c = bhs({7, 8});
+  kv.routed(1, 5, a, 4, 0);
+  kv.routed(2, 5, b, 1, 0);
+  kv.routed(3, 6, bhs({1, 2, 3, 4, 5}), 5, 0);
+  EXPECT_EQ(kv.shared_blocks(5, bhs({1, 2, 3, 4, 5, 6})), 4) << "request 1's whole prompt";
+  EXPECT_EQ(kv.shared_blocks(5, bhs({1, 2, 9, 10})), 3) << "request 2's";
+  EXPECT_EQ(kv.shared_blocks(5, bhs({1, 7})), 1);
+  EXPECT_EQ(kv.shared_blocks(5, c), 0);
+  EXPECT_EQ(kv.shared_blocks(5, {}), 0);
+  EXPECT_EQ(kv.shared_blocks(7, a), 0) << "no request on worker 7";
+  kv.finished(1);
+  EXPECT_EQ(kv.shared_blocks(5, bhs({1, 2, 3, 4, 5, 6})), 2) << "request 1 ended: only request 2's first two";
+}
+
 TEST(KvAdmissionTest, NegativeFiguresCountAsZero) {
   kv_commitments kv;
   kv.heard(1, -5, clock_type::now());
-  kv.routed(2, 1, -3, -1);
+  kv.routed(2, 1, {}, -3, -1);
   EXPECT_EQ(kv.room(1, 10), 10);
 }
 
