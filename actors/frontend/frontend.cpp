@@ -239,10 +239,14 @@ void admit(frontend_pointer self, uint64_t key, size_t index, std::vector<int32_
                 j.req.params.max_tokens};
   self->request(st.cfg.router, st.cfg.admit_timeout, route_atom_v, q)
     .then(
-      [self, key, index, prompt = std::move(prompt)](route_answer& a) mutable {
+      [self, key, index, prompt = std::move(prompt), id = c.engine_id](route_answer& a) mutable {
         auto it = self->state.jobs.find(key);
-        if (it == self->state.jobs.end())
+        if (it == self->state.jobs.end()) {
+          // The job ended while its route was on the way (or held for KV
+          // room): the router counted it on its workers; it ends there too.
+          self->send(self->state.cfg.router, finished_atom_v, id);
           return;
+        }
         auto& j = it->second;
         auto& c = j.choices[index];
         c.route = a;
@@ -358,8 +362,11 @@ void resume(frontend_pointer self, uint64_t key, size_t index) {
     .then(
       [self, key, index, id, retry](route_answer& a) {
         auto it = self->state.jobs.find(key);
-        if (it == self->state.jobs.end() || it->second.choices[index].engine_id != id)
+        if (it == self->state.jobs.end() || it->second.choices[index].engine_id != id) {
+          // Ended or moved on while routed: the router forgets this attempt.
+          self->send(self->state.cfg.router, finished_atom_v, id);
           return;
+        }
         auto& j = it->second;
         auto& c = j.choices[index];
         const auto at = a.disaggregated ? a.decode : a.prefill;
