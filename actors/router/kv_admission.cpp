@@ -8,18 +8,30 @@ void kv_commitments::heard(uint64_t worker, int64_t used_blocks, clock::time_poi
   auto& w = workers_[worker];
   w.used = std::max<int64_t>(0, used_blocks);
   w.heard_at = at;
+  w.heard = true;
 }
 
 void kv_commitments::routed(uint64_t request, uint64_t worker, std::span<const engine::kv_block_hash> blocks,
                             int64_t need, int64_t growth) {
+  finished(request); // a new attempt: the old entry (maybe on another worker) goes
   requests_[request] = entry{worker, {blocks.begin(), blocks.end()}, std::max<int64_t>(0, need),
                              std::max<int64_t>(0, growth), false, {}};
+  workers_[worker].requests.insert(request);
+}
+
+const kv_commitments::worker_figures* kv_commitments::figures(uint64_t worker) const {
+  auto w = workers_.find(worker);
+  return w == workers_.end() ? nullptr : &w->second;
 }
 
 int64_t kv_commitments::shared_blocks(uint64_t worker, std::span<const engine::kv_block_hash> blocks) const {
+  const auto* w = figures(worker);
+  if (w == nullptr)
+    return 0;
   size_t best = 0;
-  for (const auto& [id, e] : requests_) {
-    if (e.worker != worker || e.blocks.size() <= best || blocks.size() <= best)
+  for (uint64_t id : w->requests) {
+    const auto& e = requests_.at(id);
+    if (e.blocks.size() <= best || blocks.size() <= best)
       continue;
     // Chained hashes: equal at block i means equal up to i, so the first
     // block that differs ends the shared prefix.
@@ -42,35 +54,44 @@ void kv_commitments::prefilled(uint64_t request, clock::time_point at) {
 }
 
 void kv_commitments::finished(uint64_t request) {
-  requests_.erase(request);
+  auto it = requests_.find(request);
+  if (it == requests_.end())
+    return;
+  if (auto w = workers_.find(it->second.worker); w != workers_.end())
+    w->second.requests.erase(request);
+  requests_.erase(it);
 }
 
 void kv_commitments::forget_worker(uint64_t worker) {
-  workers_.erase(worker);
+  auto w = workers_.find(worker);
+  if (w == workers_.end())
+    return;
+  for (uint64_t id : w->second.requests)
+    requests_.erase(id);
+  workers_.erase(w);
 }
 
-bool kv_commitments::pending(const entry& e) const {
-  if (!e.prefilled)
-    return true;
-  auto w = workers_.find(e.worker);
+bool kv_commitments::pending(const entry& e, const worker_figures& w) const {
   // A heartbeat sent before the prompt landed may arrive just after its
   // first token: only one heard later than that counts it.
-  return w == workers_.end() || w->second.heard_at <= e.prefilled_at;
+  return !e.prefilled || !w.heard || w.heard_at <= e.prefilled_at;
 }
 
 int64_t kv_commitments::room(uint64_t worker, int64_t num_blocks) const {
-  int64_t committed = 0;
-  if (auto w = workers_.find(worker); w != workers_.end())
-    committed = w->second.used;
-  for (const auto& [id, e] : requests_)
-    if (e.worker == worker)
-      committed += e.growth + (pending(e) ? e.need : 0);
+  const auto* w = figures(worker);
+  if (w == nullptr)
+    return num_blocks;
+  int64_t committed = w->used;
+  for (uint64_t id : w->requests) {
+    const auto& e = requests_.at(id);
+    committed += e.growth + (pending(e, *w) ? e.need : 0);
+  }
   return num_blocks - committed;
 }
 
 int64_t kv_commitments::active(uint64_t worker) const {
-  return std::count_if(requests_.begin(), requests_.end(),
-                       [&](const auto& r) { return r.second.worker == worker; });
+  const auto* w = figures(worker);
+  return w == nullptr ? 0 : static_cast<int64_t>(w->requests.size());
 }
 
 bool kv_commitments::fits(uint64_t worker, int64_t num_blocks, int64_t need, int64_t growth) const {

@@ -43,6 +43,7 @@
 #include <cstdint>
 #include <span>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "engine/block_hash.hpp"
@@ -98,8 +99,9 @@ public:
   /// Request `request` ended: nothing of it is committed any more.
   void finished(uint64_t request);
 
-  /// Worker `worker` is gone (replaced, forgotten): its figures go; its
-  /// requests' entries stay until they end (they no longer count).
+  /// Worker `worker` is gone (replaced, forgotten): its figures and its
+  /// requests' entries go (a route answer or `finished` for one of them
+  /// later finds nothing).
   void forget_worker(uint64_t worker);
 
   /// Blocks left in `worker`'s pool of `num_blocks` beside what is
@@ -128,9 +130,15 @@ private:
   struct worker_figures {
     int64_t used = 0;
     clock::time_point heard_at;
+    bool heard = false;
+    /// Requests routed to this worker that have not ended (keys of
+    /// requests_): what room, active and shared_blocks look at.
+    std::unordered_set<uint64_t> requests;
   };
-  /// Whether `e`'s need is not yet in its worker's used figure.
-  [[nodiscard]] bool pending(const entry& e) const;
+  /// Whether `e`'s need is not yet in its worker `w`'s used figure.
+  [[nodiscard]] bool pending(const entry& e, const worker_figures& w) const;
+  /// `worker`'s figures; null when nothing is known of it.
+  [[nodiscard]] const worker_figures* figures(uint64_t worker) const;
 
   std::unordered_map<uint64_t, entry> requests_;
   std::unordered_map<uint64_t, worker_figures> workers_;

@@ -333,7 +333,19 @@ std::optional<caf::expected<route_answer>> route(router_pointer self, const rout
   const int64_t prompt_blocks = (prompt_len + bt - 1) / bt;
   const int64_t growth =
     (prompt_len + std::min<int64_t>(req.max_tokens, adm.growth_tokens) + bt - 1) / bt - prompt_blocks;
-  auto need_on = [&](uint64_t worker) { return prompt_blocks - st.kv.shared_blocks(worker, req.block_hashes); };
+  // A new attempt under the same id: the old one is over, and must not
+  // be counted as sharing the prompt with it.
+  if (adm.enabled)
+    st.kv.finished(q.request_id);
+  // Each decode worker's need, worked out once (each is a scan of what
+  // is routed there).
+  std::unordered_map<uint64_t, int64_t> needs;
+  auto need_on = [&](uint64_t worker) {
+    auto [it, fresh] = needs.try_emplace(worker, 0);
+    if (fresh)
+      it->second = prompt_blocks - st.kv.shared_blocks(worker, req.block_hashes);
+    return it->second;
+  };
   bool short_of_room = false;
   if (adm.enabled && check_room)
     for (auto& l : loads)

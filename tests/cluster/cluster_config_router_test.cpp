@@ -7,19 +7,14 @@
 
 #include "cluster/cluster_config.hpp"
 #include "common/error.hpp"
+#include "tests/cluster/one_node_config.hpp"
 
 namespace {
 
 using namespace tessera::cluster;
 
-const char* one_router = "[[node]]\nid = \"a\"\naddress = \"127.0.0.1:14000\"\nroles = [\"router\"]\n";
-
-std::string problems_of(const std::string& text) {
-  std::string all;
-  for (const auto& p : read_cluster_config(text, "c.toml").problems)
-    all += p + "\n";
-  return all;
-}
+using tessera::test::one_router;
+using tessera::test::problems_of;
 
 TEST(ClusterConfigRouterTest, DefaultsAdmitByKvRoomAndPanicRouteWithAThreeSecondGrace) {
   auto c = parse_cluster_config(one_router, "c.toml");

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "common/error.hpp"
+#include "tests/cluster/one_node_config.hpp"
 
 namespace {
 
@@ -114,14 +115,8 @@ TEST(ClusterConfigTest, BadConfigsAreErrorsNamingTheFileAndTheKey) {
 
 namespace {
 
-const char* one_router = "[[node]]\nid = \"a\"\naddress = \"127.0.0.1:14000\"\nroles = [\"router\"]\n";
-
-std::string problems_of(const std::string& text) {
-  std::string all;
-  for (const auto& p : read_cluster_config(text, "c.toml").problems)
-    all += p + "\n";
-  return all;
-}
+using tessera::test::one_router;
+using tessera::test::problems_of;
 
 TEST(ClusterConfigTest, UnknownKeysAreErrorsThatSuggestTheNearestKnownOne) {
   auto said = problems_of(std::string{"kv_cache_mbb = 512\n"} + one_router);

@@ -51,19 +51,36 @@ TEST(KvAdmissionTest, AnIdleWorkerAlwaysFitsABusyOneOnlyWithRoom) {
   EXPECT_EQ(kv.room(2, 10), 3);
 }
 
-TEST(KvAdmissionTest, ForgettingAWorkerDropsItsFiguresNotItsRequests) {
+TEST(KvAdmissionTest, ForgettingAWorkerDropsItsFiguresAndItsRequests) {
   kv_commitments kv;
   const auto t0 = clock_type::now();
   kv.heard(3, 50, t0);
   kv.routed(1, 3, {}, 5, 0);
+  kv.routed(2, 4, {}, 7, 0);
   kv.prefilled(1, t0 - 1ms); // before the heartbeat: shown in its 50
   EXPECT_EQ(kv.room(3, 100), 50);
   kv.forget_worker(3);
-  EXPECT_EQ(kv.room(3, 100), 95) << "no heartbeat any more: the prompt counts again";
-  kv.finished(1);
+  EXPECT_EQ(kv.room(3, 100), 100) << "a worker gone for good: nothing of it counts";
+  EXPECT_EQ(kv.active(3), 0);
+  EXPECT_EQ(kv.size(), 1u) << "worker 4's request stays";
+  kv.finished(1); // its answer comes late: nothing
   kv.finished(1); // twice: nothing
   kv.prefilled(99, t0); // unknown: nothing
+  EXPECT_EQ(kv.room(4, 100), 93);
+}
+
+TEST(KvAdmissionTest, ARequestRoutedAgainLeavesItsOldWorker) {
+  kv_commitments kv;
+  kv.routed(1, 3, {}, 5, 2);
+  EXPECT_EQ(kv.room(3, 100), 93);
+  kv.routed(1, 4, {}, 6, 2); // a new attempt elsewhere
   EXPECT_EQ(kv.room(3, 100), 100);
+  EXPECT_EQ(kv.active(3), 0);
+  EXPECT_EQ(kv.room(4, 100), 92);
+  EXPECT_EQ(kv.size(), 1u);
+  kv.finished(1);
+  EXPECT_EQ(kv.room(4, 100), 100);
+  EXPECT_EQ(kv.size(), 0u);
 }
 
 TEST(KvAdmissionTest, TheSharedPrefixIsTheLongestOfTheWorkersRequests) {

@@ -403,6 +403,40 @@ TEST(UcxSecurityTest, ADeclaredGigabyteMessageIsRefusedBeforeAnythingIsAllocated
   f.expect_still_serving();
 }
 
+/// A prefill-side sender connected to the node, for KV transfers: a
+/// 1 MiB pool registered on the node (zeros) and a 1 MiB source on the
+/// sender (0xAB); `from` is the sender as the node knows it.
+struct kv_link {
+  std::vector<std::byte> pool = std::vector<std::byte>(1 << 20, std::byte{0});
+  region_id region{};
+  recorder r;
+  std::unique_ptr<ucx_transport> sender;
+  std::vector<std::byte> src = std::vector<std::byte>(1 << 20, std::byte{0xAB});
+  region_id src_region{};
+  peer_id p{};
+  peer_id from{};
+};
+
+/// Opens `k` to `f`'s node; `eager_max` as make's. Check HasFatalFailure.
+void open_kv_link(node_fixture& f, uint64_t eager_max, kv_link& k) {
+  auto region = f.node->register_region(k.pool);
+  ASSERT_TRUE(region) << to_string(region.error());
+  k.region = *region;
+  k.sender = make(options("prefill"), eager_max);
+  ASSERT_TRUE(k.sender);
+  k.sender->set_handler(&k.r);
+  auto src_region = k.sender->register_region(k.src);
+  ASSERT_TRUE(src_region);
+  k.src_region = *src_region;
+  EXPECT_FALSE(k.sender->caps().rma) << "no keys to whole regions with grants_only";
+  auto p = k.sender->connect(f.address);
+  ASSERT_TRUE(p) << to_string(p.error());
+  k.p = *p;
+  ASSERT_TRUE(f.rec.wait([&] { return !f.rec.connected.empty(); }));
+  k.from = f.rec.connected.at(0).first;
+  EXPECT_EQ(f.node->peer_identity(k.from), "prefill");
+}
+
 /// A sender whose runs go eager (`eager_max` above every run here) or by
 /// rendezvous (0) writes only into ranges the node granted it, while the
 /// grant lasts: the same refusals either way, and a refused eager run is
@@ -411,30 +445,19 @@ void kv_blocks_land_only_in_granted_ranges(uint64_t eager_max) {
   const bool eager = eager_max > 0;
   node_fixture f;
   ASSERT_TRUE(f.node);
-  std::vector<std::byte> pool(1 << 20, std::byte{0});
-  auto region = f.node->register_region(pool);
-  ASSERT_TRUE(region) << to_string(region.error());
-  recorder r;
-  auto sender = make(options("prefill"), eager_max);
-  ASSERT_TRUE(sender);
-  sender->set_handler(&r);
-  std::vector<std::byte> src(1 << 20, std::byte{0xAB});
-  auto src_region = sender->register_region(src);
-  ASSERT_TRUE(src_region);
-  EXPECT_FALSE(sender->caps().rma) << "no keys to whole regions with grants_only";
-  auto p = sender->connect(f.address);
-  ASSERT_TRUE(p) << to_string(p.error());
-  ASSERT_TRUE(f.rec.wait([&] { return !f.rec.connected.empty(); }));
-  const peer_id from = f.rec.connected.at(0).first;
-  EXPECT_EQ(f.node->peer_identity(from), "prefill");
+  kv_link k;
+  open_kv_link(f, eager_max, k);
+  if (::testing::Test::HasFatalFailure())
+    return;
+  auto& [pool, region, r, sender, src, src_region, p, from] = k;
   auto eager_runs = [&] { return ucx_test_access::eager_runs_received(*f.node); };
 
   auto transfer = [&](uint64_t dst_offset, uint64_t size) {
     completion_log log;
     transfer_batch b;
     b.batch_id = 1;
-    b.blocks.push_back({*src_region, 0, *region, dst_offset, size});
-    sender->transfer(*p, b, log.make(0));
+    b.blocks.push_back({src_region, 0, region, dst_offset, size});
+    sender->transfer(p, b, log.make(0));
     EXPECT_TRUE(log.wait_for_count(1));
     return log.of(0).at(0);
   };
@@ -447,7 +470,7 @@ void kv_blocks_land_only_in_granted_ranges(uint64_t eager_max) {
   EXPECT_EQ(eager_runs(), 0u) << "a refused run is not copied into place";
 
   // Two granted blocks; a transfer into them lands.
-  auto g = f.node->grant(from, {{*region, 8192, 4096}, {*region, 12288, 4096}});
+  auto g = f.node->grant(from, {{region, 8192, 4096}, {region, 12288, 4096}});
   ASSERT_TRUE(g) << to_string(g.error());
   EXPECT_FALSE(transfer(8192, 8192)) << "a run across two adjacent granted blocks";
   EXPECT_EQ(pool[8192], std::byte{0xAB});
@@ -485,20 +508,11 @@ void folded_batches_are_checked_like_any_other(uint64_t eager_max) {
   node_fixture f;
   ASSERT_TRUE(f.node);
   constexpr uint64_t blk = 4096;
-  std::vector<std::byte> pool(1 << 20, std::byte{0});
-  auto region = f.node->register_region(pool);
-  ASSERT_TRUE(region) << to_string(region.error());
-  recorder r;
-  auto sender = make(options("prefill"), eager_max);
-  ASSERT_TRUE(sender);
-  sender->set_handler(&r);
-  std::vector<std::byte> src(1 << 20, std::byte{0xAB});
-  auto src_region = sender->register_region(src);
-  ASSERT_TRUE(src_region);
-  auto p = sender->connect(f.address);
-  ASSERT_TRUE(p) << to_string(p.error());
-  ASSERT_TRUE(f.rec.wait([&] { return !f.rec.connected.empty(); }));
-  const peer_id from = f.rec.connected.at(0).first;
+  kv_link k;
+  open_kv_link(f, eager_max, k);
+  if (::testing::Test::HasFatalFailure())
+    return;
+  auto& [pool, region, r, sender, src, src_region, p, from] = k;
   auto folded_sent = [&] { return ucx_test_access::folded_batches_sent(*sender); };
   auto folded_received = [&] { return ucx_test_access::folded_batches_received(*f.node); };
   auto arrived = [&] {
@@ -507,7 +521,7 @@ void folded_batches_are_checked_like_any_other(uint64_t eager_max) {
   };
   auto transfer = [&](const transfer_batch& b) {
     completion_log log;
-    sender->transfer(*p, b, log.make(0));
+    sender->transfer(p, b, log.make(0));
     EXPECT_TRUE(log.wait_for_count(1));
     return log.of(0).at(0);
   };
@@ -517,7 +531,7 @@ void folded_batches_are_checked_like_any_other(uint64_t eager_max) {
     transfer_batch b;
     b.batch_id = n;
     for (uint64_t i = 0; i < n; ++i)
-      b.blocks.push_back({*src_region, i * blk, *region, dst + (n - 1 - i) * blk, blk});
+      b.blocks.push_back({src_region, i * blk, region, dst + (n - 1 - i) * blk, blk});
     return b;
   };
 
@@ -531,7 +545,7 @@ void folded_batches_are_checked_like_any_other(uint64_t eager_max) {
   EXPECT_EQ(pool[0], std::byte{0});
   EXPECT_EQ(arrived(), 0u) << "a refused batch is not reported";
 
-  auto g = f.node->grant(from, {{*region, 0, 64 * blk}});
+  auto g = f.node->grant(from, {{region, 0, 64 * blk}});
   ASSERT_TRUE(g) << to_string(g.error());
   // Granted: the folded batch lands and the node reports it with its
   // blocks (from the folded notice).
