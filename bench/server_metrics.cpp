@@ -11,23 +11,40 @@ std::map<std::string, double> metric_by_label(const std::string& text, const std
                                               const std::string& label) {
   std::map<std::string, double> out;
   const std::string key = label + "=\"";
+  // Adds the number at `value` (if one is there) to out[k].
+  auto add = [&out](const std::string& k, const char* value) {
+    char* end = nullptr;
+    const double v = std::strtod(value, &end);
+    if (end != value)
+      out[k] += v; // e.g. one outcome over every worker
+  };
   std::istringstream lines(text);
   for (std::string line; std::getline(lines, line);) {
-    if (line.compare(0, name.size(), name) != 0 || line.size() <= name.size() || line[name.size()] != '{')
+    if (line.compare(0, name.size(), name) != 0 || line.size() <= name.size())
+      continue;
+    const char after = line[name.size()];
+    if (after == ' ') {
+      if (label.empty())
+        add("", line.c_str() + name.size());
+      continue;
+    }
+    if (after != '{')
       continue;
     const auto close = line.find('}', name.size());
+    if (close == std::string::npos)
+      continue;
+    if (label.empty()) {
+      add("", line.c_str() + close + 1);
+      continue;
+    }
     const auto at = line.find(key, name.size());
-    if (close == std::string::npos || at == std::string::npos || at > close)
+    if (at == std::string::npos || at > close)
       continue;
     const auto from = at + key.size();
     const auto to = line.find('"', from);
     if (to == std::string::npos || to > close)
       continue;
-    const char* value = line.c_str() + close + 1;
-    char* end = nullptr;
-    const double v = std::strtod(value, &end);
-    if (end != value)
-      out[line.substr(from, to - from)] += v; // e.g. one outcome over every worker
+    add(line.substr(from, to - from), line.c_str() + close + 1);
   }
   return out;
 }

@@ -19,7 +19,9 @@ namespace tessera::bench {
 /// the value of their label `label`; series sharing that value are summed
 /// (tessera_kvstore_fetch_total by `outcome`: over every worker); series
 /// without that label are left out. Only plain `name{...} value` lines
-/// count (not name_bucket etc.).
+/// count (not name_bucket etc.). An empty `label` sums every series of
+/// `name`, labelled or not, under the key "" (a counter without labels:
+/// tessera_router_kv_admission_waits_total).
 [[nodiscard]] std::map<std::string, double> metric_by_label(const std::string& text, const std::string& name,
                                                              const std::string& label);
 

@@ -256,6 +256,18 @@ int run_trace_bench(const trace_bench_options& o) {
     auto m = scrape_by_label(*ep, metric, "worker");
     return m ? std::move(*m) : std::map<std::string, double>{};
   };
+  // The router's KV admission over the replay (actors/router/kv_admission.hpp):
+  // requests held for room, and those routed without it after max_wait.
+  const std::map<std::string, const char*> admission_metrics = {
+    {"waits", "tessera_router_kv_admission_waits_total"}, {"timeouts", "tessera_router_kv_admission_timeouts_total"}};
+  auto scrape_admission = [&] {
+    std::map<std::string, double> out;
+    for (const auto& [what, metric] : admission_metrics)
+      if (auto m = scrape_by_label(*ep, metric, ""); m && m->count(""))
+        out[what] = m->at("");
+    return out;
+  };
+  const auto admission_before = scrape_admission();
   const auto preempt_before = scrape(preempt_metric);
   const auto computed_before = scrape(computed_metric);
   host_guard_input guard;
@@ -302,6 +314,7 @@ int run_trace_bench(const trace_bench_options& o) {
   json busy = json::object();
   json fetches = json::object();
   json preemptions = json::object();
+  json admission = json::object();
   json computed = json::object();
   // after - before per label value (a series absent before counts from 0),
   // into `out`.
@@ -314,6 +327,7 @@ int run_trace_bench(const trace_bench_options& o) {
   };
   if (replay) {
     grew(preempt_before, scrape(preempt_metric), preemptions);
+    grew(admission_before, scrape_admission(), admission);
     grew(computed_before, scrape(computed_metric), computed);
     if (auto after = scrape_by_label(*ep, fetch_metric, "outcome"); after && fetches_before)
       grew(*fetches_before, *after, fetches);
@@ -353,6 +367,7 @@ int run_trace_bench(const trace_bench_options& o) {
   j["worker_busy"] = busy;
   j["kv_fetch_outcomes"] = fetches;
   j["worker_preemptions"] = preemptions;
+  j["router_kv_admission"] = admission;
   j["worker_tokens_computed"] = computed;
   j["host"] = host_guard_json(verdict, guard);
   j["host_bound"] = verdict.host_bound;

@@ -35,5 +35,18 @@ TEST(ServerMetricsTest, SeriesSharingTheLabelsValueAreSummed) {
   EXPECT_DOUBLE_EQ(m.at("partial"), 40);
 }
 
+TEST(ServerMetricsTest, AnEmptyLabelSumsEverySeriesOfTheMetric) {
+  const std::string text = "# TYPE tessera_router_kv_admission_waits_total counter\n"
+                           "tessera_router_kv_admission_waits_total 12\n"
+                           "tessera_router_kv_admission_waits_total_x 5\n"
+                           "tessera_router_kv_admission_waits_total{router=\"b\"} 3\n"
+                           "tessera_router_kv_admission_waits_total broken\n";
+  const auto m = metric_by_label(text, "tessera_router_kv_admission_waits_total", "");
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_DOUBLE_EQ(m.at(""), 15);
+  EXPECT_TRUE(metric_by_label(text, "tessera_router_kv_admission_waits_total", "router").size() == 1u);
+  EXPECT_TRUE(metric_by_label("", "x", "").empty());
+}
+
 } // namespace
 } // namespace tessera::bench
