@@ -10,13 +10,15 @@ namespace wire = transport::wire;
 
 namespace {
 
-/// How long the gateway waits for its (local) router.
-constexpr std::chrono::seconds router_timeout{10};
+/// How long the gateway waits for its (local) router: twice the longest
+/// hold it lets a caller ask for, so that a held call is answered.
+constexpr std::chrono::milliseconds router_timeout = 2 * max_remote_route_wait;
 
 /// Most time the router may hold a remote frontend's route call for KV
-/// room (kv_admission.hpp): half a router client's default attempt
-/// timeout, so the caller does not take a holding router for a hung one.
-constexpr std::chrono::milliseconds remote_route_max_wait{1000};
+/// room (kv_admission.hpp) when the call names none (an older caller):
+/// half a router client's default attempt timeout, so the caller does not
+/// take a holding router for a hung one.
+constexpr std::chrono::milliseconds remote_route_default_wait{1000};
 
 std::string cut(std::string s, size_t max) {
   if (s.size() > max)
@@ -27,7 +29,11 @@ std::string cut(std::string s, size_t max) {
 } // namespace
 
 wire::route_call to_wire(const route_query& q) {
-  return {q.request_id, q.prompt, q.cache_salt, q.session_id, q.max_tokens};
+  // A caller that sets no limit sends none (0: the gateway's default).
+  const int32_t wait_ms =
+    q.max_wait.count() < 0 ? 0
+                           : static_cast<int32_t>(std::clamp<int64_t>(q.max_wait.count(), 1, wire::max_route_wait_ms));
+  return {q.request_id, q.prompt, q.cache_salt, q.session_id, q.max_tokens, wait_ms};
 }
 
 route_query from_wire(wire::route_call c) {
@@ -37,6 +43,8 @@ route_query from_wire(wire::route_call c) {
   q.cache_salt = std::move(c.cache_salt);
   q.session_id = std::move(c.session_id);
   q.max_tokens = c.max_tokens;
+  q.max_wait = c.max_wait_ms > 0 ? std::min(std::chrono::milliseconds{c.max_wait_ms}, max_remote_route_wait)
+                                 : remote_route_default_wait;
   return q;
 }
 
@@ -115,7 +123,6 @@ router_api_actor::behavior_type gateway_fn(router_api_actor::pointer self, route
     [self, router](route_atom, const wire::route_call& c) -> caf::result<wire::route_reply> {
       auto rp = self->make_response_promise<wire::route_reply>();
       auto q = from_wire(c);
-      q.max_wait = remote_route_max_wait;
       self->request(router, router_timeout, route_atom_v, std::move(q))
         .then([rp](const route_answer& a) mutable { rp.deliver(to_wire(a)); },
               [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });

@@ -39,8 +39,15 @@ inline constexpr const char* router_api_name = "router-api";
 /// Spawns the gateway in front of `router` (a router on this node).
 [[nodiscard]] router_api_actor spawn_router_gateway(caf::actor_system& sys, router_local_actor router);
 
+/// Most time a remote caller may have its route call held for KV room
+/// (route_call::max_wait_ms): half the time the gateway waits for its
+/// router.
+inline constexpr std::chrono::milliseconds max_remote_route_wait{5000};
+
 /// The wire forms and back. A route_reply's reason is cut to the wire's
-/// name limit (it is for logs).
+/// name limit (it is for logs). A route_call carries the query's max_wait
+/// (none: 0); from_wire holds it to max_remote_route_wait, and a call
+/// without one gets 1 s.
 [[nodiscard]] transport::wire::route_call to_wire(const route_query& q);
 [[nodiscard]] route_query from_wire(transport::wire::route_call c);
 [[nodiscard]] transport::wire::route_reply to_wire(const route_answer& a);

@@ -64,7 +64,8 @@ struct kv_admission_options {
   /// decode worker may preempt). Below the frontend's admit_timeout
   /// (30 s). A caller with a shorter timeout of its own asks for less
   /// (route_query::max_wait): a router client half its attempt timeout,
-  /// the router gateway (remote frontends) 1 s. Default: 8 s.
+  /// which the router gateway passes on for remote frontends (at most
+  /// 5 s; 1 s for a caller that names none). Default: 8 s.
   std::chrono::milliseconds max_wait{8000};
 };
 

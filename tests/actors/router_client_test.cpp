@@ -169,6 +169,23 @@ TEST_F(RouterClientTest, NoReachableRouterIsAnErrorNotAHang) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 4s);
 }
 
+TEST(RouterGatewayTest, AHeldRouteWaitsWhatTheRemoteCallerAsksAtMostFiveSeconds) {
+  route_query q;
+  q.request_id = 1;
+  q.prompt = {5};
+  q.max_wait = 3000ms; // a router client: half its attempt timeout
+  auto c = to_wire(q);
+  EXPECT_EQ(c.max_wait_ms, 3000);
+  EXPECT_EQ(from_wire(c).max_wait, 3000ms);
+  q.max_wait = 20000ms;
+  EXPECT_EQ(from_wire(to_wire(q)).max_wait, max_remote_route_wait) << "no longer than the gateway waits for its router";
+  q.max_wait = 0ms;
+  EXPECT_EQ(to_wire(q).max_wait_ms, 1) << "no hold asked: the least one";
+  q.max_wait = -1ms; // no limit of its own
+  EXPECT_EQ(to_wire(q).max_wait_ms, 0);
+  EXPECT_EQ(from_wire(to_wire(q)).max_wait, 1000ms) << "a caller that names none: the default";
+}
+
 TEST(RouterClientConfigTest, NoRouterOrARemoteOneWithoutItsNodeIsRefused) {
   caf::actor_system_config cfg;
   caf::actor_system sys{cfg};

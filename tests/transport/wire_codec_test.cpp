@@ -127,8 +127,9 @@ TEST(WireCodecTest, RoundTripsRequestStatusAndItsReplyWithinTheirBounds) {
 }
 
 TEST(WireCodecTest, RoundTripsRouteCallReplyAndWorkerViewsAndRefusesBadOnes) {
-  route_call call{42, {1, 2, 3}, "salt", "session-7", 64};
+  route_call call{42, {1, 2, 3}, "salt", "session-7", 64, 2500};
   auto c = std::get<route_call>(round_trip(call));
+  EXPECT_EQ(c.max_wait_ms, 2500);
   EXPECT_EQ(c.request_id, 42u);
   EXPECT_EQ(c.prompt, call.prompt);
   EXPECT_EQ(c.cache_salt, "salt");
@@ -156,6 +157,9 @@ TEST(WireCodecTest, RoundTripsRouteCallReplyAndWorkerViewsAndRefusesBadOnes) {
   EXPECT_FALSE(encode(wire_message{route_call{1, {}, "", "", 4}}));
   EXPECT_FALSE(encode(wire_message{route_call{1, {5}, "", "", -1}}));
   EXPECT_FALSE(encode(wire_message{route_call{1, {-5}, "", "", 1}}));
+  EXPECT_FALSE(encode(wire_message{route_call{1, {5}, "", "", 1, -1}})) << "a negative hold";
+  EXPECT_FALSE(encode(wire_message{route_call{1, {5}, "", "", 1, max_route_wait_ms + 1}}));
+  EXPECT_TRUE(encode(wire_message{route_call{1, {5}, "", "", 1, max_route_wait_ms}}));
   auto no_decode = reply;
   no_decode.decode = {};
   EXPECT_FALSE(encode(wire_message{no_decode}));

@@ -109,6 +109,9 @@ struct RouteCall {
   cacheSalt @2 :Text;
   sessionId @3 :Text;
   maxTokens @4 :Int32;
+  # Most ms the router may hold the call for KV room; 0: the answering
+  # node's default.
+  maxWaitMs @5 :Int32;
 }
 
 # The router's answer: where the request is prefilled and decoded.

@@ -259,6 +259,7 @@ void put(capnp::MessageBuilder& mb, const route_call& m) {
   b.setCacheSalt(text(m.cache_salt));
   b.setSessionId(text(m.session_id));
   b.setMaxTokens(m.max_tokens);
+  b.setMaxWaitMs(m.max_wait_ms);
 }
 
 void put(capnp::MessageBuilder& mb, const route_reply& m) {
@@ -622,6 +623,7 @@ route_call get(s::RouteCall::Reader r, const wire_limits& lim) {
   m.cache_salt = get_text("cache_salt", r.getCacheSalt(), lim.max_name_bytes);
   m.session_id = get_text("session_id", r.getSessionId(), lim.max_text_bytes);
   m.max_tokens = r.getMaxTokens();
+  m.max_wait_ms = r.getMaxWaitMs();
   return m;
 }
 

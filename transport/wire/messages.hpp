@@ -389,7 +389,15 @@ struct route_call {
   std::string session_id;
   /// Most tokens it may generate: >= 0.
   int32_t max_tokens = 0;
+  /// Most ms the router may hold the call while no decode worker has KV
+  /// room for it (actors/router/kv_admission.hpp): the caller's own
+  /// timeout allows no more. [0, max_route_wait_ms]; 0: the answering
+  /// gateway's default (an older caller sends none).
+  int32_t max_wait_ms = 0;
 };
+
+/// Largest route_call::max_wait_ms: 60 s.
+inline constexpr int32_t max_route_wait_ms = 60000;
 
 /// A router's answer to a route_call (actors::route_answer on the wire).
 struct route_reply {

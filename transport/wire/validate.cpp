@@ -344,6 +344,8 @@ problem check(const route_call& m, const wire_limits& lim) {
     return p;
   if (m.max_tokens < 0)
     return "max_tokens must be >= 0, got " + to_string(m.max_tokens);
+  if (m.max_wait_ms < 0 || m.max_wait_ms > max_route_wait_ms)
+    return "max_wait_ms must be in [0, " + to_string(max_route_wait_ms) + "], got " + to_string(m.max_wait_ms);
   return {};
 }
 
