@@ -102,6 +102,16 @@ auto on_error(client_pointer self, std::shared_ptr<attempt_chain<Reply>> c, size
   };
 }
 
+/// Tells router `i` about request `id` (prefilled or finished).
+template <class Atom>
+void tell_router(client_pointer self, size_t i, Atom atom, uint64_t id) {
+  auto& l = self->state.links[i];
+  if (l.link.local)
+    self->send(l.link.local, atom, id);
+  else
+    self->send(l.remote, atom, wire::request_status{{id}});
+}
+
 void route_next(client_pointer self, std::shared_ptr<attempt_chain<route_answer>> c, route_query q) {
   if (c->next == c->order.size())
     return give_up(*c);
@@ -118,12 +128,21 @@ void route_next(client_pointer self, std::shared_ptr<attempt_chain<route_answer>
     self->state.placed[id] = i;
     c->promise.deliver(std::move(a));
   };
+  // A failed attempt (not the router's own answer) may still be held
+  // there for KV room, or routed after this side stopped waiting, and
+  // counted on its workers: that router forgets it (it drops a held call,
+  // releases a routed one; an id it never saw is nothing to it).
+  auto failed = [self, i, id = q.request_id, next = on_error(self, c, i, retry)](caf::error& err) mutable {
+    if (!router_answer(err))
+      tell_router(self, i, finished_atom_v, id);
+    next(err);
+  };
   if (l.link.local)
     self->request(l.link.local, t, route_atom_v, q)
-      .then([done](route_answer& a) { done(std::move(a)); }, on_error(self, c, i, retry));
+      .then([done](route_answer& a) { done(std::move(a)); }, std::move(failed));
   else
     self->request(l.remote, t, route_atom_v, to_wire(q))
-      .then([done](wire::route_reply& r) { done(from_wire(std::move(r))); }, on_error(self, c, i, retry));
+      .then([done](wire::route_reply& r) { done(from_wire(std::move(r))); }, std::move(failed));
 }
 
 void workers_next(client_pointer self, std::shared_ptr<attempt_chain<std::vector<router_worker_view>>> c) {
@@ -154,11 +173,7 @@ void tell_placer(client_pointer self, Atom atom, uint64_t id, bool forget) {
   auto it = st.placed.find(id);
   if (it == st.placed.end())
     return;
-  auto& l = st.links[it->second];
-  if (l.link.local)
-    self->send(l.link.local, atom, id);
-  else
-    self->send(l.remote, atom, wire::request_status{{id}});
+  tell_router(self, it->second, atom, id);
   if (forget)
     st.placed.erase(it);
 }

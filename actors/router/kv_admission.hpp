@@ -37,7 +37,8 @@
 /// A worker with no request routed to it always has room (so a request
 /// larger than a pool still runs, alone), and a request that waited
 /// max_wait is routed without the check: admission delays, it never
-/// refuses.
+/// refuses. A held request that is said to have finished (its caller gave
+/// up on it) leaves the queue unrouted.
 
 #include <chrono>
 #include <cstdint>

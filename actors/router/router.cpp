@@ -471,6 +471,20 @@ void on_prefilled(router_pointer self, uint64_t request_id) {
 
 void on_finished(router_pointer self, uint64_t request_id) {
   auto& st = self->state;
+  // Still held for KV room: its caller has given up on it (a frontend
+  // whose client left, a router client whose attempt timed out). It
+  // leaves the queue now instead of being routed to nobody later.
+  if (auto w = std::find_if(st.waiting.begin(), st.waiting.end(),
+                            [&](const auto& r) { return r.query.request_id == request_id; });
+      w != st.waiting.end()) {
+    w->promise.deliver(caf::make_error(caf::sec::request_receiver_down,
+                                       "request " + std::to_string(request_id) +
+                                         " finished while it waited for KV room"));
+    st.waiting.erase(w);
+    if (st.kv_waiting)
+      st.kv_waiting->set(static_cast<double>(st.waiting.size()));
+    return; // the caller admits those behind it
+  }
   st.kv.finished(request_id);
   auto it = st.requests.find(request_id);
   if (it == st.requests.end())

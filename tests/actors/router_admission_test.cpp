@@ -124,6 +124,38 @@ TEST_F(RouterAdmissionTest, ARequestWithoutKvRoomWaitsUntilOneEndsThenGoesInOrde
   EXPECT_NE(text.find("tessera_router_kv_admission_waiting 0"), std::string::npos) << text;
 }
 
+TEST_F(RouterAdmissionTest, AHeldRequestThatFinishesLeavesTheQueueAndThoseBehindItGo) {
+  start(20s);
+  route_async(1, 6); // 6 + 1 of 10
+  ASSERT_TRUE(answer(2s));
+  route_async(2, 6); // 7 more: held
+  route_async(3, 2); // 3 more would fit, but waits behind 2
+  EXPECT_FALSE(answer(400ms));
+  // Request 2's caller gives up (its client left, or a router client's
+  // attempt timed out) and says so: 2 leaves the queue with an error, and
+  // 3 goes.
+  self->send(router, finished_atom_v, uint64_t{2});
+  bool dropped = false;
+  std::optional<route_answer> third;
+  for (int i = 0; i < 2; ++i)
+    self->receive([&](route_answer& a) { third = a; },
+                  [&](caf::error& e) {
+                    dropped = true;
+                    EXPECT_NE(error_text(e).find("finished while it waited"), std::string::npos) << error_text(e);
+                  },
+                  caf::after(2s) >> [] {});
+  EXPECT_TRUE(dropped) << "the held call of request 2 was answered";
+  ASSERT_TRUE(third) << "request 3, behind it, was routed";
+  const auto text = metrics_text();
+  EXPECT_NE(text.find("tessera_router_kv_admission_waiting 0"), std::string::npos) << text;
+  EXPECT_NE(text.find("tessera_router_kv_admission_timeouts_total 0"), std::string::npos) << text;
+  // Request 2 was never counted: once 1 ends, 3 (3 blocks) and a new
+  // request of 6 + 1 fill the pool exactly.
+  self->send(router, finished_atom_v, uint64_t{1});
+  route_async(4, 6);
+  EXPECT_TRUE(answer(2s)) << "request 2 still counted on the worker";
+}
+
 TEST_F(RouterAdmissionTest, AfterMaxWaitTheRequestIsRoutedWithoutRoom) {
   start(300ms);
   route_async(1, 8);

@@ -169,6 +169,49 @@ TEST_F(RouterClientTest, NoReachableRouterIsAnErrorNotAHang) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 4s);
 }
 
+/// A router that never answers a route call (a held call, a slow router)
+/// and tells `observer` each request it hears finished.
+router_local_actor::behavior_type silent_router(caf::actor observer) {
+  return {
+    [](join_atom, const wire::worker_join&) {},
+    [](kv_events_atom, const wire::kv_event&) {},
+    [](heartbeat_atom, const wire::heartbeat&) {},
+    [](token_atom, const wire::token_chunk&) {},
+    [](failed_atom, const wire::request_cancel&) {},
+    [](route_atom, const route_query&) -> caf::result<route_answer> { return caf::delegated<route_answer>{}; },
+    [](prefilled_atom, uint64_t) {},
+    [observer](finished_atom, uint64_t id) { caf::anon_send(observer, finished_atom_v, id); },
+    [](workers_atom) -> caf::result<std::vector<router_worker_view>> {
+      return std::vector<router_worker_view>{};
+    },
+    [](node_down_atom, const std::string&) {},
+    [](forget_atom, const std::string&) {},
+    [](drain_atom, const std::string&, bool) -> int32_t { return 0; },
+  };
+}
+
+TEST(RouterClientTimeoutTest, ARouterThatDidNotAnswerInTimeIsToldTheRequestFinished) {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  auto slow = sys.spawn(silent_router, caf::actor{self});
+  router_client_config cc;
+  cc.routers = {{"local", slow}};
+  cc.attempt_timeout = 200ms;
+  auto client = spawn_router_client(sys, cc);
+  ASSERT_TRUE(client) << error_text(client.error());
+  // The call times out there; the router may still hold it (for KV room)
+  // or route it late and count it on its workers: it hears it finished.
+  self->request(*client, 5s, route_atom_v, route_query{77, {1, 2, 3}, "", "", 8})
+    .receive([](route_answer&) { ADD_FAILURE() << "a silent router answered"; },
+             [](caf::error& e) { EXPECT_EQ(e, caf::sec::request_timeout) << error_text(e); });
+  uint64_t told = 0;
+  self->receive([&](finished_atom, uint64_t id) { told = id; }, caf::after(2s) >> [] {});
+  EXPECT_EQ(told, 77u);
+  caf::anon_send_exit(*client, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(slow, caf::exit_reason::user_shutdown);
+}
+
 TEST(RouterGatewayTest, AHeldRouteWaitsWhatTheRemoteCallerAsksAtMostFiveSeconds) {
   route_query q;
   q.request_id = 1;

@@ -1,9 +1,11 @@
 // The router's KV admission behind a real server: a client that leaves while
-// its request is held for KV room must not keep that room. When the room
-// frees, the router routes the held request and counts it on its decode
-// worker; the frontend, whose job is gone, must tell the router it finished
-// (53ac99e), or the worker stays committed and the next request that needs
-// the room waits out max_wait.
+// its request is held for KV room must not keep that room. The frontend
+// tells the router the request finished: the router drops the held call
+// (router.cpp, on_finished), and an answer already on its way back is
+// answered with `finished` again by the frontend (53ac99e). Without either,
+// the router routes the held request when room frees and counts it on its
+// decode worker for ever, and the next request that needs the room waits
+// out max_wait.
 
 #include "actors/node/serve_node.hpp"
 
