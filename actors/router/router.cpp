@@ -305,6 +305,34 @@ void note_panic(router_state& st, std::span<const worker_load> loads, clock_type
   }
 }
 
+/// The prompt's tokens leave `f`'s prefill worker's queue estimate (once).
+void dequeue_prefill(router_state& st, inflight& f) {
+  if (auto p = st.workers.find(f.prefill); p != st.workers.end())
+    p->second.load.queued_prefill_tokens =
+      std::max<int64_t>(0, p->second.load.queued_prefill_tokens - f.prefill_tokens);
+  f.prefill_tokens = 0;
+  drop_units(st, f.prefill, f.prefill_units);
+  f.prefill_units = 0;
+}
+
+/// Request `request_id` no longer counts where it was routed: its
+/// workers' load and its KV commitment go (nothing if it was not routed).
+void release(router_state& st, uint64_t request_id) {
+  st.kv.finished(request_id);
+  auto it = st.requests.find(request_id);
+  if (it == st.requests.end())
+    return;
+  auto f = it->second;
+  st.requests.erase(it);
+  if (auto d = st.workers.find(f.decode); d != st.workers.end()) {
+    d->second.load.active_requests = std::max(0, d->second.load.active_requests - 1);
+    d->second.load.active_decode_blocks =
+      std::max<int64_t>(0, d->second.load.active_decode_blocks - f.decode_blocks);
+  }
+  drop_units(st, f.decode, f.decode_units);
+  dequeue_prefill(st, f);
+}
+
 /// Routes `q`; nullopt: it waits for KV room (kv_admission.hpp), which
 /// `check_room` false skips.
 std::optional<caf::expected<route_answer>> route(router_pointer self, const route_query& q, bool check_room) {
@@ -333,10 +361,9 @@ std::optional<caf::expected<route_answer>> route(router_pointer self, const rout
   const int64_t prompt_blocks = (prompt_len + bt - 1) / bt;
   const int64_t growth =
     (prompt_len + std::min<int64_t>(req.max_tokens, adm.growth_tokens) + bt - 1) / bt - prompt_blocks;
-  // A new attempt under the same id: the old one is over, and must not
-  // be counted as sharing the prompt with it.
-  if (adm.enabled)
-    st.kv.finished(q.request_id);
+  // A new attempt under the same id: the old one is over. It counts
+  // nowhere any more, nor as sharing the prompt with itself.
+  release(st, q.request_id);
   // Each decode worker's need, worked out once (each is a scan of what
   // is routed there).
   std::unordered_map<uint64_t, int64_t> needs;
@@ -448,16 +475,6 @@ caf::result<route_answer> on_route(router_pointer self, const route_query& q) {
   return rp;
 }
 
-/// The prompt's tokens leave `f`'s prefill worker's queue estimate (once).
-void dequeue_prefill(router_state& st, inflight& f) {
-  if (auto p = st.workers.find(f.prefill); p != st.workers.end())
-    p->second.load.queued_prefill_tokens =
-      std::max<int64_t>(0, p->second.load.queued_prefill_tokens - f.prefill_tokens);
-  f.prefill_tokens = 0;
-  drop_units(st, f.prefill, f.prefill_units);
-  f.prefill_units = 0;
-}
-
 /// The first token arrived: the prefill worker is done with the prompt
 /// (Dynamo's router does the same at prefill completion). Until the
 /// request finished, its prompt used to count as queued prefill work for
@@ -485,19 +502,7 @@ void on_finished(router_pointer self, uint64_t request_id) {
       st.kv_waiting->set(static_cast<double>(st.waiting.size()));
     return; // the caller admits those behind it
   }
-  st.kv.finished(request_id);
-  auto it = st.requests.find(request_id);
-  if (it == st.requests.end())
-    return;
-  auto f = it->second;
-  st.requests.erase(it);
-  if (auto d = st.workers.find(f.decode); d != st.workers.end()) {
-    d->second.load.active_requests = std::max(0, d->second.load.active_requests - 1);
-    d->second.load.active_decode_blocks =
-      std::max<int64_t>(0, d->second.load.active_decode_blocks - f.decode_blocks);
-  }
-  drop_units(st, f.decode, f.decode_units);
-  dequeue_prefill(st, f);
+  release(st, request_id);
 }
 
 /// The worker's state now, for /health and /ready.

@@ -156,6 +156,29 @@ TEST_F(RouterAdmissionTest, AHeldRequestThatFinishesLeavesTheQueueAndThoseBehind
   EXPECT_TRUE(answer(2s)) << "request 2 still counted on the worker";
 }
 
+TEST_F(RouterAdmissionTest, ARequestRoutedAgainUnderItsIdCountsOnce) {
+  start(20s);
+  route_async(1, 4); // 4 + 1 of 10
+  ASSERT_TRUE(answer(2s));
+  route_async(1, 4); // a new attempt under the same id replaces the first
+  ASSERT_TRUE(answer(2s));
+  int32_t active = -1;
+  self->request(router, 2s, workers_atom_v)
+    .receive(
+      [&](const std::vector<router_worker_view>& ws) {
+        ASSERT_EQ(ws.size(), 1u);
+        active = ws[0].load.active_requests;
+      },
+      [&](caf::error& e) { ADD_FAILURE() << error_text(e); });
+  EXPECT_EQ(active, 1) << "the first attempt still counted on the worker";
+  route_async(2, 4); // 5 + 5 of 10: fits only if the first attempt left
+  EXPECT_TRUE(answer(2s));
+  self->send(router, finished_atom_v, uint64_t{1});
+  self->send(router, finished_atom_v, uint64_t{2});
+  route_async(3, 9); // 9 + 1: the pool is free again
+  EXPECT_TRUE(answer(2s));
+}
+
 TEST_F(RouterAdmissionTest, AfterMaxWaitTheRequestIsRoutedWithoutRoom) {
   start(300ms);
   route_async(1, 8);
