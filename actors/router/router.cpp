@@ -339,6 +339,10 @@ std::optional<caf::expected<route_answer>> route(router_pointer self, const rout
   auto& st = self->state;
   if (st.workers.empty())
     return make_router_error(router_errc::no_healthy_worker, "no worker has joined yet");
+  // A new attempt under the same id: the old one is over. It counts
+  // nowhere any more (not in the loads this decision reads), nor as
+  // sharing the prompt with itself.
+  release(st, q.request_id);
   const auto now = clock_type::now();
   auto loads = current_loads(st, now);
   note_panic(st, loads, now);
@@ -361,9 +365,6 @@ std::optional<caf::expected<route_answer>> route(router_pointer self, const rout
   const int64_t prompt_blocks = (prompt_len + bt - 1) / bt;
   const int64_t growth =
     (prompt_len + std::min<int64_t>(req.max_tokens, adm.growth_tokens) + bt - 1) / bt - prompt_blocks;
-  // A new attempt under the same id: the old one is over. It counts
-  // nowhere any more, nor as sharing the prompt with itself.
-  release(st, q.request_id);
   // Each decode worker's need, worked out once (each is a scan of what
   // is routed there).
   std::unordered_map<uint64_t, int64_t> needs;
