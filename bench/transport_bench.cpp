@@ -63,7 +63,8 @@ caf::expected<transport_probe_result> probe_selection(const std::string& self,
                                           "--peer-allocated", o.allocated_regions ? "true" : "false",
                                           "--peer-grants", o.grants ? "true" : "false",
                                           "--peer-progress-spin-us",
-                                          std::to_string(o.progress_spin_us)});
+                                          std::to_string(o.progress_spin_us),
+                                          "--peer-ack-blocks", o.peer_acks ? "true" : "false"});
   if (!peer)
     return peer.error();
   auto line = peer->read_line(30s);
@@ -181,6 +182,7 @@ int run_transport_bench(const transport_bench_options& opts) {
   r.probe.block_bytes = opts.block_bytes;
   r.probe.window = opts.window;
   r.probe.scatter_blocks = opts.scatter_blocks;
+  r.probe.peer_acks = opts.peer_acks;
   r.probe.allocated_regions = opts.allocated_regions;
   r.probe.grants = opts.grants;
   r.probe.progress_spin_us = opts.progress_spin_us;

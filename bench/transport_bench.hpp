@@ -36,6 +36,8 @@ struct transport_bench_options {
   uint64_t block_bytes = uint64_t{64} << 10;
   /// Batches in flight. Default: 4.
   int window = 4;
+  /// transport_probe_options::peer_acks. Default: false.
+  bool peer_acks = false;
   /// transport_probe_options::scatter_blocks. Default: false.
   bool scatter_blocks = false;
   /// transport_probe_options::allocated_regions (both processes). Default: true.

@@ -33,6 +33,9 @@ class peer_handler final : public tt::transport_handler {
 public:
   void attach(tt::transport* t) { transport_ = t; }
 
+  /// Answer each arrived batch with a "blocks_ack" (set before connecting).
+  void ack_blocks(bool on) { ack_blocks_ = on; }
+
   /// With grants, the probe that connects may write the whole region.
   void grant_on_connect(tt::memory_range whole) { grant_ = whole; }
 
@@ -84,6 +87,8 @@ public:
   }
 
   void on_blocks_arrived(tt::peer_id from, const tt::transfer_batch& batch) override {
+    if (!ack_blocks_)
+      return;
     transport_->send(from, tt::message{std::string{blocks_ack_actor}, ack_frame(batch.batch_id)},
                      {});
   }
@@ -110,6 +115,7 @@ private:
 
   tt::transport* transport_ = nullptr;
   tt::memory_range grant_;
+  bool ack_blocks_ = false;
   std::thread granted_;
   uint64_t sunk_ = 0; // progress thread only
   std::atomic<uint64_t> bad_frames_{0};
@@ -253,6 +259,7 @@ int run_transport_peer(const transport_peer_options& o) {
     return 1;
   }
   handler.attach(t->get());
+  handler.ack_blocks(o.ack_blocks);
   (*t)->set_handler(&handler);
   auto region = bench_region(**t, o.allocated, o.pool_bytes, std::byte{0x5a}, heap);
   if (!region) {

@@ -119,6 +119,9 @@ struct transport_peer_options {
   /// ucx_options::progress_spin, microseconds; negative: the transport's
   /// default. Default: -1.
   int progress_spin_us = -1;
+  /// Answer each arrived batch with a "blocks_ack"
+  /// (transport_probe_options::peer_acks). Default: false.
+  bool ack_blocks = false;
   /// Exit when no probe connected for this long. Default: 60 s.
   std::chrono::milliseconds idle_timeout{60000};
 };

@@ -241,6 +241,25 @@ caf::expected<batch_figures> measure_batches(probe_context& c, tt::transfer_batc
     std::vector<bool> was_acked;
     std::vector<double> us;
     clock_type::time_point start, end;
+    // The ack path and transfer()'s done may run on different threads, and
+    // done may run inside transfer() (on a progress thread): recursive, and
+    // issue() queues rather than recurses while it is sending.
+    std::recursive_mutex mu;
+    std::function<void()> send_next;
+    int to_issue = 0;
+    bool issuing = false;
+    void issue() {
+      ++to_issue;
+      if (issuing)
+        return;
+      issuing = true;
+      while (to_issue > 0 && issued < total) {
+        --to_issue;
+        send_next();
+      }
+      to_issue = 0;
+      issuing = false;
+    }
   };
   auto st = std::make_shared<state>();
   st->batch = std::move(batch);
@@ -249,19 +268,51 @@ caf::expected<batch_figures> measure_batches(probe_context& c, tt::transfer_batc
   st->issued_at.resize(static_cast<size_t>(st->total));
   st->was_acked.resize(static_cast<size_t>(st->total));
   auto sig = std::make_shared<phase_signal>();
-  auto issue = [&t = c.t, peer = c.peer, st, sig] {
-    const auto k = st->issued++;
-    st->batch.batch_id = static_cast<uint64_t>(k);
-    st->issued_at[static_cast<size_t>(k)] = clock_type::now();
-    t.transfer(peer, st->batch, [sig](const caf::error& err) {
+  const bool by_done = !c.opts.peer_acks;
+  // Batch `got` confirmed at `now` (under st->mu): time it, issue the next.
+  auto acked = [sig](state& st, uint64_t got, clock_type::time_point now) {
+    if (got >= static_cast<uint64_t>(st.issued) || st.was_acked[got])
+      return sig->finish(bench_error("ack for batch " + std::to_string(got) + ", which "
+                                     + (got >= static_cast<uint64_t>(st.issued)
+                                          ? "was not sent"
+                                          : "was acknowledged already")));
+    st.was_acked[got] = true;
+    if (st.acked >= st.warmup)
+      st.us.push_back(us_between(st.issued_at[got], now));
+    if (++st.acked == st.warmup)
+      st.start = now;
+    if (st.acked == st.total) {
+      st.end = now;
+      return sig->finish();
+    }
+    // With a window, the warm-up's tail overlaps the first measured
+    // batches; start the clock only at the last warm-up ack (above).
+    if (st.issued < st.total)
+      st.issue();
+  };
+  // Only called under st.mu. With by_done the batch is timed to
+  // transfer()'s done: every block landed and, on the grant path, the
+  // receiver acknowledged it (transport.hpp).
+  st->send_next = [&t = c.t, peer = c.peer, st_w = std::weak_ptr<state>{st}, sig, by_done, acked] {
+    auto st = st_w.lock();
+    const auto k = static_cast<uint64_t>(st->issued++);
+    st->batch.batch_id = k;
+    st->issued_at[k] = clock_type::now();
+    t.transfer(peer, st->batch, [st_w, sig, by_done, acked, k](const caf::error& err) {
       if (err)
-        sig->finish(err);
+        return sig->finish(err);
+      auto st = st_w.lock();
+      if (!by_done || !st || sig->finished())
+        return;
+      const auto now = clock_type::now();
+      std::lock_guard lock{st->mu};
+      acked(*st, k, now);
     });
   };
   const int window = std::max(1, c.opts.window);
   c.handler.install(
-    [st, sig, issue](tt::message& m) {
-      if (m.actor != blocks_ack_actor || sig->finished())
+    [st, sig, acked, by_done](tt::message& m) {
+      if (by_done || m.actor != blocks_ack_actor || sig->finished())
         return;
       const auto now = clock_type::now();
       // With more than one in flight, batches may land out of order (a
@@ -270,30 +321,14 @@ caf::expected<batch_figures> measure_batches(probe_context& c, tt::transfer_batc
       auto seq = ack_batch_id(m.frame);
       if (!seq)
         return sig->finish(seq.error());
-      const uint64_t got = *seq;
-      if (got >= static_cast<uint64_t>(st->issued) || st->was_acked[got])
-        return sig->finish(bench_error("ack for batch " + std::to_string(got) + ", which "
-                                       + (got >= static_cast<uint64_t>(st->issued)
-                                            ? "was not sent"
-                                            : "was acknowledged already")));
-      st->was_acked[got] = true;
-      if (st->acked >= st->warmup)
-        st->us.push_back(us_between(st->issued_at[got], now));
-      if (++st->acked == st->warmup)
-        st->start = now;
-      if (st->acked == st->total) {
-        st->end = now;
-        return sig->finish();
-      }
-      // With a window, the warm-up's tail overlaps the first measured
-      // batches; start the clock only at the last warm-up ack (above).
-      if (st->issued < st->total)
-        issue();
+      std::lock_guard lock{st->mu};
+      acked(*st, *seq, now);
     },
     sig,
     [&] {
+      std::lock_guard lock{st->mu};
       for (int i = 0; i < std::min(window, st->total); ++i)
-        issue();
+        st->issue();
     });
   auto err = sig->wait(c.opts.phase_timeout, "block batches");
   c.handler.clear();

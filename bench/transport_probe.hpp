@@ -18,12 +18,14 @@
 ///    `stream_window` not yet completed), then "sink_end"; M over the time
 ///    from the first send to the "sink_ack" decoded here.
 ///  - block GB/s: `window` batches in flight; each batch is timed from
-///    transfer() to the peer's "blocks_ack" (so it includes the puts, the
-///    flush, the "blocks arrived" notification, the peer's handler and the
-///    ack back). The next batch is issued from the ack's callback; with
-///    more than one in flight, acks may come in any order. GB/s is
-///    bytes of the measured batches over the time from the last warm-up
-///    ack to the last ack.
+///    transfer() to its done (every block landed: on the grant path the
+///    receiver's transport ack came back; on the put path the flush
+///    completed), or with `peer_acks` to the peer's "blocks_ack" (sent from
+///    its on_blocks_arrived: the "blocks arrived" notification, the peer's
+///    handler and one more message back). The next batch is issued from
+///    that callback; with more than one in flight, batches may complete in
+///    any order. GB/s is bytes of the measured batches over the time from
+///    the last warm-up completion to the last.
 
 #include <chrono>
 #include <cstdint>
@@ -82,6 +84,12 @@ struct transport_probe_options {
   /// Batches in flight. Default: 4 (ucx_perftest's bandwidth tests keep
   /// their sends outstanding too; 1: each batch waits for the previous ack).
   int window = 4;
+  /// Time each batch to the peer's "blocks_ack", a message its
+  /// on_blocks_arrived sends (true), or to transfer()'s done (false): the
+  /// transport's own word that every block landed (over the grant path,
+  /// the receiver's transport ack), as a KV sender waits for it; the peer
+  /// then sends nothing of its own. Default: false.
+  bool peer_acks = false;
   /// ucx_options::progress_spin of both processes, microseconds; negative:
   /// the transport's default. Default: -1.
   int progress_spin_us = -1;

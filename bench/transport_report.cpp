@@ -271,7 +271,8 @@ std::string transport_table(const transport_bench_results& r) {
        + (r.probe.grants ? ", secret + grants (a same-host peer of our uid: put over shared "
                            "memory; others: no rkeys, rendezvous into granted ranges)"
                          : "")
-       + ", timed transfer() -> peer's ack, "
+       + (r.probe.peer_acks ? ", timed transfer() -> the peer's ack message, "
+                            : ", timed transfer() -> its done (every block landed), ")
        + std::to_string(r.window) + " in flight; range = tessera's lowest-highest round; "
          "put_bw, tag_bw = ucx_perftest as UCX_TLS alone sets it up; node = ucx_perftest in a "
          "node's own set-up (tcp: -e, UCX_NET_DEVICES=lo, the node's segment sizes, tag_bw; "
@@ -391,6 +392,7 @@ std::string transport_json(const transport_bench_results& r) {
                  {"scatter_blocks", o.scatter_blocks},
                  {"region_memory", o.allocated_regions ? "allocated" : "registered"},
                  {"grants", o.grants},
+                 {"until", o.peer_acks ? "peer-ack" : "done"},
                  {"progress_spin_us", o.progress_spin_us},
                  {"rtt_warmup", o.rtt_warmup},
                  {"rtt_iterations", o.rtt_iterations},

@@ -430,6 +430,13 @@ void add_transport(CLI::App* bench,
     ->capture_default_str()->check(CLI::Range(-1, 1000000));
   tr->add_option("--transports", t->transports, "Only these selections: tcp, shm, shm_err_peer")
     ->delimiter(',');
+  tr->add_option("--until", t->peer_acks,
+                 "Time each KV batch until transfer()'s done, the transport's word that every "
+                 "block landed (done), or until a message the peer sends when it sees them "
+                 "(peer-ack: one more message per batch)")
+    ->transform(CLI::CheckedTransformer(std::map<std::string, bool>{{"done", false},
+                                                                    {"peer-ack", true}}))
+    ->capture_default_str();
   tr->add_flag("--scatter", t->scatter_blocks,
                "Place a batch's blocks in the peer's pool in reverse order (no two contiguous)");
   tr->add_option("--region-memory", t->allocated_regions,
@@ -455,6 +462,7 @@ void add_transport(CLI::App* bench,
   tr->add_option("--peer-allocated", p->allocated)->group("");
   tr->add_option("--peer-grants", p->grants)->group("");
   tr->add_option("--peer-progress-spin-us", p->progress_spin_us)->group("");
+  tr->add_option("--peer-ack-blocks", p->ack_blocks)->group("");
 
   subs.emplace_back(tr, [t, p, peer] {
     if (*peer)

@@ -85,4 +85,29 @@ TEST(TransportBenchTest, QuickRunReportsEveryTransportAndSize) {
   EXPECT_EQ(first.rfind("<svg", 0), 0u);
 }
 
+// A batch is timed to transfer()'s done by default, or to a message the
+// peer sends from on_blocks_arrived: both finish every batch (a batch whose
+// ack never came would time the phase out) and say which in the JSON.
+TEST(TransportBenchTest, BatchesAreTimedToDoneOrToThePeersAck) {
+  tessera::test::temp_dir dir{"tessera-bench-transport-until"};
+  for (const char* until : {"done", "peer-ack"}) {
+    const auto json_path = (dir.path() / (std::string{until} + ".json")).string();
+    auto r = run_tessera(std::string{"bench transport --quick --grants --transports tcp,shm "
+                                     "--no-perftest --until "}
+                         + until + " --json " + json_path);
+    ASSERT_EQ(r.exit_code, 0) << until << "\n" << r.out;
+    EXPECT_NE(r.out.find(std::string{until} == "done" ? "-> its done" : "-> the peer's ack"),
+              std::string::npos)
+      << r.out;
+    auto j = nlohmann::json::parse(std::ifstream{json_path});
+    EXPECT_EQ(j["config"]["until"], until);
+    for (const char* t : {"tcp", "shm"})
+      for (const char* size : {"65536", "1048576", "16777216"})
+        EXPECT_TRUE(positive(j["block_gb_s"][t][size])) << until << " " << t << " " << size;
+  }
+  auto bad = run_tessera("bench transport --quick --until later");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.out.find("--until"), std::string::npos) << bad.out;
+}
+
 } // namespace
