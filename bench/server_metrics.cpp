@@ -60,4 +60,21 @@ caf::expected<std::map<std::string, double>> scrape_by_label(const http_endpoint
   return metric_by_label(r->body, name, label);
 }
 
+caf::expected<std::map<std::string, double>> scrape_cluster(const metrics_endpoints& eps, const std::string& name,
+                                                            const std::string& label, bool per_node,
+                                                            std::chrono::milliseconds timeout) {
+  auto out = scrape_by_label(eps.server, name, label, timeout);
+  for (const auto& node : eps.nodes) {
+    auto m = scrape_by_label(node, name, label, timeout);
+    if (!m)
+      continue;
+    if (!out)
+      out = std::map<std::string, double>{};
+    const std::string prefix = per_node ? node.host + ":" + std::to_string(node.port) + "/" : "";
+    for (const auto& [key, v] : *m)
+      (*out)[prefix + key] += v;
+  }
+  return out;
+}
+
 } // namespace tessera::bench

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <map>
 #include <string>
+#include <vector>
 
 #include <caf/expected.hpp>
 
@@ -30,5 +31,23 @@ namespace tessera::bench {
 [[nodiscard]] caf::expected<std::map<std::string, double>>
 scrape_by_label(const http_endpoint& ep, const std::string& name, const std::string& label,
                 std::chrono::milliseconds timeout = std::chrono::seconds{10});
+
+/// A server's /metrics and the other endpoints of its cluster (the nodes
+/// whose workers are not on the frontend's node: their series are on
+/// their own `metrics` endpoint, cluster_config.hpp).
+struct metrics_endpoints {
+  http_endpoint server;
+  std::vector<http_endpoint> nodes;
+};
+
+/// scrape_by_label over the server and every node, merged. With
+/// `per_node` (a label naming something a node owns: `worker`, whose
+/// names repeat across nodes), a node's keys are prefixed with its
+/// "host:port/"; without (`outcome`, `role`), values of one key are
+/// summed over the endpoints. An endpoint that does not answer is left
+/// out; the result is an error only when none answered.
+[[nodiscard]] caf::expected<std::map<std::string, double>>
+scrape_cluster(const metrics_endpoints& eps, const std::string& name, const std::string& label, bool per_node,
+               std::chrono::milliseconds timeout = std::chrono::seconds{10});
 
 } // namespace tessera::bench

@@ -213,6 +213,23 @@ int run_trace_bench(const trace_bench_options& o) {
     stop();
     return 1;
   }
+  metrics_endpoints metrics{*ep, {}};
+  for (const auto& u : o.metrics_urls) {
+    auto node = parse_http_url(u);
+    if (!node) {
+      say("--metrics: " + error_text(node.error()));
+      stop();
+      return 2;
+    }
+    // A node that does not answer now would leave its workers out of the
+    // guard without a word: fail before the replay instead.
+    if (auto m = scrape_by_label(*node, "tessera_engine_busy_seconds_total", "worker"); !m) {
+      say("--metrics " + u + ": GET /metrics failed: " + error_text(m.error()));
+      stop();
+      return 1;
+    }
+    metrics.nodes.push_back(*node);
+  }
   std::string model = o.model_name;
   if (model.empty()) {
     auto m = first_model(*ep);
@@ -253,7 +270,7 @@ int run_trace_bench(const trace_bench_options& o) {
   const auto preempt_metric = "tessera_engine_preemptions_total";
   const auto computed_metric = "tessera_engine_tokens_computed_total";
   auto scrape = [&](const char* metric) {
-    auto m = scrape_by_label(*ep, metric, "worker");
+    auto m = scrape_cluster(metrics, metric, "worker", true);
     return m ? std::move(*m) : std::map<std::string, double>{};
   };
   // The router's KV admission over the replay (actors/router/kv_admission.hpp):
@@ -263,7 +280,7 @@ int run_trace_bench(const trace_bench_options& o) {
   auto scrape_admission = [&] {
     std::map<std::string, double> out;
     for (const auto& [what, metric] : admission_metrics)
-      if (auto m = scrape_by_label(*ep, metric, ""); m && m->count(""))
+      if (auto m = scrape_cluster(metrics, metric, "", false); m && m->count(""))
         out[what] = m->at("");
     return out;
   };
@@ -274,7 +291,11 @@ int run_trace_bench(const trace_bench_options& o) {
   guard.busy_s.before = scrape(busy_metric);
   guard.delay_s.before = scrape(delay_metric);
   guard.asked_s.before = scrape(asked_metric);
-  const auto fetches_before = scrape_by_label(*ep, fetch_metric, "outcome");
+  if (guard.busy_s.before.empty())
+    say("warning: no worker series on " + url + "/metrics" + (o.metrics_urls.empty() ? "" : " or --metrics") +
+        ": the host guard cannot judge this run (a cluster whose workers are on other nodes: give "
+        "their metrics endpoints with --metrics)");
+  const auto fetches_before = scrape_cluster(metrics, fetch_metric, "outcome", false);
   const auto cpu_before = cpu_sample_now();
   const auto replay_started = std::chrono::steady_clock::now();
   // The server's autoscaling signal every 2 s of the replay (a server
@@ -329,7 +350,7 @@ int run_trace_bench(const trace_bench_options& o) {
     grew(preempt_before, scrape(preempt_metric), preemptions);
     grew(admission_before, scrape_admission(), admission);
     grew(computed_before, scrape(computed_metric), computed);
-    if (auto after = scrape_by_label(*ep, fetch_metric, "outcome"); after && fetches_before)
+    if (auto after = scrape_cluster(metrics, fetch_metric, "outcome", false); after && fetches_before)
       grew(*fetches_before, *after, fetches);
     guard.busy_s.after = scrape(busy_metric);
     guard.delay_s.after = scrape(delay_metric);
@@ -358,6 +379,7 @@ int run_trace_bench(const trace_bench_options& o) {
   json j = trace_summary_json(summary);
   j["label"] = label;
   config["url"] = o.spawn_server ? "(spawned) " + url : url;
+  config["metrics_urls"] = o.metrics_urls;
   config["model"] = model;
   config["server"] = {{"spawned", o.spawn_server},
                       {"args", o.server_args},

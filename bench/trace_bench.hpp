@@ -30,6 +30,11 @@ struct trace_bench_options {
   /// The server, "http://host:port". Required unless spawn_server or
   /// optimum_only.
   std::string url;
+  /// The other nodes' metrics endpoints, "http://host:port" (a cluster
+  /// whose workers run on nodes of their own: their engine series are on
+  /// those nodes, not the frontend's): the host guard, worker busy, KV
+  /// fetches, preemptions and tokens computed read them too.
+  std::vector<std::string> metrics_urls;
   /// The "model" of each request; empty: the first /v1/models lists.
   std::string model_name;
   /// Names this configuration in the table and JSON. Default: the server

@@ -340,6 +340,10 @@ void add_trace(CLI::App* bench, std::vector<std::pair<CLI::App*, std::function<i
   tr->add_option("--trace", o.trace_path, "The trace, JSON lines: timestamp (ms), input_length, output_length, "
                                           "hash_ids");
   tr->add_option("--url", o.url, "The server, http://host:port (or --spawn-server)");
+  tr->add_option("--metrics", o.metrics_urls,
+                 "The cluster's other nodes' metrics endpoints, http://host:port[,...]: their "
+                 "workers' series join the frontend's (host guard, busy, fetches, preemptions)")
+    ->delimiter(',');
   tr->add_option("--speedup", o.speedup, "Replay this many times faster than the trace's arrival times")
     ->capture_default_str()->check(CLI::Range(1e-6, 1e9));
   tr->add_option("--minutes", o.minutes, "Only the requests of the trace's first M minutes (0: all)")

@@ -2,7 +2,16 @@
 
 #include "bench/server_metrics.hpp"
 
+#include <atomic>
+#include <string>
+#include <thread>
+
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "tests/support/sockets.hpp"
 
 namespace tessera::bench {
 namespace {
@@ -46,6 +55,82 @@ TEST(ServerMetricsTest, AnEmptyLabelSumsEverySeriesOfTheMetric) {
   EXPECT_DOUBLE_EQ(m.at(""), 15);
   EXPECT_TRUE(metric_by_label(text, "tessera_router_kv_admission_waits_total", "router").size() == 1u);
   EXPECT_TRUE(metric_by_label("", "x", "").empty());
+}
+
+/// A loopback HTTP server that answers every request with 200 and `body`,
+/// until destroyed: a node's metrics endpoint, as far as a scrape sees.
+class fixed_metrics_server {
+public:
+  explicit fixed_metrics_server(std::string body) : body_(std::move(body)) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    port_ = test::free_port();
+    auto addr = test::loopback_address(port_);
+    const int one = 1;
+    ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd_, 8) != 0)
+      ADD_FAILURE() << "cannot listen on " << port_;
+    thread_ = std::thread{[this] { serve(); }};
+  }
+  ~fixed_metrics_server() {
+    stop_ = true;
+    ::shutdown(fd_, SHUT_RDWR);
+    ::close(fd_);
+    thread_.join();
+  }
+  [[nodiscard]] http_endpoint endpoint() const { return {"127.0.0.1", port_, ""}; }
+
+private:
+  void serve() {
+    while (!stop_) {
+      const int c = ::accept(fd_, nullptr, nullptr);
+      if (c < 0)
+        return;
+      char buf[4096];
+      std::string req;
+      while (req.find("\r\n\r\n") == std::string::npos) {
+        const auto n = ::recv(c, buf, sizeof buf, 0);
+        if (n <= 0)
+          break;
+        req.append(buf, static_cast<size_t>(n));
+      }
+      const std::string resp = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: "
+                               + std::to_string(body_.size()) + "\r\nConnection: close\r\n\r\n" + body_;
+      (void) ::send(c, resp.data(), resp.size(), MSG_NOSIGNAL);
+      ::close(c);
+    }
+  }
+
+  std::string body_;
+  int fd_ = -1;
+  uint16_t port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// A cluster's frontend has no workers; each worker node names its own
+// "worker-0": the nodes' worker series are kept apart by host:port, their
+// outcomes summed, and a node that does not answer is left out.
+TEST(ServerMetricsTest, AClustersNodesAreMergedWorkersApartOutcomesSummed) {
+  fixed_metrics_server front{"tessera_kvstore_fetch_total{worker=\"prefill-0\",outcome=\"hit\"} 1\n"};
+  fixed_metrics_server n0{"tessera_engine_busy_seconds_total{worker=\"worker-0\"} 2.5\n"
+                          "tessera_kvstore_fetch_total{worker=\"worker-0\",outcome=\"hit\"} 3\n"};
+  fixed_metrics_server n1{"tessera_engine_busy_seconds_total{worker=\"worker-0\"} 4\n"
+                          "tessera_kvstore_fetch_total{worker=\"worker-0\",outcome=\"hit\"} 5\n"
+                          "tessera_kvstore_fetch_total{worker=\"worker-0\",outcome=\"late\"} 1\n"};
+  const http_endpoint gone{"127.0.0.1", test::free_port(), ""};
+  const metrics_endpoints eps{front.endpoint(), {n0.endpoint(), gone, n1.endpoint()}};
+  auto busy = scrape_cluster(eps, "tessera_engine_busy_seconds_total", "worker", true);
+  ASSERT_TRUE(busy);
+  const auto key = [](const fixed_metrics_server& s) {
+    return "127.0.0.1:" + std::to_string(s.endpoint().port) + "/worker-0";
+  };
+  EXPECT_EQ(*busy, (std::map<std::string, double>{{key(n0), 2.5}, {key(n1), 4}}));
+  auto outcomes = scrape_cluster(eps, "tessera_kvstore_fetch_total", "outcome", false);
+  ASSERT_TRUE(outcomes);
+  EXPECT_EQ(*outcomes, (std::map<std::string, double>{{"hit", 9}, {"late", 1}}));
+  // None answering is an error.
+  EXPECT_FALSE(scrape_cluster(metrics_endpoints{gone, {gone}}, "tessera_engine_busy_seconds_total", "worker",
+                              true, std::chrono::milliseconds{500}));
 }
 
 } // namespace

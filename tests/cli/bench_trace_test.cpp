@@ -153,4 +153,19 @@ TEST(BenchTraceTest, UnreachableServerFailsNamingIt) {
   EXPECT_NE(r.out.find("127.0.0.1:1"), std::string::npos) << r.out;
 }
 
+// Another node's metrics endpoint that does not answer fails the run
+// before the replay, naming it: its workers would drop out of the host
+// guard without a word.
+TEST(BenchTraceTest, AMetricsEndpointThatDoesNotAnswerFailsBeforeTheReplayNamingIt) {
+  tessera::test::temp_dir dir{"tessera-bench-trace-metrics"};
+  const auto model = dir.path() / "nano";
+  auto init = run("model init --shape nano --seed 5 --out " + model.string());
+  ASSERT_EQ(init.exit_code, 0) << init.out;
+  auto r = run("bench trace --trace " + fixture + " --block-tokens 32 --spawn-server --model-dir " + model.string() +
+               " --server-args '--mode agg --decode 1 --threads 1' --metrics http://127.0.0.1:1");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("--metrics http://127.0.0.1:1: GET /metrics failed"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find(" sent, "), std::string::npos) << "no request may be replayed:\n" << r.out;
+}
+
 } // namespace
