@@ -563,7 +563,7 @@ void send_canary(router_pointer self, uint64_t worker_id, known_worker& w, clock
   st.canaries[id] = worker_id;
   auto proxy = st.worker_proxies.get(self->system(), caf::actor_cast<bridge_actor>(st.cfg.bridge),
                                      w.join.at.node, w.join.at.actor);
-  self->request(proxy, w.health.canary_timeout(st.cfg.health), generate_atom_v, std::move(h))
+  self->request(proxy, st.cfg.health.canary_timeout, generate_atom_v, std::move(h))
     .then([]() {}, // admitted; its token decides
           [self, id](caf::error& err) {
             const std::string why = "not admitted: " + error_text(err);

@@ -63,17 +63,12 @@ bool worker_health::canary_timed_out(uint64_t id, std::string why, clock::time_p
   return true;
 }
 
-std::chrono::milliseconds worker_health::canary_timeout(const health_options& opts) const {
-  return canary_latency_ ? opts.canary_timeout : std::max(opts.canary_timeout, opts.first_canary_timeout);
-}
-
 std::optional<uint64_t> worker_health::expire_canary(clock::time_point now, const health_options& opts) {
-  const auto timeout = canary_timeout(opts);
-  if (!canary_id_ || now - canary_sent_at_ <= timeout)
+  if (!canary_id_ || now - canary_sent_at_ <= opts.canary_timeout)
     return std::nullopt;
   const auto id = *canary_id_;
   canary_id_.reset();
-  canary_error_ = "no answer within " + seconds_text(timeout);
+  canary_error_ = "no answer within " + seconds_text(opts.canary_timeout);
   canary_error_late_ = true;
   return id;
 }
@@ -93,9 +88,9 @@ health_verdict worker_health::check(clock::time_point now, const health_options&
   if (now - last_seen_ > opts.heartbeat_timeout)
     return late("no heartbeat for " + seconds_text(now - last_seen_) + " (timeout " +
                 seconds_text(opts.heartbeat_timeout) + ")");
-  if (const auto timeout = canary_timeout(opts); canary_id_ && now - canary_sent_at_ > timeout)
+  if (canary_id_ && now - canary_sent_at_ > opts.canary_timeout)
     return late("health canary unanswered for " + seconds_text(now - canary_sent_at_) + " (timeout " +
-                seconds_text(timeout) + ")");
+                seconds_text(opts.canary_timeout) + ")");
   if (!canary_error_.empty())
     return {false, "health canary failed: " + canary_error_,
             canary_error_late_ ? health_fault::late : health_fault::canary_failed};

@@ -59,10 +59,6 @@ struct health_options {
   /// How long a canary may take, from sending to its token; past it the
   /// worker is unhealthy. Default: 1.5 s.
   std::chrono::milliseconds canary_timeout{1500};
-  /// The same for a worker none of whose canaries passed yet (just joined:
-  /// its first step faults its weights in, beside nodes still starting on
-  /// the same cores); the larger of the two applies. Default: 5 s.
-  std::chrono::milliseconds first_canary_timeout{5000};
 };
 
 /// What kind of unhealthy a worker is, from mildest to worst.
@@ -122,10 +118,7 @@ public:
   /// canary_failed, but the fault is lateness (health_fault::late).
   /// Returns false (and changes nothing) when `id` is not outstanding.
   bool canary_timed_out(uint64_t id, std::string why, clock::time_point now);
-  /// How long this worker's outstanding canary may take: canary_timeout,
-  /// or first_canary_timeout until one of its canaries passed.
-  [[nodiscard]] std::chrono::milliseconds canary_timeout(const health_options& opts) const;
-  /// The outstanding canary, if it is past canary_timeout(), becomes a
+  /// The outstanding canary, if it is past canary_timeout, becomes a
   /// failure (so the next one can be sent) whose fault is lateness;
   /// returns its id, else nullopt.
   std::optional<uint64_t> expire_canary(clock::time_point now, const health_options& opts);

@@ -240,7 +240,6 @@ protected:
     h.heartbeat_timeout = 60s; // only the canaries decide here
     h.canary_interval = 100ms;
     h.canary_timeout = 400ms;
-    h.first_canary_timeout = 400ms;
     start_router(h, true);
   }
 };

@@ -15,7 +15,6 @@ health_options opts() {
   o.heartbeat_timeout = 1500ms;
   o.canary_interval = 1000ms;
   o.canary_timeout = 1500ms;
-  o.first_canary_timeout = 1500ms; // one timeout; the first canary's own is tested apart
   return o;
 }
 
@@ -93,34 +92,6 @@ TEST(WorkerHealthTest, ALateCanaryIsUnhealthyAtOnceAndExpiresIntoAFailure) {
   EXPECT_EQ(h.check(t0 + 1600ms, opts()).reason, "health canary failed: no answer within 1.5 s");
   EXPECT_TRUE(h.canary_due(t0 + 1600ms, opts())) << "the next one can go";
   EXPECT_FALSE(h.canary_passed(5, t0 + 1700ms)) << "the expired one's late token does not count";
-}
-
-// A worker none of whose canaries passed yet (it just joined, its weights
-// not yet faulted in) gets first_canary_timeout; once one passed, the
-// usual canary_timeout.
-TEST(WorkerHealthTest, TheFirstCanaryMayTakeTheFirstTimeoutThenTheUsualOneApplies) {
-  auto o = opts();
-  o.heartbeat_timeout = 60s; // only the canaries decide here
-  o.first_canary_timeout = 5s;
-  worker_health h{t0};
-  EXPECT_EQ(h.canary_timeout(o), 5s);
-  h.canary_sent(1, t0);
-  EXPECT_TRUE(h.check(t0 + 4s, o).healthy) << h.check(t0 + 4s, o).reason;
-  EXPECT_FALSE(h.expire_canary(t0 + 4s, o));
-  ASSERT_TRUE(h.canary_passed(1, t0 + 4500ms));
-  EXPECT_EQ(h.canary_timeout(o), 1500ms);
-  h.canary_sent(2, t0 + 5s);
-  auto v = h.check(t0 + 6600ms, o);
-  EXPECT_FALSE(v.healthy);
-  EXPECT_EQ(v.reason, "health canary unanswered for 1.6 s (timeout 1.5 s)");
-  // One that never answers: late after the first timeout, with its figure.
-  worker_health silent{t0};
-  silent.canary_sent(1, t0);
-  EXPECT_EQ(silent.expire_canary(t0 + 5100ms, o), 1u);
-  EXPECT_EQ(silent.check(t0 + 5100ms, o).reason, "health canary failed: no answer within 5.0 s");
-  // A canary_timeout above the first one wins.
-  o.canary_timeout = 8s;
-  EXPECT_EQ(silent.canary_timeout(o), 8s);
 }
 
 TEST(WorkerHealthTest, AHeartbeatTimeoutIsReportedBeforeACanaryTimeout) {
