@@ -144,10 +144,22 @@ void scheduler::match_prefix(sequence& seq) {
 schedule_output scheduler::schedule() {
   schedule_output out;
   auto budget = [&] { return cfg_.max_batched_tokens - out.total_tokens; };
+  admit_waiting(out, true);
+  // Those just admitted are scheduled already; they lead running_ once
+  // sorted (above every other running sequence).
+  const size_t admitted_first = out.seqs.size();
+  auto admitted_now = [&](const sequence* s) {
+    return std::any_of(out.seqs.begin(), out.seqs.begin() + static_cast<std::ptrdiff_t>(admitted_first),
+                       [&](const scheduled_seq& x) { return x.seq == s; });
+  };
   std::stable_sort(running_.begin(), running_.end(), runs_before);
 
   for (size_t i = 0; i < running_.size() && budget() > 0;) {
     sequence* s = running_[i];
+    if (admitted_now(s)) {
+      ++i;
+      continue;
+    }
     int32_t n = chunk(*s, budget());
     // The drafts past the budget go: a step computes the real token and
     // every draft it keeps (drafts never span two steps).
@@ -183,11 +195,18 @@ schedule_output scheduler::schedule() {
     if (s->num_draft > 0 && std::none_of(out.seqs.begin(), out.seqs.end(),
                                          [&](const scheduled_seq& x) { return x.seq == s; }))
       drop_drafts(*s, s->num_draft);
-  if (!out.preempted.empty())
-    return out;
+  if (out.preempted.empty())
+    admit_waiting(out, false);
+  return out;
+}
 
+void scheduler::admit_waiting(schedule_output& out, bool above_running) {
+  auto budget = [&] { return cfg_.max_batched_tokens - out.total_tokens; };
   while (!waiting_.empty() && budget() > 0) {
     sequence* s = waiting_.front();
+    if (above_running && std::any_of(running_.begin(), running_.end(),
+                                     [&](const sequence* r) { return r->priority >= s->priority; }))
+      break;
     // The running sequence that would give way to s, if any.
     auto lowest = std::max_element(running_.begin(), running_.end(), runs_before);
     bool can_bump = lowest != running_.end() && (*lowest)->priority < s->priority;
@@ -216,7 +235,6 @@ schedule_output scheduler::schedule() {
     out.seqs.push_back({s, n});
     out.total_tokens += n;
   }
-  return out;
 }
 
 void scheduler::cache_full_blocks(sequence& seq) {

@@ -5,6 +5,10 @@
 /// KV-cache accounting, unit-tested without a model.
 ///
 /// Each step, with a token budget B:
+///   0. waiting sequences of higher priority than every running one (a
+///      health canary) are admitted first, as in 2: priority holds for the
+///      budget too, so running prefills of lower priority, which could
+///      fill B for many steps, run on what they leave.
 ///   1. running sequences, highest priority first then oldest: each gets
 ///      min(its uncomputed tokens, what is left of B, the chunk cap) (a
 ///      decode is 1 token; a long prompt is prefilled in chunks). When the
@@ -126,6 +130,11 @@ private:
   /// cache where they are still cached. Without this, waiting sequences
   /// holding the pool would wait for each other forever. False if none.
   bool release_waiting_holder(const sequence* keep, schedule_output& out);
+  /// Admits waiting sequences in order while budget, blocks and
+  /// max_num_seqs allow (a higher-priority one may preempt the lowest
+  /// running one to get in); with `above_running`, only while the next one
+  /// is of higher priority than every running sequence.
+  void admit_waiting(schedule_output& out, bool above_running);
   void insert_waiting(sequence* seq);
   int32_t chunk(const sequence& seq, int32_t budget) const;
   void match_prefix(sequence& seq);

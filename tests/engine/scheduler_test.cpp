@@ -135,6 +135,31 @@ TEST(SchedulerTest, HigherPriorityWaitingSequencePreemptsALowerOne) {
   EXPECT_EQ(tokens_of(out, low), 0);
 }
 
+// Priority holds for the token budget too: a waiting sequence above every
+// running one (a health canary) runs in the next step, though running
+// prefills of lower priority would fill the budget for many steps.
+TEST(SchedulerTest, AWaitingSequenceAboveEveryRunningOneGetsTheBudgetFirst) {
+  fixture f{64, {.max_batched_tokens = 8, .max_num_seqs = 4}};
+  auto* a = f.add(40, 0);
+  auto* b = f.add(40, 1, 100);
+  auto out = f.step();
+  EXPECT_EQ(tokens_of(out, b), 8) << "the higher of the two prefills first";
+  EXPECT_EQ(f.sched.num_running(), 1u);
+  auto* canary = f.add(1, 1000, 500);
+  out = f.step();
+  EXPECT_EQ(tokens_of(out, canary), 1) << "in the next step, not after 9 more steps of prefill";
+  EXPECT_EQ(tokens_of(out, b), 7);
+  EXPECT_EQ(out.total_tokens, 8);
+  EXPECT_TRUE(out.preempted.empty());
+  f.sched.remove(canary); // its one token out: finished
+  // One not above every running sequence waits for what the budget leaves.
+  auto* mid = f.add(2, 0, 700);
+  out = f.step();
+  EXPECT_EQ(tokens_of(out, mid), 0) << "b (priority 1) takes the budget first";
+  EXPECT_EQ(tokens_of(out, b), 8);
+  (void) a;
+}
+
 TEST(SchedulerTest, AdmitsWaitingSequencesByPriorityThenArrival) {
   fixture f{64, {.max_batched_tokens = 4, .max_num_seqs = 1}};
   auto* first = f.add(4, 0);
