@@ -290,7 +290,7 @@ caf::expected<batch_figures> measure_batches(probe_context& c, tt::transfer_batc
     if (st.issued < st.total)
       st.issue();
   };
-  // Only called under st.mu. With by_done the batch is timed to
+  // Only called under st->mu (by issue()). With by_done the batch is timed to
   // transfer()'s done: every block landed and, on the grant path, the
   // receiver acknowledged it (transport.hpp).
   st->send_next = [&t = c.t, peer = c.peer, st_w = std::weak_ptr<state>{st}, sig, by_done, acked] {
