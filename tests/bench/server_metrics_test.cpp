@@ -2,14 +2,10 @@
 
 #include "bench/server_metrics.hpp"
 
-#include <atomic>
 #include <string>
-#include <thread>
 
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include "tests/support/sockets.hpp"
 
@@ -57,54 +53,20 @@ TEST(ServerMetricsTest, AnEmptyLabelSumsEverySeriesOfTheMetric) {
   EXPECT_TRUE(metric_by_label("", "x", "").empty());
 }
 
-/// A loopback HTTP server that answers every request with 200 and `body`,
-/// until destroyed: a node's metrics endpoint, as far as a scrape sees.
+/// A node's metrics endpoint, as far as a scrape sees: 200 and `body` to
+/// every request.
 class fixed_metrics_server {
 public:
-  explicit fixed_metrics_server(std::string body) : body_(std::move(body)) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    port_ = test::free_port();
-    auto addr = test::loopback_address(port_);
-    const int one = 1;
-    ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd_, 8) != 0)
-      ADD_FAILURE() << "cannot listen on " << port_;
-    thread_ = std::thread{[this] { serve(); }};
-  }
-  ~fixed_metrics_server() {
-    stop_ = true;
-    ::shutdown(fd_, SHUT_RDWR);
-    ::close(fd_);
-    thread_.join();
-  }
-  [[nodiscard]] http_endpoint endpoint() const { return {"127.0.0.1", port_, ""}; }
+  explicit fixed_metrics_server(std::string body)
+    : server_{[body = std::move(body)](int c) {
+        const std::string resp = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: "
+                                 + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+        (void) ::send(c, resp.data(), resp.size(), MSG_NOSIGNAL);
+      }} {}
+  [[nodiscard]] http_endpoint endpoint() const { return {"127.0.0.1", server_.port(), ""}; }
 
 private:
-  void serve() {
-    while (!stop_) {
-      const int c = ::accept(fd_, nullptr, nullptr);
-      if (c < 0)
-        return;
-      char buf[4096];
-      std::string req;
-      while (req.find("\r\n\r\n") == std::string::npos) {
-        const auto n = ::recv(c, buf, sizeof buf, 0);
-        if (n <= 0)
-          break;
-        req.append(buf, static_cast<size_t>(n));
-      }
-      const std::string resp = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: "
-                               + std::to_string(body_.size()) + "\r\nConnection: close\r\n\r\n" + body_;
-      (void) ::send(c, resp.data(), resp.size(), MSG_NOSIGNAL);
-      ::close(c);
-    }
-  }
-
-  std::string body_;
-  int fd_ = -1;
-  uint16_t port_ = 0;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
+  test::loopback_http_server server_;
 };
 
 // A cluster's frontend has no workers; each worker node names its own

@@ -225,54 +225,19 @@ TEST(EtcdClientUnitTest, AWatchLineThatIsNotAWatchResponseIsAnError) {
 class fake_gateway {
 public:
   explicit fake_gateway(std::string reply, std::string more = {}, size_t repeat = 0)
-      : reply_(std::move(reply)), more_(std::move(more)), repeat_(repeat) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    int one = 1;
-    ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    port_ = test::free_port();
-    auto addr = test::loopback_address(port_);
-    EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-    EXPECT_EQ(::listen(fd_, 8), 0);
-    thread_ = std::thread{[this] { serve(); }};
-  }
-  ~fake_gateway() {
-    stop_ = true;
-    ::shutdown(fd_, SHUT_RDWR);
-    ::close(fd_);
-    thread_.join();
-  }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+    : server_{[this, reply = std::move(reply), more = std::move(more), repeat](int c) {
+        bool sent = ::send(c, reply.data(), reply.size(), MSG_NOSIGNAL) >= 0;
+        for (size_t i = 0; sent && i < repeat && !server_.stopping(); ++i)
+          sent = ::send(c, more.data(), more.size(), MSG_NOSIGNAL) >= 0;
+        ::shutdown(c, SHUT_WR);
+        char buf[4096];
+        while (::recv(c, buf, sizeof buf, 0) > 0) {
+        }
+      }} {}
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(server_.port()); }
 
 private:
-  void serve() {
-    while (!stop_) {
-      int c = ::accept(fd_, nullptr, nullptr);
-      if (c < 0)
-        return;
-      char buf[4096];
-      std::string req;
-      while (req.find("\r\n\r\n") == std::string::npos) {
-        auto n = ::recv(c, buf, sizeof buf, 0);
-        if (n <= 0)
-          break;
-        req.append(buf, static_cast<size_t>(n));
-      }
-      bool sent = ::send(c, reply_.data(), reply_.size(), MSG_NOSIGNAL) >= 0;
-      for (size_t i = 0; sent && i < repeat_ && !stop_; ++i)
-        sent = ::send(c, more_.data(), more_.size(), MSG_NOSIGNAL) >= 0;
-      ::shutdown(c, SHUT_WR);
-      while (::recv(c, buf, sizeof buf, 0) > 0) {
-      }
-      ::close(c);
-    }
-  }
-  std::string reply_;
-  std::string more_;
-  size_t repeat_;
-  int fd_ = -1;
-  uint16_t port_ = 0;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
+  test::loopback_http_server server_;
 };
 
 std::string http_reply(const std::string& body, const std::string& status = "200 OK") {

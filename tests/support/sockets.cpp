@@ -7,6 +7,9 @@
 
 #include <mutex>
 #include <set>
+#include <string>
+
+#include <gtest/gtest.h>
 
 namespace tessera::test {
 
@@ -65,6 +68,43 @@ bool raw_send(uint16_t port, const std::vector<uint8_t>& bytes, std::chrono::mil
   }
   ::close(fd);
   return ok;
+}
+
+loopback_http_server::loopback_http_server(std::function<void(int connection)> answer)
+  : answer_(std::move(answer)) {
+  fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+  const int one = 1;
+  ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  port_ = free_port();
+  auto addr = loopback_address(port_);
+  EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0) << "port " << port_;
+  EXPECT_EQ(::listen(fd_, 8), 0) << "port " << port_;
+  thread_ = std::thread{[this] { serve(); }};
+}
+
+loopback_http_server::~loopback_http_server() {
+  stop_ = true;
+  ::shutdown(fd_, SHUT_RDWR);
+  ::close(fd_);
+  thread_.join();
+}
+
+void loopback_http_server::serve() {
+  while (!stop_) {
+    const int c = ::accept(fd_, nullptr, nullptr);
+    if (c < 0)
+      return;
+    char buf[4096];
+    std::string head;
+    while (head.find("\r\n\r\n") == std::string::npos) {
+      const auto n = ::recv(c, buf, sizeof buf, 0);
+      if (n <= 0)
+        break;
+      head.append(buf, static_cast<size_t>(n));
+    }
+    answer_(c);
+    ::close(c);
+  }
 }
 
 } // namespace tessera::test
