@@ -45,7 +45,7 @@ void forget_job(frontend_pointer self, uint64_t key) {
   // However it ended (finished, failed, cancelled, client gone), its
   // tenant's slot is free again.
   if (auto it = st.jobs.find(key); it != st.jobs.end() && it->second.limited)
-    st.limits.release(it->second.tenant->name);
+    st.limits.release(it->second.tenant->name, it->second.held_units, clock_type::now());
   if (auto it = st.jobs.find(key); it != st.jobs.end())
     sdk_forget(st, it->second);
   st.jobs.erase(key);
@@ -173,7 +173,7 @@ void on_tokens(frontend_pointer self, wire::token_chunk chunk) {
       if (j.limited)
         st.limits.charge_output(j.tenant->name, static_cast<int64_t>(out.tokens.size()),
                                 int64_t{j.prompt_tokens} + c.order.received() - static_cast<int64_t>(out.tokens.size()),
-                                now);
+                                now, &j.held_units);
     }
     // The first chunk comes from the worker that computed the prompt: its
     // count is the prefix-cache hit (a decode worker that received the KV
@@ -415,21 +415,27 @@ std::variant<uint64_t, job_refusal> open_job(frontend_pointer self, api_request 
   // A tenant's limits are checked before any work is queued: a refused
   // request costs the cluster nothing.
   bool limited = false;
+  double held = 0;
   if (tenant) {
     const tenant_limit lim{tenant->units_per_minute, tenant->max_concurrent};
-    const double cost =
-      st.cfg.units.admission(static_cast<int64_t>(std::get<std::vector<int32_t>>(prompt).size()));
-    auto a = st.limits.admit(tenant->name, lim, cost, clock_type::now());
+    const auto prompt_tokens = static_cast<int64_t>(std::get<std::vector<int32_t>>(prompt).size());
+    const double cost = st.cfg.units.admission(prompt_tokens);
+    // Every choice may generate max_tokens tokens: the bucket holds that
+    // much at admission and gets back what they did not use.
+    const double output = req.n * st.cfg.units.decode(prompt_tokens, req.params.max_tokens);
+    auto a = st.limits.admit(tenant->name, lim, cost, clock_type::now(), output);
     if (!a.admitted) {
       auto e = tenant_refusal_error(tenant->name, lim, a, cost);
       st.metrics->error(e.code);
       return job_refusal{e, e.status == 429 ? retry_after_header_s(a) : 0};
     }
     limited = true;
+    held = a.held;
   }
   const uint64_t key = st.next_key++;
   job j;
   j.limited = limited;
+  j.held_units = held;
   j.priority = request_priority(req.priority, tenant ? std::optional{tenant->priority} : std::nullopt);
   j.key = key;
   j.res = std::move(res);

@@ -129,6 +129,10 @@ struct job {
   std::string cache_salt;
   /// The tenant's limits admitted it (tenant_limits::release at its end).
   bool limited = false;
+  /// What is left of the output units its tenant's bucket holds for it
+  /// (tenant_admission::held less the output charged so far): given back
+  /// at its end.
+  double held_units = 0;
   /// The engine priority (request_priority: the body's, capped by the
   /// tenant's).
   int32_t priority = 0;

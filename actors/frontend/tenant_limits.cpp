@@ -17,7 +17,7 @@ void tenant_limits::refill(entry& e, clock::time_point now) const {
 }
 
 tenant_admission tenant_limits::admit(const std::string& tenant, const tenant_limit& limit,
-                                      double admission_units, clock::time_point now) {
+                                      double admission_units, clock::time_point now, double output_units) {
   auto [it, fresh] = tenants_.try_emplace(tenant);
   auto& e = it->second;
   const bool had_bucket = !fresh && e.limit.units_per_minute.has_value();
@@ -44,19 +44,23 @@ tenant_admission tenant_limits::admit(const std::string& tenant, const tenant_li
       a.limit = tenant_limit_kind::never_fits;
       return a;
     }
+    // The hold is capped so that every admission that fits can be admitted
+    // once the bucket is full; NaN or a negative hold holds nothing.
+    a.held = output_units > 0 ? std::min(output_units, capacity - std::max(0.0, admission_units)) : 0.0;
   }
   if (e.limit.max_concurrent && e.in_flight >= *e.limit.max_concurrent) {
     a.limit = tenant_limit_kind::concurrency;
     a.retry_after_s = 1.0;
     return a;
   }
-  if (e.limit.units_per_minute && e.balance < admission_units) {
+  const double cost = std::max(0.0, admission_units) + a.held;
+  if (e.limit.units_per_minute && e.balance < cost) {
     a.limit = tenant_limit_kind::units;
-    a.retry_after_s = (admission_units - e.balance) * 60.0 / *e.limit.units_per_minute;
+    a.retry_after_s = (cost - e.balance) * 60.0 / *e.limit.units_per_minute;
     return a;
   }
   if (e.limit.units_per_minute)
-    e.balance -= std::max(0.0, admission_units);
+    e.balance -= cost;
   ++e.in_flight;
   a.admitted = true;
   a.balance = e.balance;
@@ -64,19 +68,32 @@ tenant_admission tenant_limits::admit(const std::string& tenant, const tenant_li
 }
 
 void tenant_limits::charge_output(const std::string& tenant, int64_t tokens, int64_t context,
-                                  clock::time_point now) {
+                                  clock::time_point now, double* held) {
   auto it = tenants_.find(tenant);
   if (it == tenants_.end() || tokens <= 0 || !it->second.limit.units_per_minute)
     return;
+  double cost = units_.decode(context, tokens);
+  if (held != nullptr && *held > 0) {
+    const double from_hold = std::min(*held, cost);
+    *held -= from_hold;
+    cost -= from_hold;
+  }
+  if (cost <= 0)
+    return;
   refill(it->second, now);
-  it->second.balance -= units_.decode(context, tokens);
+  it->second.balance -= cost;
 }
 
-void tenant_limits::release(const std::string& tenant) {
+void tenant_limits::release(const std::string& tenant, double unused_hold, clock::time_point now) {
   auto it = tenants_.find(tenant);
   if (it == tenants_.end() || it->second.in_flight <= 0)
     return;
-  if (--it->second.in_flight == 0 && it->second.dropped)
+  auto& e = it->second;
+  if (e.limit.units_per_minute && unused_hold > 0) {
+    refill(e, now);
+    e.balance = std::min(*e.limit.units_per_minute, e.balance + unused_hold);
+  }
+  if (--e.in_flight == 0 && e.dropped)
     tenants_.erase(it);
 }
 
@@ -140,7 +157,9 @@ api_error tenant_refusal_error(const std::string& tenant, const tenant_limit& li
   default:
     e.message = who + " is over its rate limit of " + units_text(limit.units_per_minute.value_or(0)) +
                 " model units per minute: this request costs " + units_text(admission_units) +
-                " units to admit and the tenant's balance is " + units_text(a.balance) + "; retry in " +
+                " units to admit" +
+                (a.held > 0 ? " and holds " + units_text(a.held) + " more for its max_tokens of output" : "") +
+                ", and the tenant's balance is " + units_text(a.balance) + "; retry in " +
                 std::to_string(retry_after_header_s(a)) + " s";
     break;
   }

@@ -7,14 +7,20 @@
 ///
 /// Each tenant with `units_per_minute` has a token bucket of that capacity,
 /// full at first and refilled continuously at units_per_minute / 60 per
-/// second. A request is charged a * input + c when it is admitted and
-/// b + d * context per output token as the tokens arrive (context: the
-/// prompt and the output before that token); output charges may take the
-/// balance below zero, and the tenant's next admission waits until the
-/// bucket holds its cost again. `max_concurrent` bounds the tenant's
+/// second. A request is charged a * input + c when it is admitted, and its
+/// output is held at admission too: what its max_tokens could cost (b + d *
+/// context per output token; context: the prompt and the output before
+/// that token), at most what the bucket holds beyond the admission. The
+/// output tokens are charged against that hold as they arrive; what is
+/// left of it goes back to the bucket at release, and output beyond it
+/// (none while max_tokens is kept) takes the balance down, below zero if
+/// need be. Holding the output at admission is what makes the bucket a
+/// rate: charged only as tokens arrive, a tenant whose requests queue
+/// behind each other would be admitted far beyond its rate before the
+/// first of them produced a token. `max_concurrent` bounds the tenant's
 /// requests in flight (admitted and not yet released).
 ///
-///   admit --> admitted ---- charge_output ... ---> release
+///   admit --> admitted ---- charge_output ... ---> release (refund)
 ///         \-> refused (units: retry after the refill time;
 ///                      concurrency: retry after 1 s;
 ///                      never_fits: the admission alone is over the
@@ -70,6 +76,10 @@ struct tenant_admission {
   double retry_after_s = 0;
   /// The tenant's balance after the decision, in units (for messages).
   double balance = 0;
+  /// Admitted: the output units held for the request (what it asked to
+  /// hold, capped at the bucket's capacity less the admission; 0 without
+  /// a bucket). Refused: what the hold would have been.
+  double held = 0;
 };
 
 /// The table of tenants' buckets and in-flight counts.
@@ -85,20 +95,30 @@ public:
 
   /// Admits a request of tenant `tenant` (limits `limit`, which replace
   /// what the table had) costing `admission_units` (a * input + c) at
-  /// `now`: takes the units from its bucket and counts it in flight, or
-  /// refuses it, taking nothing.
+  /// `now`, holding `output_units` more for its output (at most the
+  /// capacity less the admission): takes both from its bucket and counts
+  /// it in flight, or refuses it, taking nothing. A refusal for units
+  /// says when the bucket holds the admission and the hold.
   [[nodiscard]] tenant_admission admit(const std::string& tenant, const tenant_limit& limit,
-                                       double admission_units, clock::time_point now);
+                                       double admission_units, clock::time_point now,
+                                       double output_units = 0);
 
   /// Charges `tokens` output tokens of an admitted request of `tenant`,
   /// the first of them after `context` tokens (prompt and output so far):
-  /// model_units::decode(context, tokens), b + d * context each. A tenant
-  /// the table does not have is ignored.
-  void charge_output(const std::string& tenant, int64_t tokens, int64_t context, clock::time_point now);
+  /// model_units::decode(context, tokens), b + d * context each. They are
+  /// taken from `*held` (the request's hold left, tenant_admission::held
+  /// at admission) first and from the balance beyond it; `held` null: all
+  /// from the balance. A tenant the table does not have is ignored.
+  void charge_output(const std::string& tenant, int64_t tokens, int64_t context, clock::time_point now,
+                     double* held = nullptr);
 
-  /// Ends an admitted request of `tenant` (however it ended). A tenant the
-  /// table does not have, or one with none in flight, is ignored.
-  void release(const std::string& tenant);
+  /// Ends an admitted request of `tenant` (however it ended), giving back
+  /// `unused_hold` units (what is left of its hold; the balance stays at
+  /// most the capacity). A tenant the table does not have, or one with
+  /// none in flight, is ignored.
+  void release(const std::string& tenant, double unused_hold, clock::time_point now);
+  /// release(tenant, 0, now): a request that held nothing.
+  void release(const std::string& tenant) { release(tenant, 0, clock::now()); }
 
   /// After a key file reload: forgets every tenant not in `names` (one
   /// with requests in flight at its last release).

@@ -1,6 +1,7 @@
 // Per-tenant limits in model units (actors/frontend/tenant_limits.hpp): the
-// bucket refills continuously, output tokens are charged as they come and
-// may take it below zero, max_concurrent counts requests in flight, refusals
+// bucket refills continuously, a request's output is held at admission and
+// what it did not use comes back at release, output beyond a hold is
+// charged as it comes and may take the balance below zero, max_concurrent counts requests in flight, refusals
 // say when to retry, a reloaded key file drops tenants without breaking the
 // counts of their requests in flight, and a request too big for the bucket
 // is refused for good. The request priority is capped by the tenant's.
@@ -89,6 +90,86 @@ TEST(TenantLimitsTest, OutputTokensAreChargedForTheContextTheyRead) {
   t.charge_output("pieces", 1, 1000, t0);
   t.charge_output("pieces", 3, 1001, t0);
   EXPECT_NEAR(*t.balance("pieces", t0), *t.balance("long", t0), 1e-9);
+}
+
+TEST(TenantLimitsTest, TheOutputIsHeldAtAdmissionAndWhatWasNotUsedComesBack) {
+  auto t = table();
+  const tenant_limit lim{.units_per_minute = 600, .max_concurrent = {}};
+  // 100 to admit, 200 held (100 output tokens at b = 2).
+  auto a = t.admit("alice", lim, 100, t0, 200);
+  ASSERT_TRUE(a.admitted);
+  EXPECT_DOUBLE_EQ(a.held, 200);
+  EXPECT_DOUBLE_EQ(a.balance, 300);
+  // 30 tokens come: charged to the hold, not again to the balance.
+  double held = a.held;
+  t.charge_output("alice", 30, 100, t0, &held);
+  EXPECT_DOUBLE_EQ(held, 140);
+  EXPECT_DOUBLE_EQ(*t.balance("alice", t0), 300);
+  // It ends there: the 140 it did not use come back.
+  t.release("alice", held, t0);
+  EXPECT_DOUBLE_EQ(*t.balance("alice", t0), 440);
+  EXPECT_EQ(t.in_flight("alice"), 0);
+  // Never above the capacity.
+  ASSERT_TRUE(t.admit("alice", lim, 0, t0 + 1h, 100).admitted);
+  t.release("alice", 100, t0 + 1h);
+  EXPECT_DOUBLE_EQ(*t.balance("alice", t0 + 1h), 600);
+}
+
+TEST(TenantLimitsTest, OutputBeyondItsHoldIsChargedToTheBalance) {
+  auto t = table();
+  const tenant_limit lim{.units_per_minute = 600, .max_concurrent = {}};
+  auto a = t.admit("alice", lim, 0, t0, 20);
+  ASSERT_TRUE(a.admitted);
+  double held = a.held;
+  t.charge_output("alice", 25, 0, t0, &held); // 50 units: 20 held, 30 more
+  EXPECT_DOUBLE_EQ(held, 0);
+  EXPECT_DOUBLE_EQ(*t.balance("alice", t0), 550);
+  t.release("alice", held, t0);
+  EXPECT_DOUBLE_EQ(*t.balance("alice", t0), 550);
+}
+
+TEST(TenantLimitsTest, AFloodOfQueuedRequestsIsAdmittedAtTheRateNotBeyondIt) {
+  // The bug this guards: with only the prompt charged at admission, a
+  // tenant whose requests queue (no output yet) got 60 of these in at once
+  // from a bucket of 600; holding their output admits 10.
+  auto t = table();
+  const tenant_limit lim{.units_per_minute = 600, .max_concurrent = {}};
+  int admitted = 0;
+  for (int i = 0; i < 100; ++i)
+    admitted += t.admit("flood", lim, 10, t0, 50).admitted ? 1 : 0;
+  EXPECT_EQ(admitted, 10);
+  // One more fits every 6 s of refill.
+  EXPECT_FALSE(t.admit("flood", lim, 10, t0 + 5900ms, 50).admitted);
+  EXPECT_TRUE(t.admit("flood", lim, 10, t0 + 6s, 50).admitted);
+}
+
+TEST(TenantLimitsTest, AHoldIsCappedSoThatEveryAdmissionThatFitsCanGoIn) {
+  auto t = table();
+  const tenant_limit lim{.units_per_minute = 600, .max_concurrent = {}};
+  // A max_tokens worth more than the bucket holds what is left of it.
+  auto a = t.admit("alice", lim, 100, t0, 1e9);
+  ASSERT_TRUE(a.admitted);
+  EXPECT_DOUBLE_EQ(a.held, 500);
+  EXPECT_DOUBLE_EQ(a.balance, 0);
+  t.release("alice", a.held, t0);
+  // A refusal says when the admission and the hold fit, and the error
+  // names the hold.
+  ASSERT_TRUE(t.admit("alice", lim, 300, t0).admitted);
+  auto r = t.admit("alice", lim, 100, t0, 400);
+  ASSERT_FALSE(r.admitted);
+  EXPECT_EQ(r.limit, tenant_limit_kind::units);
+  EXPECT_DOUBLE_EQ(r.held, 400);
+  // The first gave back its 500 unused: 500 there, 300 of them taken.
+  EXPECT_DOUBLE_EQ(r.retry_after_s, 30.0); // 500 wanted, 200 there, 10 a second
+  auto e = tessera::actors::frontend::tenant_refusal_error("alice", lim, r, 100);
+  EXPECT_NE(e.message.find("costs 100 units to admit and holds 400 more for its max_tokens of output"),
+            std::string::npos)
+    << e.message;
+  // A NaN or negative hold holds nothing; a tenant without a bucket holds
+  // nothing either.
+  EXPECT_DOUBLE_EQ(t.admit("bob", lim, 0, t0, std::numeric_limits<double>::quiet_NaN()).held, 0);
+  EXPECT_DOUBLE_EQ(t.admit("carol", lim, 0, t0, -5).held, 0);
+  EXPECT_DOUBLE_EQ(t.admit("dave", {}, 0, t0, 50).held, 0);
 }
 
 TEST(TenantLimitsTest, MaxConcurrentCountsRequestsInFlightUntilReleased) {
