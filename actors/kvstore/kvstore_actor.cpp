@@ -1,6 +1,8 @@
 #include "actors/kvstore/kvstore_actor.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 
 #include <spdlog/spdlog.h>
 
@@ -21,16 +23,25 @@ using kvstore_impl = kvstore_actor::extend<
 constexpr size_t hashes_per_event = 4096;
 
 /// One of the actors that read blocks for fetches, on its own thread (a
-/// read may wait on disk); the store actor hands each fetch to the next.
+/// read may wait on disk); the store actor hands each fetch to the next,
+/// with the steady_clock time (ticks since its epoch; 0: none) after which
+/// its asker no longer waits for it.
 using kvstore_reader = caf::typed_actor<
-  caf::replies_to<fetch_atom, wire::kv_fetch_request>::with<wire::kv_fetch_reply>>;
+  caf::replies_to<fetch_atom, wire::kv_fetch_request, int64_t>::with<wire::kv_fetch_reply>>;
 
 /// The reader holds the store weakly: the node closes its store when it
 /// stops (RocksDB's files and lock go with it), whether or not its readers
-/// have processed their exit yet. A fetch after that finds nothing.
-kvstore_reader::behavior_type reader_fn(std::weak_ptr<kvstore::block_store> store) {
+/// have processed their exit yet. A fetch after that finds nothing. A fetch
+/// whose asker stopped waiting before its turn came is answered empty
+/// unread and counted in `expired`.
+kvstore_reader::behavior_type reader_fn(std::weak_ptr<kvstore::block_store> store,
+                                        std::shared_ptr<std::atomic<uint64_t>> expired) {
   return {
-    [store](fetch_atom, const wire::kv_fetch_request& r) {
+    [store, expired](fetch_atom, const wire::kv_fetch_request& r, int64_t until) {
+      if (until != 0 && std::chrono::steady_clock::now().time_since_epoch().count() > until) {
+        expired->fetch_add(1, std::memory_order_relaxed);
+        return wire::kv_fetch_reply{};
+      }
       auto s = store.lock();
       return s ? read_chain(*s, r) : wire::kv_fetch_reply{};
     },
@@ -49,6 +60,10 @@ struct kvstore_state {
   /// were exported to the metrics.
   uint64_t fetches_rejected = 0;
   uint64_t fetches_rejected_exported = 0;
+  /// Fetches the readers answered unread because their askers had stopped
+  /// waiting (kv_fetch_request::wait_ms), and how many were exported.
+  std::shared_ptr<std::atomic<uint64_t>> fetches_expired = std::make_shared<std::atomic<uint64_t>>(0);
+  uint64_t fetches_expired_exported = 0;
   /// Last counter values exported (the registry's counters only add).
   kvstore::store_stats exported;
 };
@@ -194,6 +209,13 @@ void export_metrics(kvstore_pointer self) {
                            {}),
                  st.fetches_rejected, st.fetches_rejected_exported);
   st.fetches_rejected_exported = st.fetches_rejected;
+  const uint64_t expired = st.fetches_expired->load(std::memory_order_relaxed);
+  export_counter(r.counter("tessera_kvstore_fetch_expired_total",
+                           "Fetches the kv store answered empty without reading because their askers had "
+                           "stopped waiting (wait_ms) before a reader took them (they computed instead).",
+                           {}),
+                 expired, st.fetches_expired_exported);
+  st.fetches_expired_exported = expired;
   st.exported = s;
 }
 
@@ -217,7 +239,7 @@ kvstore_impl::behavior_type kvstore_fn(kvstore_pointer self, kvstore_config cfg)
   self->state.cfg = std::move(cfg);
   for (size_t i = 0; i < std::max<size_t>(1, self->state.cfg.readers); ++i)
     self->state.readers.push_back(self->spawn<caf::linked + caf::detached>(
-      reader_fn, std::weak_ptr<kvstore::block_store>{self->state.cfg.store}));
+      reader_fn, std::weak_ptr<kvstore::block_store>{self->state.cfg.store}, self->state.fetches_expired));
   // The join goes out before the first events: the router indexes a
   // store's events by the id its join announced.
   on_heartbeat(self);
@@ -236,8 +258,16 @@ kvstore_impl::behavior_type kvstore_fn(kvstore_pointer self, kvstore_config cfg)
         return busy;
       }
       ++st.fetches_in_flight;
+      // Past the asker's wait its place is given back too: it computes.
+      auto timeout = st.cfg.read_timeout;
+      int64_t until = 0;
+      if (r.wait_ms > 0) {
+        const std::chrono::milliseconds wait{r.wait_ms};
+        timeout = std::min(timeout, wait);
+        until = (std::chrono::steady_clock::now() + wait).time_since_epoch().count();
+      }
       auto rp = self->make_response_promise<wire::kv_fetch_reply>();
-      self->request(st.readers[st.next_reader++ % st.readers.size()], st.cfg.read_timeout, fetch_atom_v, r)
+      self->request(st.readers[st.next_reader++ % st.readers.size()], timeout, fetch_atom_v, r, until)
         .then(
           [self, rp](wire::kv_fetch_reply& reply) mutable {
             --self->state.fetches_in_flight;

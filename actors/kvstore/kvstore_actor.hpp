@@ -12,8 +12,11 @@
 ///
 /// so a worker never waits on the store on its engine thread. Fetches run
 /// on `readers` actors of their own threads (a read may wait on disk),
-/// taken in turn, so several workers' fetches proceed at once. The actor
-/// also makes the store known:
+/// taken in turn, so several workers' fetches proceed at once. A fetch
+/// still queued at its reader when its asker stopped waiting for it
+/// (kv_fetch_request::wait_ms) is answered empty without a read
+/// (tessera_kvstore_fetch_expired_total). The actor also makes the store
+/// known:
 ///
 ///   every event_interval:      store events --> kv_event (g2 host / g3 disk)
 ///                                                --> router (prefix index)
@@ -78,8 +81,8 @@ struct kvstore_config {
   /// more is answered at once with an empty `busy` reply, so its worker
   /// computes instead of waiting behind the queue. Default: 16.
   size_t max_fetches_in_flight = 16;
-  /// How long one read of a fetch may take before it is answered empty.
-  /// Default: 30 s.
+  /// How long one read of a fetch may take before it is answered empty
+  /// (the fetch's wait_ms where that is shorter). Default: 30 s.
   std::chrono::milliseconds read_timeout{30000};
   std::chrono::milliseconds event_interval{100};
   std::chrono::milliseconds heartbeat_interval{1000};

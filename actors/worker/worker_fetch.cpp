@@ -70,7 +70,9 @@ void fetch_next(worker_pointer self, uint64_t id) {
   wire::kv_fetch_request q{st.eng->hash_seed(),
                            {hashes.begin() + static_cast<std::ptrdiff_t>(ask->first),
                             hashes.begin() + static_cast<std::ptrdiff_t>(ask->end)},
-                           std::min(st.cfg.fetch_max_bytes, fetch_chunk_bytes)};
+                           std::min(st.cfg.fetch_max_bytes, fetch_chunk_bytes),
+                           // The store skips a fetch still queued when this has passed.
+                           static_cast<uint32_t>(std::clamp<int64_t>(ask->timeout.count(), 1, UINT32_MAX))};
   const auto at = ask->store;
   const bool peer = ask->peer;
   const size_t first = ask->first;

@@ -266,6 +266,52 @@ TEST_F(KvFetchFaultsTest, AReadPastTheStoresReadTimeoutIsAnsweredEmptyAndFreesIt
     EXPECT_EQ(second.blocks[i].data, *test::block_for(test::key_of(i)).payload) << i;
 }
 
+// A fetch whose asker stopped waiting for it (wait_ms) before a reader
+// took it: the store answers it empty when the wait runs out, and when the
+// reader comes to it (after a read that held it up) it does not read it,
+// since a read would only promote blocks between the tiers for nobody; it
+// is counted, and the store goes on serving.
+TEST_F(KvFetchFaultsTest, AFetchItsAskerStoppedWaitingForIsAnsweredUnread) {
+  start_store_actor(1, 4);
+  std::vector<engine::kv_block_hash> chain;
+  for (uint64_t i = 0; i < 3; ++i) {
+    const auto k = test::key_of(i);
+    ASSERT_FALSE(store->put(k, test::block_for(k)));
+    chain.push_back(k.hash);
+  }
+  wire::kv_fetch_request patient;
+  patient.ns = test::test_ns;
+  patient.block_hashes = chain;
+  patient.max_bytes = uint64_t{1} << 20;
+  auto hasty = patient;
+  hasty.wait_ms = 100;
+  store->prefix_gate.hold();
+  auto first = self->request(store_actor, 10s, fetch_atom_v, patient);
+  ASSERT_TRUE(store->prefix_gate.wait_waiting(1, 5s)) << "the one reader is reading the first fetch";
+  const auto sent = std::chrono::steady_clock::now();
+  wire::kv_fetch_reply second;
+  self->request(store_actor, 10s, fetch_atom_v, hasty)
+    .receive([&](wire::kv_fetch_reply& r) { second = std::move(r); },
+             [&](caf::error& e) { ADD_FAILURE() << to_string(e); });
+  EXPECT_GE(std::chrono::steady_clock::now() - sent, 100ms);
+  EXPECT_TRUE(second.blocks.empty());
+  EXPECT_FALSE(second.busy) << "answered empty at the end of its wait, not refused";
+  store->prefix_gate.release();
+  wire::kv_fetch_reply one;
+  first.receive([&](wire::kv_fetch_reply& r) { one = std::move(r); },
+                [&](caf::error& e) { ADD_FAILURE() << to_string(e); });
+  EXPECT_EQ(one.blocks.size(), 3u);
+  EXPECT_TRUE(wait_metric("tessera_kvstore_fetch_expired_total", 1)) << metrics->render();
+  EXPECT_EQ(store->prefix_gate.done(), 1u) << "the second fetch was not read";
+  // A fetch that says nothing of its wait is read as before.
+  wire::kv_fetch_reply third;
+  self->request(store_actor, 10s, fetch_atom_v, patient)
+    .receive([&](wire::kv_fetch_reply& r) { third = std::move(r); },
+             [&](caf::error& e) { ADD_FAILURE() << to_string(e); });
+  EXPECT_EQ(third.blocks.size(), 3u);
+  EXPECT_EQ(store->prefix_gate.done(), 2u);
+}
+
 // The answer to a fetch arrives, carrying the prefix's blocks, after the
 // worker gave up on it (its deadline passed) and computed the request: the
 // worker keeps serving, and what it computes next is still right.

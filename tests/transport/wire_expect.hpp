@@ -49,6 +49,7 @@ inline void expect_same(const kv_fetch_request& a, const kv_fetch_request& b) {
   EXPECT_EQ(a.ns, b.ns);
   EXPECT_EQ(a.block_hashes, b.block_hashes);
   EXPECT_EQ(a.max_bytes, b.max_bytes);
+  EXPECT_EQ(a.wait_ms, b.wait_ms);
 }
 
 inline void expect_same(const kv_fetch_reply& a, const kv_fetch_reply& b) {

@@ -216,6 +216,7 @@ inline kv_fetch_request sample_fetch() {
   m.ns = 0x5eedull;
   m.block_hashes = ::tessera::test::bhs({0x11ull, 0x22ull, 0x33ull});
   m.max_bytes = 1 << 20;
+  m.wait_ms = 2500;
   return m;
 }
 

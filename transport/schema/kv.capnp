@@ -83,6 +83,8 @@ struct KvFetchRequest {
   maxBytes @2 :UInt64;
   # Consecutive blocks of one chain, in order.
   hashes @3 :List(Common.BlockHash);
+  # How long the asker waits for the reply, ms (0: not said).
+  waitMs @4 :UInt32;
 }
 
 # One block of a KvFetchReply, with its bytes.

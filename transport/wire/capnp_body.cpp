@@ -315,6 +315,7 @@ void put(capnp::MessageBuilder& mb, const kv_fetch_request& m) {
   b.setNs(m.ns);
   put(b.initHashes(static_cast<unsigned>(m.block_hashes.size())), m.block_hashes);
   b.setMaxBytes(m.max_bytes);
+  b.setWaitMs(m.wait_ms);
 }
 
 void put(capnp::MessageBuilder& mb, const kv_fetch_reply& m) {
@@ -684,6 +685,7 @@ kv_fetch_request get(s::KvFetchRequest::Reader r, const wire_limits& lim) {
   m.ns = r.getNs();
   m.block_hashes = get_hashes("block_hashes", r.getHashes(), r.getBlockHashes(), lim.max_blocks_per_batch);
   m.max_bytes = r.getMaxBytes();
+  m.wait_ms = r.getWaitMs();
   return m;
 }
 

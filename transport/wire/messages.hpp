@@ -334,6 +334,12 @@ struct kv_fetch_request {
   /// Most payload bytes the reply may carry (the asker asks again for the
   /// rest): >= 1.
   uint64_t max_bytes = 0;
+  /// How long the asker waits for the reply from when it sent this, ms
+  /// (0: it did not say). A store that has not started reading the fetch
+  /// when that has passed (since it received it) answers it empty without
+  /// reading: the asker has computed those blocks instead, and a read would
+  /// only promote blocks between the tiers for nobody.
+  uint32_t wait_ms = 0;
 };
 
 /// One block of a kv_fetch_reply, with its bytes.
