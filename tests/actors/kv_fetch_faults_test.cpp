@@ -147,6 +147,30 @@ protected:
     return true;
   }
 
+  /// Puts blocks 0, 1, 2 (test::key_of) in the store and returns a fetch of
+  /// their chain.
+  wire::kv_fetch_request store_three_blocks() {
+    wire::kv_fetch_request req;
+    req.ns = test::test_ns;
+    for (uint64_t i = 0; i < 3; ++i) {
+      const auto k = test::key_of(i);
+      EXPECT_FALSE(store->put(k, test::block_for(k)));
+      req.block_hashes.push_back(k.hash);
+    }
+    req.max_bytes = uint64_t{1} << 20;
+    return req;
+  }
+
+  /// Asks the store actor for `req` and waits for its answer.
+  wire::kv_fetch_reply fetch(const wire::kv_fetch_request& req) {
+    wire::kv_fetch_reply reply;
+    caf::error err;
+    self->request(store_actor, 10s, fetch_atom_v, req)
+      .receive([&](wire::kv_fetch_reply& r) { reply = std::move(r); }, [&](caf::error& e) { err = e; });
+    EXPECT_FALSE(err) << to_string(err);
+    return reply;
+  }
+
   /// Turn 1 on worker "w1": `prompt_tokens` (default 70) prompt tokens +
   /// 4 generated, so (prompt_tokens + 3) / 16 full blocks (4) are offered;
   /// the store keeps the last 2 in host memory and spills the others to
@@ -230,27 +254,10 @@ TEST_F(KvFetchFaultsTest, ADiskFailingReadsIsComputedAroundAndRecovers) {
 // back, so the next fetch is read (not answered busy) once the disk moves.
 TEST_F(KvFetchFaultsTest, AReadPastTheStoresReadTimeoutIsAnsweredEmptyAndFreesItsPlace) {
   start_store_actor(1, 1, 200ms);
-  std::vector<engine::kv_block_hash> chain;
-  for (uint64_t i = 0; i < 3; ++i) {
-    const auto k = test::key_of(i);
-    ASSERT_FALSE(store->put(k, test::block_for(k)));
-    chain.push_back(k.hash);
-  }
-  wire::kv_fetch_request req;
-  req.ns = test::test_ns;
-  req.block_hashes = chain;
-  req.max_bytes = uint64_t{1} << 20;
-  auto fetch = [&] {
-    wire::kv_fetch_reply reply;
-    caf::error err;
-    self->request(store_actor, 10s, fetch_atom_v, req)
-      .receive([&](wire::kv_fetch_reply& r) { reply = std::move(r); }, [&](caf::error& e) { err = e; });
-    EXPECT_FALSE(err) << to_string(err);
-    return reply;
-  };
+  const auto req = store_three_blocks();
   store->prefix_gate.hold();
   const auto started = std::chrono::steady_clock::now();
-  auto first = fetch();
+  auto first = fetch(req);
   EXPECT_GE(std::chrono::steady_clock::now() - started, 200ms);
   EXPECT_TRUE(first.blocks.empty());
   EXPECT_FALSE(first.busy) << "answered empty by the timeout, not refused";
@@ -259,7 +266,7 @@ TEST_F(KvFetchFaultsTest, AReadPastTheStoresReadTimeoutIsAnsweredEmptyAndFreesIt
   ASSERT_TRUE(store->prefix_gate.wait_done(1, 5s));
   // The bound is one fetch: had the timed-out one kept its place, this one
   // would be answered busy.
-  auto second = fetch();
+  auto second = fetch(req);
   EXPECT_FALSE(second.busy);
   ASSERT_EQ(second.blocks.size(), 3u);
   for (size_t i = 0; i < 3; ++i)
@@ -273,26 +280,14 @@ TEST_F(KvFetchFaultsTest, AReadPastTheStoresReadTimeoutIsAnsweredEmptyAndFreesIt
 // is counted, and the store goes on serving.
 TEST_F(KvFetchFaultsTest, AFetchItsAskerStoppedWaitingForIsAnsweredUnread) {
   start_store_actor(1, 4);
-  std::vector<engine::kv_block_hash> chain;
-  for (uint64_t i = 0; i < 3; ++i) {
-    const auto k = test::key_of(i);
-    ASSERT_FALSE(store->put(k, test::block_for(k)));
-    chain.push_back(k.hash);
-  }
-  wire::kv_fetch_request patient;
-  patient.ns = test::test_ns;
-  patient.block_hashes = chain;
-  patient.max_bytes = uint64_t{1} << 20;
+  const auto patient = store_three_blocks();
   auto hasty = patient;
   hasty.wait_ms = 100;
   store->prefix_gate.hold();
   auto first = self->request(store_actor, 10s, fetch_atom_v, patient);
   ASSERT_TRUE(store->prefix_gate.wait_waiting(1, 5s)) << "the one reader is reading the first fetch";
   const auto sent = std::chrono::steady_clock::now();
-  wire::kv_fetch_reply second;
-  self->request(store_actor, 10s, fetch_atom_v, hasty)
-    .receive([&](wire::kv_fetch_reply& r) { second = std::move(r); },
-             [&](caf::error& e) { ADD_FAILURE() << to_string(e); });
+  const auto second = fetch(hasty);
   EXPECT_GE(std::chrono::steady_clock::now() - sent, 100ms);
   EXPECT_TRUE(second.blocks.empty());
   EXPECT_FALSE(second.busy) << "answered empty at the end of its wait, not refused";
@@ -304,11 +299,7 @@ TEST_F(KvFetchFaultsTest, AFetchItsAskerStoppedWaitingForIsAnsweredUnread) {
   EXPECT_TRUE(wait_metric("tessera_kvstore_fetch_expired_total", 1)) << metrics->render();
   EXPECT_EQ(store->prefix_gate.done(), 1u) << "the second fetch was not read";
   // A fetch that says nothing of its wait is read as before.
-  wire::kv_fetch_reply third;
-  self->request(store_actor, 10s, fetch_atom_v, patient)
-    .receive([&](wire::kv_fetch_reply& r) { third = std::move(r); },
-             [&](caf::error& e) { ADD_FAILURE() << to_string(e); });
-  EXPECT_EQ(third.blocks.size(), 3u);
+  EXPECT_EQ(fetch(patient).blocks.size(), 3u);
   EXPECT_EQ(store->prefix_gate.done(), 2u);
 }
 
