@@ -5,6 +5,7 @@
 #include <caf/sec.hpp>
 
 #include "common/error.hpp"
+#include "common/text_tail.hpp"
 
 namespace tessera::chaos {
 
@@ -59,9 +60,14 @@ caf::error node_processes::start_all(std::chrono::milliseconds timeout) {
     auto& p = procs_.at(id);
     for (;;) {
       auto line = p.read_line(std::max(left_until(deadline), std::chrono::milliseconds{1}));
-      if (!line)
-        return node_error("node " + id + " did not say it is ready (" + error_message(line.error()) + "); see " +
-                          log_of(id).string());
+      if (!line) {
+        // What the node said last is the reason, and its log may not
+        // outlive the run (a test's temporary folder): it goes in the error.
+        const auto tail = file_tail(log_of(id), 12);
+        return node_error("node " + id + " did not say it is ready (" + error_message(line.error()) + "); " +
+                          (tail.empty() ? "its log " + log_of(id).string() + " is empty"
+                                        : "the end of its log " + log_of(id).string() + ":\n" + tail));
+      }
       if (line->find("ready") != std::string::npos)
         break;
     }

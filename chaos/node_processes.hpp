@@ -42,7 +42,7 @@ public:
   /// Starts every node (in reverse order: the router's node usually comes
   /// first in a config and dials the others) and waits, at most `timeout`
   /// in all, until each printed its "ready" line. Errors name the node and
-  /// its log.
+  /// its log, and quote the log's last lines.
   [[nodiscard]] caf::error start_all(std::chrono::milliseconds timeout);
 
   /// Starts node `id` again: a process of it still running is killed

@@ -14,6 +14,7 @@
 #include <caf/sec.hpp>
 
 #include "common/error.hpp"
+#include "common/text_tail.hpp"
 
 namespace tessera::launch {
 
@@ -151,30 +152,6 @@ caf::error write_text_file(const std::filesystem::path& file, const std::string&
   if (ec)
     return failed("cannot write " + file.string() + ": " + ec.message());
   return {};
-}
-
-std::string tail_lines(const std::string& text, size_t lines) {
-  size_t start = text.size();
-  size_t seen = 0;
-  if (start > 0 && text[start - 1] == '\n')
-    --start;
-  while (start > 0 && seen < lines) {
-    --start;
-    if (text[start] == '\n' && ++seen == lines) {
-      ++start;
-      break;
-    }
-  }
-  std::string out;
-  size_t pos = start;
-  while (pos < text.size()) {
-    auto end = text.find('\n', pos);
-    if (end == std::string::npos)
-      end = text.size();
-    out += "  " + text.substr(pos, end - pos) + "\n";
-    pos = end + 1;
-  }
-  return out;
 }
 
 } // namespace tessera::launch

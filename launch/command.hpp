@@ -62,7 +62,4 @@ private:
 [[nodiscard]] caf::error write_text_file(const std::filesystem::path& file, const std::string& text,
                                          std::filesystem::perms mode);
 
-/// The last `lines` lines of `text`, each indented by two spaces.
-[[nodiscard]] std::string tail_lines(const std::string& text, size_t lines);
-
 } // namespace tessera::launch

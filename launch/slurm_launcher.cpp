@@ -12,6 +12,7 @@
 
 #include "cluster/nearest_name.hpp"
 #include "common/error.hpp"
+#include "common/text_tail.hpp"
 
 namespace tessera::launch {
 
@@ -68,11 +69,11 @@ caf::expected<std::string> job_state(const runner& run, const std::string& job) 
 std::string job_logs(const launch_plan& p, const std::string& job) {
   const fs::path dir = p.spec.state_dir;
   std::string out = "the end of the job's output (" + (dir / ("job-" + job + ".out")).string() + "):\n" +
-                    tail_lines(read_file(dir / ("job-" + job + ".out")), 10);
+                    file_tail(dir / ("job-" + job + ".out"), 10);
   for (const auto& n : p.nodes) {
     const auto log = dir / ("job-" + job) / (n.id + ".log");
     if (fs::exists(log))
-      out += "node " + n.id + " (" + log.string() + "):\n" + tail_lines(read_file(log), 10);
+      out += "node " + n.id + " (" + log.string() + "):\n" + file_tail(log, 10);
   }
   return out;
 }
@@ -209,7 +210,7 @@ caf::error slurm_start(const launch_plan& p, const launch_options& o, std::ostre
       if (times >= 2) {
         const auto log = fs::path{state} / ("job-" + job) / (n.id + ".log");
         dead += "node " + n.id + " (job " + job + ") is not running; the end of its log (" + log.string() + "):\n" +
-                tail_lines(read_file(log), 20);
+                file_tail(log, 20);
       }
     }
     return dead.empty() ? caf::error{} : failed(dead);

@@ -7,6 +7,7 @@
 #include <caf/sec.hpp>
 
 #include "common/error.hpp"
+#include "common/text_tail.hpp"
 
 namespace tessera::launch {
 

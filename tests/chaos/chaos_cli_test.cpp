@@ -8,11 +8,13 @@
 
 #include <filesystem>
 #include <fstream>
+#include <regex>
 
 #include <nlohmann/json.hpp>
 
 #include "tests/chaos/chaos_cluster.hpp"
 #include "tests/support/run_tessera.hpp"
+#include "tests/support/sockets.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/test_model.hpp"
 
@@ -145,6 +147,29 @@ TEST(ChaosCliTest, AnUnknownNodeInTheScenarioIsRefusedBeforeAnythingStarts) {
   EXPECT_NE(r.out.find("'decode-c' is not a node of the cluster; did you mean 'decode-a'?"), std::string::npos)
     << r.out;
   EXPECT_EQ(r.out.find("starting"), std::string::npos) << r.out;
+}
+
+TEST(ChaosCliTest, ANodeThatCannotStartIsNamedWithTheEndOfItsLog) {
+  // decode-b's transport address is a port something else listens on: its
+  // preflight refuses to start, and what it said must reach the harness's
+  // error (the log folder of a test run is gone after it).
+  tessera::test::temp_dir dir{"tessera-chaos-test"};
+  const auto config = write_cluster(dir.path());
+  tessera::test::loopback_http_server squatter{[](int) {}};
+  auto text = tessera::test::read_text(config);
+  const std::regex decode_b{R"((id = "decode-b"\naddress = "127\.0\.0\.1:)\d+)"};
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(text, m, decode_b)) << text;
+  text = m.prefix().str() + m[1].str() + std::to_string(squatter.port()) + m.suffix().str();
+  std::ofstream(config, std::ios::trunc) << text;
+  std::ofstream(dir.path() / "s.toml") << "duration_s = 2\n[load]\nrate = 2\nmax_tokens = 4\n";
+  auto r = tessera::test::run_tessera("chaos --config " + config.string() + " --scenario " +
+                                      (dir.path() / "s.toml").string() + " --logs " + (dir.path() / "logs").string());
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("node decode-b did not say it is ready"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the end of its log"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("address 127.0.0.1:" + std::to_string(squatter.port())), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cannot listen"), std::string::npos) << r.out;
 }
 
 } // namespace

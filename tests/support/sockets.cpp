@@ -1,11 +1,16 @@
 #include "tests/support/sockets.hpp"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <mutex>
+#include <random>
 #include <set>
 #include <string>
 
@@ -23,31 +28,77 @@ sockaddr_in loopback_address(uint16_t port) {
 
 namespace {
 
-uint16_t bind_any_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  auto a = loopback_address(0);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+/// True if 127.0.0.1:`port` can be bound now.
+bool can_bind(uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return false;
+  auto a = loopback_address(port);
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
   ::close(fd);
-  return ntohs(a.sin_port);
+  return ok;
+}
+
+/// The kernel's ephemeral range (ip_local_port_range): where connect()
+/// and bind(port 0) take ports.
+std::pair<int, int> ephemeral_range() {
+  std::ifstream in{"/proc/sys/net/ipv4/ip_local_port_range"};
+  int low = 32768;
+  int high = 60999;
+  in >> low >> high;
+  return {low, high};
+}
+
+/// Holds `port` for this process's life against other test processes:
+/// an exclusive flock on a file named by it (released when the process
+/// ends, however it ends). False if another process holds it.
+bool reserve_across_processes(uint16_t port) {
+  static const auto dir = std::filesystem::temp_directory_path() / "tessera-test-ports";
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  std::filesystem::permissions(dir, std::filesystem::perms::all | std::filesystem::perms::sticky_bit, ec);
+  const auto file = dir / std::to_string(port);
+  int fd = ::open(file.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0666);
+  if (fd < 0)
+    return true; // no reservation possible here: the bind check alone
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    ::close(fd);
+    return false;
+  }
+  return true; // fd stays open (and locked) until the process ends
 }
 
 } // namespace
 
 uint16_t free_port() {
-  // The kernel may hand the port it just gave back out again on the next
-  // bind: a test asking for several ports before anything listens would
-  // then give two listeners one port (seen: a node's metrics and another
-  // node's http). A port is returned at most once per process.
+  // A port from the kernel's ephemeral range (bind to port 0) collides
+  // with what runs beside the test: the kernel hands it to the next
+  // connect() of any process (a cluster under load in a parallel test
+  // opens hundreds) or bind(0) of another test process, in the seconds
+  // before the node given it listens (seen: a chaos test's router failing
+  // its preflight). So: ports below that range, at a random start, each
+  // bindable now, returned at most once per process and reserved against
+  // other test processes.
   static std::mutex mu;
   static std::set<uint16_t> given;
+  static std::mt19937 pick{std::random_device{}()};
   std::lock_guard lock{mu};
-  uint16_t port = bind_any_port();
-  for (int tries = 0; given.count(port) != 0 && tries < 1000; ++tries)
-    port = bind_any_port();
-  given.insert(port);
-  return port;
+  const auto [low, high] = ephemeral_range();
+  // Below the ephemeral range if there is room there, else above it.
+  const int first = low > 12000 ? 10000 : high + 1;
+  const int last = low > 12000 ? low - 1 : 65535;
+  std::uniform_int_distribution<int> start{first, last};
+  const int span = last - first + 1;
+  const int from = start(pick);
+  for (int i = 0; i < span; ++i) {
+    const auto port = static_cast<uint16_t>(first + (from - first + i) % span);
+    if (given.count(port) != 0 || !can_bind(port) || !reserve_across_processes(port))
+      continue;
+    given.insert(port);
+    return port;
+  }
+  ADD_FAILURE() << "no free TCP port on 127.0.0.1 in " << first << "-" << last;
+  return 0;
 }
 
 bool raw_send(uint16_t port, const std::vector<uint8_t>& bytes, std::chrono::milliseconds linger) {
