@@ -75,10 +75,10 @@ uint16_t free_port() {
   // with what runs beside the test: the kernel hands it to the next
   // connect() of any process (a cluster under load in a parallel test
   // opens hundreds) or bind(0) of another test process, in the seconds
-  // before the node given it listens (seen: a chaos test's router failing
-  // its preflight). So: ports below that range, at a random start, each
-  // bindable now, returned at most once per process and reserved against
-  // other test processes.
+  // before the node given it listens (the likely cause of a chaos test's
+  // router exiting before ready, in CI). So: ports below that range, at a
+  // random start, each bindable now, returned at most once per process and
+  // reserved against other test processes.
   static std::mutex mu;
   static std::set<uint16_t> given;
   static std::mt19937 pick{std::random_device{}()};
