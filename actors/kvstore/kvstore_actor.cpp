@@ -24,10 +24,39 @@ constexpr size_t hashes_per_event = 4096;
 
 /// One of the actors that read blocks for fetches, on its own thread (a
 /// read may wait on disk); the store actor hands each fetch to the next,
-/// with the steady_clock time (ticks since its epoch; 0: none) after which
-/// its asker no longer waits for it.
+/// with the steady_clock times (ticks since its epoch) it was handed over
+/// and after which its asker no longer waits for it (0: none).
 using kvstore_reader = caf::typed_actor<
-  caf::replies_to<fetch_atom, wire::kv_fetch_request, int64_t>::with<wire::kv_fetch_reply>>;
+  caf::replies_to<fetch_atom, wire::kv_fetch_request, int64_t, int64_t>::with<wire::kv_fetch_reply>>;
+
+/// Where a fetch's time at the store goes, in the registry's histograms
+/// (none without a registry): waiting for a reader, and the read.
+struct fetch_timing {
+  std::shared_ptr<cluster::metrics_registry> registry;
+  cluster::metric_histogram* queued = nullptr;
+  cluster::metric_histogram* read = nullptr;
+
+  explicit fetch_timing(std::shared_ptr<cluster::metrics_registry> r) : registry(std::move(r)) {
+    if (!registry)
+      return;
+    const auto stage = [&](const char* name) {
+      return &registry->histogram("tessera_kvstore_fetch_stage_seconds",
+                                  "Time a prefix fetch spent in the kv store, by stage: queued (handed to a "
+                                  "reader until it took it up) and read (the reader's read of the blocks; not "
+                                  "for fetches answered unread because their askers had stopped waiting).",
+                                  cluster::latency_buckets_seconds(), {{"stage", name}});
+    };
+    queued = stage("queued");
+    read = stage("read");
+  }
+};
+
+using clock_ticks = std::chrono::steady_clock::duration;
+
+/// Seconds from `from` (steady_clock ticks since its epoch) to `to`.
+double seconds_between(int64_t from, std::chrono::steady_clock::time_point to) {
+  return std::chrono::duration<double>(to.time_since_epoch() - clock_ticks{from}).count();
+}
 
 /// The reader holds the store weakly: the node closes its store when it
 /// stops (RocksDB's files and lock go with it), whether or not its readers
@@ -35,15 +64,22 @@ using kvstore_reader = caf::typed_actor<
 /// whose asker stopped waiting before its turn came is answered empty
 /// unread and counted in `expired`.
 kvstore_reader::behavior_type reader_fn(std::weak_ptr<kvstore::block_store> store,
-                                        std::shared_ptr<std::atomic<uint64_t>> expired) {
+                                        std::shared_ptr<std::atomic<uint64_t>> expired,
+                                        std::shared_ptr<fetch_timing> timing) {
   return {
-    [store, expired](fetch_atom, const wire::kv_fetch_request& r, int64_t until) {
-      if (until != 0 && std::chrono::steady_clock::now().time_since_epoch().count() > until) {
+    [store, expired, timing](fetch_atom, const wire::kv_fetch_request& r, int64_t handed, int64_t until) {
+      const auto start = std::chrono::steady_clock::now();
+      if (timing->queued != nullptr)
+        timing->queued->observe(seconds_between(handed, start));
+      if (until != 0 && start.time_since_epoch().count() > until) {
         expired->fetch_add(1, std::memory_order_relaxed);
         return wire::kv_fetch_reply{};
       }
       auto s = store.lock();
-      return s ? read_chain(*s, r) : wire::kv_fetch_reply{};
+      auto reply = s ? read_chain(*s, r) : wire::kv_fetch_reply{};
+      if (timing->read != nullptr)
+        timing->read->observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      return reply;
     },
   };
 }
@@ -237,9 +273,10 @@ void on_heartbeat(kvstore_pointer self) {
 
 kvstore_impl::behavior_type kvstore_fn(kvstore_pointer self, kvstore_config cfg) {
   self->state.cfg = std::move(cfg);
+  auto timing = std::make_shared<fetch_timing>(self->state.cfg.metrics);
   for (size_t i = 0; i < std::max<size_t>(1, self->state.cfg.readers); ++i)
     self->state.readers.push_back(self->spawn<caf::linked + caf::detached>(
-      reader_fn, std::weak_ptr<kvstore::block_store>{self->state.cfg.store}, self->state.fetches_expired));
+      reader_fn, std::weak_ptr<kvstore::block_store>{self->state.cfg.store}, self->state.fetches_expired, timing));
   // The join goes out before the first events: the router indexes a
   // store's events by the id its join announced.
   on_heartbeat(self);
@@ -260,14 +297,16 @@ kvstore_impl::behavior_type kvstore_fn(kvstore_pointer self, kvstore_config cfg)
       ++st.fetches_in_flight;
       // Past the asker's wait its place is given back too: it computes.
       auto timeout = st.cfg.read_timeout;
+      const auto now = std::chrono::steady_clock::now();
       int64_t until = 0;
       if (r.wait_ms > 0) {
         const std::chrono::milliseconds wait{r.wait_ms};
         timeout = std::min(timeout, wait);
-        until = (std::chrono::steady_clock::now() + wait).time_since_epoch().count();
+        until = (now + wait).time_since_epoch().count();
       }
       auto rp = self->make_response_promise<wire::kv_fetch_reply>();
-      self->request(st.readers[st.next_reader++ % st.readers.size()], timeout, fetch_atom_v, r, until)
+      self->request(st.readers[st.next_reader++ % st.readers.size()], timeout, fetch_atom_v, r,
+                    static_cast<int64_t>(now.time_since_epoch().count()), until)
         .then(
           [self, rp](wire::kv_fetch_reply& reply) mutable {
             --self->state.fetches_in_flight;

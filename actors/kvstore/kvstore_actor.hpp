@@ -15,8 +15,10 @@
 /// taken in turn, so several workers' fetches proceed at once. A fetch
 /// still queued at its reader when its asker stopped waiting for it
 /// (kv_fetch_request::wait_ms) is answered empty without a read
-/// (tessera_kvstore_fetch_expired_total). The actor also makes the store
-/// known:
+/// (tessera_kvstore_fetch_expired_total). Where a fetch's time goes, the
+/// wait for a reader and the read, is in
+/// tessera_kvstore_fetch_stage_seconds{stage=queued|read}. The actor also
+/// makes the store known:
 ///
 ///   every event_interval:      store events --> kv_event (g2 host / g3 disk)
 ///                                                --> router (prefix index)

@@ -301,6 +301,18 @@ TEST_F(KvFetchFaultsTest, AFetchItsAskerStoppedWaitingForIsAnsweredUnread) {
   // A fetch that says nothing of its wait is read as before.
   EXPECT_EQ(fetch(patient).blocks.size(), 3u);
   EXPECT_EQ(store->prefix_gate.done(), 2u);
+  // Where the time went: three fetches waited for the reader, two were
+  // read; the second waited at least its 100 ms, and the first's read took
+  // as long as the gate held it.
+  const auto text = metrics->render();
+  const auto stage = [&](const char* name, const char* series) {
+    return tessera::test::metric_value(
+      text, std::string{"tessera_kvstore_fetch_stage_seconds_"} + series + "{stage=\"" + name + "\"}");
+  };
+  EXPECT_EQ(stage("queued", "count"), 3) << text;
+  EXPECT_EQ(stage("read", "count"), 2) << text;
+  EXPECT_GE(stage("queued", "sum"), 0.1) << text;
+  EXPECT_GE(stage("read", "sum"), 0.1) << text;
 }
 
 // The answer to a fetch arrives, carrying the prefix's blocks, after the
