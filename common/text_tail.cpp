@@ -35,6 +35,8 @@ std::string file_tail(const std::filesystem::path& file, size_t lines) {
   if (!in)
     return {};
   const std::streamoff size = in.tellg();
+  if (size <= 0) // empty, or a stream that cannot tell its size
+    return {};
   const std::streamoff from = std::max<std::streamoff>(0, size - window);
   in.seekg(from);
   std::string text(static_cast<size_t>(size - from), '\0');

@@ -68,8 +68,8 @@ caf::expected<std::string> job_state(const runner& run, const std::string& job) 
 /// The end of the job's output and of each node's log.
 std::string job_logs(const launch_plan& p, const std::string& job) {
   const fs::path dir = p.spec.state_dir;
-  std::string out = "the end of the job's output (" + (dir / ("job-" + job + ".out")).string() + "):\n" +
-                    file_tail(dir / ("job-" + job + ".out"), 10);
+  const auto output = dir / ("job-" + job + ".out");
+  std::string out = "the end of the job's output (" + output.string() + "):\n" + file_tail(output, 10);
   for (const auto& n : p.nodes) {
     const auto log = dir / ("job-" + job) / (n.id + ".log");
     if (fs::exists(log))

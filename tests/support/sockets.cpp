@@ -53,10 +53,14 @@ std::pair<int, int> ephemeral_range() {
 /// an exclusive flock on a file named by it (released when the process
 /// ends, however it ends). False if another process holds it.
 bool reserve_across_processes(uint16_t port) {
-  static const auto dir = std::filesystem::temp_directory_path() / "tessera-test-ports";
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  std::filesystem::permissions(dir, std::filesystem::perms::all | std::filesystem::perms::sticky_bit, ec);
+  // Made once per process, open to every user's tests (sticky, as /tmp).
+  static const auto dir = [] {
+    auto d = std::filesystem::temp_directory_path() / "tessera-test-ports";
+    std::error_code ec;
+    std::filesystem::create_directories(d, ec);
+    std::filesystem::permissions(d, std::filesystem::perms::all | std::filesystem::perms::sticky_bit, ec);
+    return d;
+  }();
   const auto file = dir / std::to_string(port);
   int fd = ::open(file.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0666);
   if (fd < 0)
@@ -83,7 +87,8 @@ uint16_t free_port() {
   static std::set<uint16_t> given;
   static std::mt19937 pick{std::random_device{}()};
   std::lock_guard lock{mu};
-  const auto [low, high] = ephemeral_range();
+  static const auto range = ephemeral_range();
+  const auto [low, high] = range;
   // Below the ephemeral range if there is room there, else above it.
   const int first = low > 12000 ? 10000 : high + 1;
   const int last = low > 12000 ? low - 1 : 65535;
