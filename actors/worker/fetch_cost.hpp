@@ -34,6 +34,19 @@
 /// prefix's size and the compute it saves: floor + 4 x the estimated fetch
 /// time + 2 x the compute time, at most `max_deadline`. A fetch that runs
 /// past its deadline keeps the blocks that arrived and computes the rest.
+///
+/// The floor follows the store's tail, not only its mean: it is at least
+/// `tail_factor` x the slowest answer the store gave lately (a maximum that
+/// decays by `tail_keep` per answer), up to `max_tail_floor`. A store whose
+/// reads are fast on average but sometimes wait behind a large one (a long
+/// prefix read from disk) would otherwise run the asks queued behind that
+/// read past a floor sized for its mean (issue 14's late fetches).
+///
+/// Only answers feed the deadline (its mean and its tail). An ask that
+/// timed out says the store takes at least its timeout: that counts toward
+/// skipping the store until it answers again, but if it also raised the
+/// next deadline, that deadline's timeout would raise the one after, and a
+/// stuck store would hold every request up to `max_deadline`.
 
 #include <chrono>
 #include <cstdint>
@@ -48,6 +61,12 @@ struct fetch_cost_options {
   std::chrono::milliseconds min_deadline{250};
   /// The longest. Default: 30 s.
   std::chrono::milliseconds max_deadline{30000};
+  /// The floor is at least this many times the store's recent slowest answer ... Default: 2.
+  double tail_factor = 2;
+  /// ... which decays by this much per answer (about 350 answers to halve). Default: 0.998.
+  double tail_keep = 0.998;
+  /// ... up to this. Default: 2 s.
+  std::chrono::milliseconds max_tail_floor{2000};
   /// Priors before a store has answered. Defaults: 1 GB/s, 1 ms.
   double prior_bytes_per_s = 1e9;
   double prior_latency_s = 1e-3;
@@ -63,7 +82,8 @@ struct fetch_cost_options {
 
 /// What the model says of one fetch.
 struct fetch_plan {
-  /// Estimated seconds to fetch (measured on this host's earlier fetches),
+  /// Estimated seconds to fetch (measured on this host's earlier fetches;
+  /// at least the last timeout while the store has not answered since),
   /// and to compute instead (nullopt: unknown).
   double fetch_s = 0;
   /// The backend's modelled seconds to load the blocks, where it models a
@@ -82,6 +102,9 @@ public:
 
   /// A store at `source` answered `bytes` of blocks in `seconds`.
   void observe_fetch(const std::string& source, uint64_t bytes, double seconds);
+  /// An ask of the store at `source` went unanswered for `seconds` (its
+  /// timeout): the store takes at least that long until it answers again.
+  void observe_timeout(const std::string& source, double seconds);
   /// The engine computed `tokens` in `seconds` of steps.
   void observe_compute(uint64_t tokens, double seconds);
 
@@ -97,6 +120,10 @@ private:
   struct source_rate {
     double bytes_per_s = 0;
     double latency_s = 0;
+    /// The slowest answer lately (decayed).
+    double slowest_s = 0;
+    /// The longest unanswered ask since the last answer (0: none).
+    double stalled_s = 0;
     uint64_t answers = 0;
     uint32_t skips = 0; // in a row
   };

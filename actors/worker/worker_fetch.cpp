@@ -114,7 +114,7 @@ void fetch_next(worker_pointer self, uint64_t id) {
       [self, id, peer, at, took](caf::error& err) {
         const bool timed_out = err == caf::sec::request_timeout;
         if (timed_out) // the store took at least this long
-          self->state.fetch_costs.observe_fetch(at.node + "/" + at.actor, 0, took());
+          self->state.fetch_costs.observe_timeout(at.node + "/" + at.actor, took());
         auto it = self->state.fetching.find(id);
         if (it == self->state.fetching.end())
           return;

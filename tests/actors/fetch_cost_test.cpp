@@ -4,6 +4,7 @@
 #include "actors/worker/fetch_cost.hpp"
 
 #include <cmath>
+#include <limits>
 
 #include <gtest/gtest.h>
 
@@ -102,10 +103,64 @@ TEST(FetchCostTest, AModelledDeviceWeighsItsModelledLoadNotTheHostsFetchTime) {
   EXPECT_FALSE(m.plan("store", 200 << 20, 4096, std::nullopt, 0.004).modelled_fetch_s);
 }
 
+TEST(FetchCostTest, TheFloorFollowsTheStoresSlowestAnswerLatelyNotOnlyItsMean) {
+  fetch_cost_model m;
+  for (int i = 0; i < 50; ++i)
+    m.observe_fetch("s", 1024, 0.002); // 2 ms round trips
+  const auto quiet = m.plan("s", 1024, 16, 1e-3);
+  EXPECT_LT(quiet.deadline, milliseconds{270}) << "the 250 ms floor";
+  m.observe_fetch("s", 1024, 0.400); // once, a read waited 400 ms behind a long one
+  for (int i = 0; i < 10; ++i)
+    m.observe_fetch("s", 1024, 0.002);
+  const auto after = m.plan("s", 1024, 16, 1e-3);
+  EXPECT_GT(after.deadline, milliseconds{750}) << "2 x the slow answer, though the mean is back near 2 ms";
+  EXPECT_LT(after.deadline, milliseconds{900});
+  for (int i = 0; i < 2000; ++i) // the slow answer fades
+    m.observe_fetch("s", 1024, 0.002);
+  EXPECT_LT(m.plan("s", 1024, 16, 1e-3).deadline, milliseconds{270});
+  EXPECT_LT(m.plan("other", 1024, 16, 1e-3).deadline, milliseconds{270}) << "tails are per store";
+
+  fetch_cost_options o;
+  o.weight = 1e-3; // so that the mean hardly hears it
+  fetch_cost_model capped{o};
+  capped.observe_fetch("s", 1024, 0.002);
+  capped.observe_fetch("s", 1024, 60.0); // a minute: the tail's floor stops at 2 s
+  const auto d = capped.plan("s", 1024, 16, 1e-3).deadline;
+  EXPECT_GT(d, milliseconds{2000});
+  EXPECT_LT(d, milliseconds{2400}) << "2 s + 4 x a mean of about 60 ms";
+}
+
+TEST(FetchCostTest, AStuckStoreIsSkippedButDoesNotLengthenTheDeadline) {
+  fetch_cost_options o;
+  o.probe_every = 2;
+  fetch_cost_model m{o};
+  m.observe_fetch("s", 1024, 0.002);
+  const auto first = m.plan("s", 1024, 16, 0.01);
+  ASSERT_TRUE(first.fetch);
+  auto p = first;
+  for (int i = 0; i < 20; ++i) { // every ask runs out its deadline
+    if (p.fetch)
+      m.observe_timeout("s", std::chrono::duration<double>(p.deadline).count());
+    p = m.plan("s", 1024, 16, 0.01);
+    EXPECT_EQ(p.deadline, first.deadline) << i << ": a timeout raising the next deadline would grow them to 30 s";
+    EXPECT_GE(p.fetch_s, 0.25) << "the store takes at least its last timeout";
+  }
+  EXPECT_FALSE(m.plan("s", 1024, 16, 0.01).fetch) << "skipped but for the probes";
+  m.observe_fetch("s", 1024, 0.002); // a probe is answered
+  EXPECT_TRUE(m.plan("s", 1024, 16, 0.01).fetch);
+  EXPECT_LT(m.plan("s", 1024, 16, 0.01).fetch_s, 0.01);
+
+  fetch_cost_model never;
+  never.observe_timeout("t", 5.0);
+  EXPECT_FALSE(never.plan("t", 1024, 16, 0.01).fetch) << "a store that never answered, once it timed out";
+}
+
 TEST(FetchCostTest, NonsenseObservationsAreIgnored) {
   fetch_cost_model m;
   m.observe_fetch("s", 1 << 20, -1.0);
   m.observe_fetch("s", 1 << 20, std::nan(""));
+  m.observe_fetch("s", 1 << 20, std::numeric_limits<double>::infinity());
+  m.observe_timeout("s", std::nan(""));
   EXPECT_TRUE(m.plan("s", uint64_t{1} << 40, 16, 1e-6).fetch) << "still never heard from";
 }
 
