@@ -2,10 +2,12 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <sys/file.h>
+#include <sys/stat.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <filesystem>
 #include <fstream>
@@ -49,27 +51,34 @@ std::pair<int, int> ephemeral_range() {
   return {low, high};
 }
 
-/// Holds `port` for this process's life against other test processes:
-/// an exclusive flock on a file named by it (released when the process
-/// ends, however it ends). False if another process holds it.
+/// Holds `port` for this process's life against other test processes: an
+/// exclusive lock on byte `port` of one shared file (an open-file-
+/// description lock, released when the process ends, however it ends).
+/// False if another process holds it. One file for every port, so the
+/// reservations leave nothing behind but that file.
 bool reserve_across_processes(uint16_t port) {
-  // Made once per process, open to every user's tests (sticky, as /tmp).
-  static const auto dir = [] {
-    auto d = std::filesystem::temp_directory_path() / "tessera-test-ports";
-    std::error_code ec;
-    std::filesystem::create_directories(d, ec);
-    std::filesystem::permissions(d, std::filesystem::perms::all | std::filesystem::perms::sticky_bit, ec);
-    return d;
-  }();
-  const auto file = dir / std::to_string(port);
-  int fd = ::open(file.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0666);
+  // Opened once per process and kept open: closing it would drop the
+  // locks. A forked child opens its own (the parent's open file
+  // description, and so its locks, would be the child's too).
+  static int fd = -1;
+  static pid_t opened_by = 0;
+  if (opened_by != ::getpid()) {
+    opened_by = ::getpid();
+    const auto file = std::filesystem::temp_directory_path() / "tessera-test-ports.lock";
+    fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (fd >= 0)
+      ::fchmod(fd, 0666); // every user's tests share it (best effort: the creator's umask)
+  }
   if (fd < 0)
     return true; // no reservation possible here: the bind check alone
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    ::close(fd);
-    return false;
-  }
-  return true; // fd stays open (and locked) until the process ends
+  struct flock lock {};
+  lock.l_type = F_WRLCK;
+  lock.l_whence = SEEK_SET;
+  lock.l_start = port;
+  lock.l_len = 1;
+  if (::fcntl(fd, F_OFD_SETLK, &lock) == 0)
+    return true;
+  return errno != EAGAIN && errno != EACCES; // held by another process; else no locks here
 }
 
 } // namespace

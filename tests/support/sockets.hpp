@@ -21,8 +21,8 @@ namespace tessera::test {
 /// A TCP port on 127.0.0.1 that was free a moment ago (bound, closed),
 /// outside the kernel's ephemeral range (so no connect() elsewhere takes
 /// it before the test listens), that no earlier call in this process
-/// returned and that no other test process holds (a lock file under
-/// $TMPDIR/tessera-test-ports, released when the process ends).
+/// returned and that no other test process holds (a lock on the port's
+/// byte of $TMPDIR/tessera-test-ports.lock, released when the process ends).
 [[nodiscard]] uint16_t free_port();
 
 /// Connects to 127.0.0.1:`port`, sends `bytes`, then waits up to `linger`
