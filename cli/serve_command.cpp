@@ -191,6 +191,12 @@ command add_serve_command(CLI::App& app) {
                   "While no decode worker is healthy but some are only late (a saturated host), route "
                   "among those instead of answering 503")
     ->capture_default_str();
+  sub->add_option("--router-index-max-entries", o.router.index.max_entries,
+                  "Most (block, worker or kv store) entries the router's prefix index keeps; past it the "
+                  "oldest are forgotten and their blocks no longer credited (0: unbounded, about 96 bytes "
+                  "an entry)")
+    ->capture_default_str()
+    ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 32));
   sub->add_option("--late-grace-ms", a->late_grace_ms,
                   "A worker that is only late keeps its streams while its last heartbeat is younger than "
                   "this")

@@ -34,6 +34,7 @@ const std::vector<std::string> top_keys{"model",
                                         "kv_admission",
                                         "kv_admission_wait_ms",
                                         "panic_routing",
+                                        "router_index_max_entries",
                                         "late_grace_ms",
                                         "slo_ttft_ms",
                                         "slo_itl_ms",
@@ -347,6 +348,8 @@ config_reading read_cluster_config(std::string_view text, const std::string& nam
   r.flag(root["kv_admission"], "kv_admission", c.kv_admission);
   r.num(root["kv_admission_wait_ms"], "kv_admission_wait_ms", 0, 20000, c.kv_admission_wait_ms);
   r.flag(root["panic_routing"], "panic_routing", c.panic_routing);
+  r.num(root["router_index_max_entries"], "router_index_max_entries", 0, int64_t{1} << 32,
+        c.router_index_max_entries);
   r.num(root["late_grace_ms"], "late_grace_ms", 0, 600000, c.late_grace_ms);
   r.flt(root["slo_ttft_ms"], "slo_ttft_ms", 0.0, 1e7, c.slo_ttft_ms);
   r.flt(root["slo_itl_ms"], "slo_itl_ms", 0.0, 1e7, c.slo_itl_ms);

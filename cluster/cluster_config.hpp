@@ -19,6 +19,8 @@
 ///                                   # worker's KV pool has room for it
 ///   kv_admission_wait_ms = 8000     # at most this long; then route it anyway
 ///   panic_routing = true            # no healthy decode worker: route among the late ones
+///   router_index_max_entries = 8388608 # prefix index entries (block, worker or store);
+///                                   # past it the oldest are forgotten (0: unbounded)
 ///   late_grace_ms = 3000            # a late worker keeps its streams this long
 ///   slo_ttft_ms = 0.0               # the autoscaling signal's TTFT p90 SLO (0: none)
 ///   slo_itl_ms = 0.0                # and its inter-token latency p90 SLO
@@ -182,6 +184,8 @@ struct cluster_config {
   int64_t kv_admission_wait_ms = 8000;
   /// router_options::panic_routing. Default: true.
   bool panic_routing = true;
+  /// prefix_index_options::max_entries, [0, 2^32]; 0: unbounded. Default: 2^23.
+  int64_t router_index_max_entries = int64_t{1} << 23;
   /// frontend_config::late_grace in ms, [0, 600000]. Default: 3000.
   int64_t late_grace_ms = 3000;
   /// The autoscaling signal's SLOs, ms (autoscale_options); 0: none.

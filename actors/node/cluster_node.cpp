@@ -205,6 +205,7 @@ cluster_node::start(caf::actor_system& sys, const cluster::cluster_config& cfg,
     rc.options.load = cfg.router_load == "blocks" ? load_measure::blocks : load_measure::units;
     rc.options.sticky_break_factor = cfg.router_sticky_break;
     rc.options.panic_routing = cfg.panic_routing;
+    rc.index.max_entries = static_cast<size_t>(cfg.router_index_max_entries);
     rc.kv_admission.enabled = cfg.kv_admission;
     rc.kv_admission.max_wait = std::chrono::milliseconds{cfg.kv_admission_wait_ms};
     rc.autoscale.slo_ttft_ms = cfg.slo_ttft_ms;

@@ -115,6 +115,11 @@ struct router_state {
   cluster::metric_counter* kv_waits = nullptr;
   cluster::metric_counter* kv_wait_timeouts = nullptr;
   cluster::metric_gauge* kv_waiting = nullptr;
+  /// tessera_router_index_*; null without cfg.metrics.
+  cluster::metric_gauge* index_entries = nullptr;
+  cluster::metric_counter* index_evicted = nullptr;
+  /// Evictions already counted (and whether the first was logged).
+  uint64_t index_evicted_seen = 0;
 };
 
 /// Adds `units` of work routed to worker `w` to its load and its
@@ -152,6 +157,35 @@ cluster::metric_counter& kv_wait_timeouts_counter(cluster::metrics_registry& reg
 }
 cluster::metric_gauge& kv_waiting_gauge(cluster::metrics_registry& reg) {
   return reg.gauge("tessera_router_kv_admission_waiting", "Requests waiting at the router for KV room now.");
+}
+
+/// The prefix index's series in `reg`.
+cluster::metric_gauge& index_entries_gauge(cluster::metrics_registry& reg) {
+  return reg.gauge("tessera_router_index_entries",
+                   "(block, worker or kv store) entries in the router's prefix index now.");
+}
+cluster::metric_counter& index_evicted_counter(cluster::metrics_registry& reg) {
+  return reg.counter("tessera_router_index_evicted_entries_total",
+                     "Prefix index entries dropped at its router_index_max_entries cap (the router no longer "
+                     "credits those blocks to their holders).");
+}
+
+/// Publishes the prefix index's size and evictions; logs the first
+/// eviction, which says the cap is below what the cluster caches.
+void note_index(router_state& st) {
+  const auto evicted = st.index.stats().evicted_entries;
+  if (evicted > st.index_evicted_seen) {
+    if (st.index_evicted_seen == 0)
+      spdlog::warn("router: the prefix index is full ({} entries): it now forgets the oldest, and the router no "
+                   "longer credits those cached blocks; raise router_index_max_entries (--router-index-max-entries) "
+                   "if the workers' pools and stores hold more",
+                   st.index.entries());
+    if (st.index_evicted)
+      st.index_evicted->inc(static_cast<double>(evicted - st.index_evicted_seen));
+    st.index_evicted_seen = evicted;
+  }
+  if (st.index_entries)
+    st.index_entries->set(static_cast<double>(st.index.entries()));
 }
 
 std::string key_of(const wire::actor_address& a) {
@@ -623,6 +657,7 @@ void health_tick(router_pointer self) {
   if (!st.workers.empty())
     note_panic(st, current_loads(st, now), now);
   admit_waiting(self);
+  note_index(st);
   const auto tick = canaries_on(st) ? std::max(st.cfg.health.canary_interval / 4, std::chrono::milliseconds{50})
                                     : std::chrono::milliseconds{250};
   self->delayed_send(self, tick, step_atom_v);
@@ -634,12 +669,15 @@ router_impl::behavior_type router_fn(router_pointer self, std::shared_ptr<router
   // only user.
   self->state.policy = std::move(policy);
   self->state.cfg = std::move(cfg);
+  self->state.index = prefix_index{self->state.cfg.index};
   self->state.next_canary = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
   if (auto& reg = self->state.cfg.metrics) {
     self->state.panic_routes = &panic_routes_counter(*reg);
     self->state.kv_waits = &kv_waits_counter(*reg);
     self->state.kv_wait_timeouts = &kv_wait_timeouts_counter(*reg);
     self->state.kv_waiting = &kv_waiting_gauge(*reg);
+    self->state.index_entries = &index_entries_gauge(*reg);
+    self->state.index_evicted = &index_evicted_counter(*reg);
   }
   self->send(self, step_atom_v);
   return {

@@ -32,6 +32,7 @@
 #include "actors/actor_types.hpp"
 #include "actors/router/autoscale.hpp"
 #include "actors/router/kv_admission.hpp"
+#include "actors/router/prefix_index.hpp"
 #include "actors/router/route_types.hpp"
 #include "actors/router/worker_health.hpp"
 #include "transport/wire/messages.hpp"
@@ -174,6 +175,11 @@ struct router_config {
   /// request waits at the router (first come, first served, at most
   /// kv_admission.max_wait) while no decode worker's pool has room for it.
   kv_admission_options kv_admission;
+  /// The prefix index's bounds (prefix_index.hpp): most (block, worker or
+  /// store) entries kept. /metrics: tessera_router_index_entries and
+  /// tessera_router_index_evicted_entries_total; the first eviction is
+  /// logged.
+  prefix_index_options index;
 };
 
 /// Spawns a router; fails if the policy name is unknown (the error names

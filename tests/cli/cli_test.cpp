@@ -76,6 +76,15 @@ TEST_F(CliTest, MissingModelFolderFailsWithAnErrorNamingIt) {
   EXPECT_NE(r.out.find("/nonexistent/tessera-model"), std::string::npos) << r.out;
 }
 
+TEST_F(CliTest, ARouterIndexCapOutOfRangeIsRefusedBeforeServing) {
+  for (const char* v : {"-3", "99999999999"}) {
+    auto r = run(std::string{"serve --model "} + model().string() + " --router-index-max-entries " + v);
+    EXPECT_NE(r.exit_code, 0) << v << "\n" << r.out;
+    EXPECT_NE(r.out.find("--router-index-max-entries"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("not in range"), std::string::npos) << r.out;
+  }
+}
+
 TEST_F(CliTest, CorruptWeightsFailWithAnErrorNamingTheFile) {
   auto bad = dir_->path() / "bad";
   std::filesystem::copy(model(), bad);

@@ -1,5 +1,6 @@
 // The cluster TOML's router and stream keys: kv_admission,
-// kv_admission_wait_ms, panic_routing and late_grace_ms, their defaults
+// kv_admission_wait_ms, panic_routing, late_grace_ms and
+// router_index_max_entries, their defaults
 // and their refusals.
 #include <string>
 
@@ -23,17 +24,20 @@ TEST(ClusterConfigRouterTest, DefaultsAdmitByKvRoomAndPanicRouteWithAThreeSecond
   EXPECT_EQ(c->kv_admission_wait_ms, 8000);
   EXPECT_TRUE(c->panic_routing);
   EXPECT_EQ(c->late_grace_ms, 3000);
+  EXPECT_EQ(c->router_index_max_entries, int64_t{1} << 23);
 }
 
 TEST(ClusterConfigRouterTest, KeysAreRead) {
   auto c = parse_cluster_config(std::string{"kv_admission = false\nkv_admission_wait_ms = 0\n"
-                                            "panic_routing = false\nlate_grace_ms = 10000\n"} + one_router,
+                                            "panic_routing = false\nlate_grace_ms = 10000\n"
+                                            "router_index_max_entries = 0\n"} + one_router,
                                 "c.toml");
   ASSERT_TRUE(c) << tessera::error_text(c.error());
   EXPECT_FALSE(c->kv_admission);
   EXPECT_EQ(c->kv_admission_wait_ms, 0);
   EXPECT_FALSE(c->panic_routing);
   EXPECT_EQ(c->late_grace_ms, 10000);
+  EXPECT_EQ(c->router_index_max_entries, 0) << "unbounded";
 }
 
 TEST(ClusterConfigRouterTest, BadValuesAreNamed) {
@@ -47,6 +51,8 @@ TEST(ClusterConfigRouterTest, BadValuesAreNamed) {
             std::string::npos);
   EXPECT_NE(problems_of(std::string{"panic_routing = 1\n"} + one_router).find("panic_routing"), std::string::npos);
   EXPECT_NE(problems_of(std::string{"late_grace_ms = 2.5\n"} + one_router).find("late_grace_ms"),
+            std::string::npos);
+  EXPECT_NE(problems_of(std::string{"router_index_max_entries = -5\n"} + one_router).find("router_index_max_entries"),
             std::string::npos);
   EXPECT_NE(problems_of(std::string{"kv_admision = true\n"} + one_router).find("kv_admission"), std::string::npos)
     << "a misspelt key names the right one";
