@@ -3,6 +3,14 @@
 // (a fifth of its times, 4 s of load) must answer every request, none
 // wrong and none lost, with every event applied; and a harness told to
 // expect another model's answers must call them wrong and fail (it can).
+//
+// The grace is not scaled with the scenario: it is how long the client
+// waits for a byte, and what it must cover is the frontend's own recovery,
+// whose timers no scenario scales (a stream whose chunk or request was
+// dropped is probed after 1.5 s, moved after two answers 0.5 s apart or a
+// 2 s gap, and computed again elsewhere). A grace of 3 s lost 1-2 of 18
+// requests in 4 of 12 drop runs beside a busy loop: the client gave up
+// while the stream was being moved.
 
 #include <gtest/gtest.h>
 
@@ -32,6 +40,9 @@ std::filesystem::path write_cluster(const std::filesystem::path& dir) {
                                              {"decode-b", "\"decode\""}});
 }
 
+/// Seconds the harness waits for answers after the load (the header).
+constexpr int grace_s = 10;
+
 /// Runs `scenario` short and returns its JSON report (null if none).
 json run_scenario(const std::string& scenario, int& exit_code, std::string& out) {
   tessera::test::temp_dir dir{"tessera-chaos-test"};
@@ -39,7 +50,7 @@ json run_scenario(const std::string& scenario, int& exit_code, std::string& out)
   const auto report = dir.path() / "report.json";
   const std::string file = std::string{TESSERA_SOURCE_DIR} + "/configs/chaos/" + scenario + ".toml";
   auto r = tessera::test::run_tessera("chaos --config " + config.string() + " --scenario " + file +
-                                      " --time-scale 0.2 --grace 3 --json " + report.string() + " --svg " +
+                                      " --time-scale 0.2 --grace " + std::to_string(grace_s) + " --json " + report.string() + " --svg " +
                                       (dir.path() / "t.svg").string() + " --logs " + (dir.path() / "logs").string());
   exit_code = r.exit_code;
   out = r.out;
@@ -51,10 +62,9 @@ json run_scenario(const std::string& scenario, int& exit_code, std::string& out)
   return j;
 }
 
-/// Runs `scenario` short: no request may be wrong, every event must apply,
-/// and none may be lost unless `known_lost` names the open bug that loses
-/// some (then the test says so and skips rather than pass).
-void expect_clean(const std::string& scenario, const std::string& known_lost = {}) {
+/// Runs `scenario` short: no request may be wrong or lost, and every
+/// event must apply.
+void expect_clean(const std::string& scenario) {
   int code = -1;
   std::string out;
   auto j = run_scenario(scenario, code, out);
@@ -65,9 +75,7 @@ void expect_clean(const std::string& scenario, const std::string& known_lost = {
   EXPECT_GT(t["sent"].get<int>(), 5) << out;
   EXPECT_GT(t["completed"].get<int>(), 0) << out;
   EXPECT_EQ(t["wrong"], 0) << out;
-  if (known_lost.empty() || t["lost"] == 0) {
-    EXPECT_EQ(t["lost"], 0) << out;
-  }
+  EXPECT_EQ(t["lost"], 0) << out;
   ASSERT_FALSE(j["events"].empty()) << out;
   for (const auto& e : j["events"])
     EXPECT_EQ(e["error"], "") << e.dump() << "\n" << out;
@@ -76,8 +84,6 @@ void expect_clean(const std::string& scenario, const std::string& known_lost = {
   for (const auto& r : j["requests"])
     bytes += r["text_bytes"].get<size_t>();
   EXPECT_GT(bytes, 0u) << out;
-  if (!known_lost.empty() && t["lost"] != 0)
-    GTEST_SKIP() << t["lost"] << " of " << t["sent"] << " requests lost, none wrong: " << known_lost;
 }
 
 TEST(ChaosCliTest, KillOfOneOfTwoDecodeNodesLosesNothing) {
@@ -101,8 +107,7 @@ TEST(ChaosCliTest, AHungDecodeNodeLosesNothing) {
 }
 
 TEST(ChaosCliTest, OnePercentMessageDropIsNeverWrong) {
-  expect_clean("drop-1pct", "streams stalled by dropped messages until the client gave up (issue 15: every "
-                            "request answered or failed with a clear error)");
+  expect_clean("drop-1pct");
 }
 
 TEST(ChaosCliTest, FiftyMillisecondDelaysAreNeverWrong) {
@@ -114,7 +119,7 @@ TEST(ChaosCliTest, DuplicatedAndReorderedMessagesAreNeverWrong) {
 }
 
 TEST(ChaosCliTest, AHealedPartitionIsNeverWrong) {
-  expect_clean("partition", "streams on a partitioned decode node stalled instead of moving (issue 15 item 3)");
+  expect_clean("partition");
 }
 
 TEST(ChaosCliTest, AnswersThatDifferFromTheReferenceAreWrongAndFailTheRun) {
