@@ -50,8 +50,9 @@ json run_scenario(const std::string& scenario, int& exit_code, std::string& out)
   const auto report = dir.path() / "report.json";
   const std::string file = std::string{TESSERA_SOURCE_DIR} + "/configs/chaos/" + scenario + ".toml";
   auto r = tessera::test::run_tessera("chaos --config " + config.string() + " --scenario " + file +
-                                      " --time-scale 0.2 --grace " + std::to_string(grace_s) + " --json " + report.string() + " --svg " +
-                                      (dir.path() / "t.svg").string() + " --logs " + (dir.path() / "logs").string());
+                                      " --time-scale 0.2 --grace " + std::to_string(grace_s) + " --json " +
+                                      report.string() + " --svg " + (dir.path() / "t.svg").string() + " --logs " +
+                                      (dir.path() / "logs").string());
   exit_code = r.exit_code;
   out = r.out;
   auto j = tessera::test::read_chaos_report(report);
