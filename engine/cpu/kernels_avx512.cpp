@@ -265,10 +265,59 @@ constexpr tile_table<L> make_tile_table(std::integer_sequence<int, MR...>) {
 template <class L>
 constexpr tile_table<L> tiles = make_tile_table<L>(std::make_integer_sequence<int, gemm_mr>{});
 
+// Five or six rows (a decode step of 5-6 sequences, or a few sequences
+// with speculative drafts) in one row group: with gemm_mr rows per group
+// they took two passes over every weight, the second from L2, and a
+// decode step of 5 sequences cost 1.5x one of 4 (`tessera bench engine`,
+// `small`, 2 threads: 6.3 against 4.3 ms). Only while the rows of x fit
+// L1 beside the weights (wide_x_bytes): every tile reads all of them. Not
+// 7 or 8 rows: GCC then folds the x loads into the FMAs (one per column),
+// and the one pass took longer than two (gemm_bench --batch 8, one thread,
+// lm_head: 5.2-6.0 ms against 3.2-3.4); with x held in registers by force,
+// no faster than two (3.2-3.4 ms).
+// Columns per tile: as many as fit the 32 registers beside MR x NR
+// accumulators, NR weights and one x.
+constexpr int wide_mr_min = gemm_mr + 1;
+constexpr int wide_mr_max = 6;
+constexpr int64_t wide_x_bytes = 40 * 1024;
+constexpr int wide_nr(int mr) { return mr == 5 ? 5 : 4; }
+constexpr int wide_nr_max = wide_nr(wide_mr_min);
+
+template <class L>
+struct wide_table {
+  tile_fn<L> f[wide_mr_max - gemm_mr][wide_nr_max]; // [mr - wide_mr_min][nr - 1], prefetching
+};
+
+template <class L, int MR, int... NR>
+constexpr void fill_wide(tile_fn<L>* row, std::integer_sequence<int, NR...>) {
+  ((row[NR] = &tile<L, MR, NR + 1, true>), ...);
+}
+
+template <class L, int... I>
+constexpr wide_table<L> make_wide_table(std::integer_sequence<int, I...>) {
+  wide_table<L> t{};
+  (fill_wide<L, wide_mr_min + I>(t.f[I], std::make_integer_sequence<int, wide_nr(wide_mr_min + I)>{}), ...);
+  return t;
+}
+
+template <class L>
+constexpr wide_table<L> wide_tiles =
+  make_wide_table<L>(std::make_integer_sequence<int, wide_mr_max - gemm_mr>{});
+
 template <class L>
 void matmul_range_t(const float* x, int64_t M, int64_t K, int64_t ldx, const void* wv,
                     int64_t n_begin, int64_t n_end, const float* bias, float* y, int64_t ldy) {
   const auto* w = static_cast<const typename L::elem*>(wv);
+  if (M >= wide_mr_min && M <= wide_mr_max && M * K * int64_t{sizeof(float)} <= wide_x_bytes) {
+    // One pass, streaming the weights from memory (so prefetching).
+    const auto* f = wide_tiles<L>.f[M - wide_mr_min];
+    const int64_t step = wide_nr(static_cast<int>(M));
+    for (int64_t n = n_begin; n < n_end; n += step) {
+      const int64_t nr = min64(step, n_end - n);
+      f[nr - 1](x, ldx, w + n * K, K, bias ? bias + n : nullptr, y + n, ldy);
+    }
+    return;
+  }
   const auto& t = tiles<L>;
   // Panel of columns whose weights stay in L2 while all row groups pass.
   const int64_t row_bytes = K * static_cast<int64_t>(sizeof(typename L::elem));
